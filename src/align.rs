@@ -1,0 +1,124 @@
+//! Alignment of the string trie with the vocabulary: for every trie node `n`, the tokens whose bytes spell a
+//! path starting at `n`, and the node each one reaches.
+//!
+//! This is the paper's reduction to multi-pattern matching: the vocabulary's Aho-Corasick automaton over all
+//! distinct token byte strings is walked along every root-to-node path of the trie (each node is visited once,
+//! with the automaton state of its parent). A match of pattern `p` (length `L`) ending at node `m` means the
+//! token bytes spell the path from `m`'s ancestor at depth `depth(m) - L` down to `m`: an edge
+//! `ancestor --p--> m`. Walks are split across threads by ranges of members; each node is visited by the member
+//! that created it.
+
+use crate::string_trie::StringTrie;
+use crate::vocab::Vocabulary;
+use aho_corasick::automaton::Automaton as _;
+use aho_corasick::Anchored;
+use rayon::prelude::*;
+
+/// Edges grouped by source node (CSR): node `n`'s edges are `pattern[offsets[n]..offsets[n + 1]]` with the
+/// matching `target`s. Every target is a proper descendant of its source.
+pub(crate) struct Alignment {
+    pub(crate) offsets: Vec<u32>,
+    pub(crate) pattern: Vec<u32>,
+    pub(crate) target: Vec<u32>,
+}
+
+impl Alignment {
+    #[inline]
+    pub(crate) fn edges(&self, node: usize) -> impl Iterator<Item = (u32, u32)> + '_ {
+        let r = self.offsets[node] as usize..self.offsets[node + 1] as usize;
+        self.pattern[r.clone()].iter().copied().zip(self.target[r].iter().copied())
+    }
+}
+
+/// Raw edges of one range of members, in the order found.
+struct Found {
+    source: Vec<u32>,
+    pattern: Vec<u32>,
+    target: Vec<u32>,
+}
+
+/// Members per parallel work unit.
+const CHUNK_MEMBERS: usize = 2048;
+
+pub(crate) fn align(trie: &StringTrie, vocab: &Vocabulary) -> crate::Result<Alignment> {
+    let n_members = trie.n_members();
+    let chunks: Vec<(usize, usize)> =
+        (0..n_members).step_by(CHUNK_MEMBERS).map(|a| (a, (a + CHUNK_MEMBERS).min(n_members))).collect();
+    let found: Vec<Found> = chunks.par_iter().map(|&(a, b)| walk(trie, vocab, a, b)).collect();
+    let total: usize = found.iter().map(|f| f.source.len()).sum();
+    if total >= u32::MAX as usize {
+        return Err(crate::Error::limit(format!(
+            "the set aligns to {total} token edges, over the limit of {}; split the set",
+            u32::MAX - 1
+        )));
+    }
+    // Counting sort by source node.
+    let n = trie.n_nodes();
+    let mut offsets = vec![0u32; n + 1];
+    for f in &found {
+        for &s in &f.source {
+            offsets[s as usize + 1] += 1;
+        }
+    }
+    for i in 0..n {
+        offsets[i + 1] += offsets[i];
+    }
+    let mut cursor = offsets.clone();
+    let mut pattern = vec![0u32; total];
+    let mut target = vec![0u32; total];
+    for f in found {
+        for i in 0..f.source.len() {
+            let c = &mut cursor[f.source[i] as usize];
+            pattern[*c as usize] = f.pattern[i];
+            target[*c as usize] = f.target[i];
+            *c += 1;
+        }
+    }
+    Ok(Alignment { offsets, pattern, target })
+}
+
+/// Walks members `a..b`, emitting the edges that end at nodes these members created.
+fn walk(trie: &StringTrie, vocab: &Vocabulary, a: usize, b: usize) -> Found {
+    let ac = &vocab.index.ac;
+    let plen = &vocab.index.pattern_len;
+    let start = ac.start_state(Anchored::No).expect("unanchored search is supported");
+    let mut out = Found { source: Vec::new(), pattern: Vec::new(), target: Vec::new() };
+    // path[d] and states[d]: node and automaton state after d bytes of the current member.
+    let mut path = trie.path_of(a);
+    let mut states = Vec::with_capacity(path.len());
+    states.push(start);
+    let first = trie.member(a);
+    let l = trie.lcp[a] as usize;
+    for &byte in &first[..l] {
+        let s = ac.next_state(Anchored::No, *states.last().unwrap(), byte);
+        states.push(s);
+    }
+    for m in a..b {
+        let s = trie.member(m);
+        let l = trie.lcp[m] as usize;
+        if m > a {
+            path.truncate(l + 1);
+            let mut id = trie.first_new[m];
+            for _ in l..s.len() {
+                path.push(id);
+                id += 1;
+            }
+        }
+        states.truncate(l + 1);
+        for d in l..s.len() {
+            let st = ac.next_state(Anchored::No, states[d], s[d]);
+            states.push(st);
+            if ac.is_match(st) {
+                let node = path[d + 1];
+                for k in 0..ac.match_len(st) {
+                    let p = ac.match_pattern(st, k).as_u32();
+                    let len = plen[p as usize] as usize;
+                    out.source.push(path[d + 1 - len]);
+                    out.pattern.push(p);
+                    out.target.push(node);
+                }
+            }
+        }
+    }
+    out
+}

@@ -1,0 +1,553 @@
+//! The frozen trie automaton: compile a set once, then decode with a plain integer state.
+//!
+//! Invariants of an [`Automaton`]:
+//! - states are `0..n_states()` plus [`State::FINISHED`]; the start state is 0;
+//! - every state can still complete a member (pruned: no token leads to a dead end), and every kept member
+//!   is reachable from the start;
+//! - state `s` allows exactly the tokens `tokens[offsets[s]..offsets[s + 1]]` (ascending, no repeats), and the
+//!   token at position `i` leads to `targets[i]`; end-of-generation ids appear only in accepting states and
+//!   lead to `FINISHED`;
+//! - `FINISHED` allows only the end-of-generation ids and stays `FINISHED`.
+
+use crate::align::{align, Alignment};
+use crate::error::{show_bytes, Error, ErrorKind, Result};
+use crate::mask::{dense_row, fill_sparse};
+use crate::string_trie::{StringTrie, NONE};
+use crate::vocab::{TokenId, Vocabulary};
+use bitvec::prelude::*;
+use rayon::prelude::*;
+use std::sync::Arc;
+
+/// A decoding state: one integer, so a server keeps one `u32` per sequence and nothing else.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[repr(transparent)]
+pub struct State(pub u32);
+
+impl State {
+    /// The state after an end-of-generation token.
+    pub const FINISHED: State = State(u32::MAX);
+
+    /// The state's number.
+    pub fn as_u32(self) -> u32 {
+        self.0
+    }
+}
+
+/// What a token does to a state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Step {
+    /// The text goes on in this state.
+    Next(State),
+    /// An end-of-generation token ended a member.
+    Finished,
+}
+
+/// Options of [`Automaton::compile`].
+#[derive(Clone, Debug, Default)]
+pub struct CompileOptions {
+    /// Drop the strings that no token sequence of the vocabulary can produce (see [`Automaton::dropped`])
+    /// instead of failing with [`ErrorKind::UnreachableString`].
+    pub drop_unreachable: bool,
+}
+
+/// The remaining text of the one member left below a state, and a token path that spells it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Forced {
+    /// The bytes still to come (empty at the end of the member).
+    pub bytes: Vec<u8>,
+    /// Tokens that spell `bytes` (greedy longest tokens); an end-of-generation token is not included.
+    pub tokens: Vec<TokenId>,
+}
+
+/// A set of strings compiled against a vocabulary. Immutable, `Send + Sync`; keeps its vocabulary alive.
+pub struct Automaton {
+    vocab: Arc<Vocabulary>,
+    /// CSR over states: allowed tokens (ascending) and the state each leads to.
+    offsets: Vec<u32>,
+    tokens: Vec<TokenId>,
+    targets: Vec<u32>,
+    accepting: BitVec<u64, Lsb0>,
+    /// Depth (bytes of text so far) of each state.
+    depth: Vec<u32>,
+    /// The only member below each state, or `NONE` when several remain.
+    single_member: Vec<u32>,
+    /// Precomputed rows for states with many allowed tokens: (state, row), sorted by state.
+    dense: Vec<(u32, Box<[u32]>)>,
+    /// Members (sorted, distinct): `member_bytes[member_offsets[i]..member_offsets[i + 1]]`.
+    member_offsets: Vec<usize>,
+    member_bytes: Vec<u8>,
+    /// Input indices of the strings dropped as unreachable, ascending.
+    dropped: Vec<usize>,
+}
+
+impl Automaton {
+    /// Compiles `strings` (arbitrary bytes; duplicates and prefixes allowed; the empty string allowed) against
+    /// `vocab`. Errors: an empty set ([`ErrorKind::EmptySet`]); a string no token sequence can produce
+    /// ([`ErrorKind::UnreachableString`], naming it, unless `options.drop_unreachable`); sizes over the 32-bit
+    /// limits ([`ErrorKind::LimitExceeded`]).
+    pub fn compile<S: AsRef<[u8]> + Sync>(
+        vocab: Arc<Vocabulary>,
+        strings: &[S],
+        options: &CompileOptions,
+    ) -> Result<Automaton> {
+        let trie = StringTrie::build(strings)?;
+        let alignment = align(&trie, &vocab)?;
+        freeze(vocab, trie, alignment, options)
+    }
+
+    /// The vocabulary this automaton was compiled against.
+    pub fn vocab(&self) -> &Arc<Vocabulary> {
+        &self.vocab
+    }
+
+    /// The start state.
+    pub fn start(&self) -> State {
+        State(0)
+    }
+
+    /// Number of states (not counting `FINISHED`).
+    pub fn n_states(&self) -> usize {
+        self.depth.len()
+    }
+
+    /// Number of 32-bit words of a bitmask row: `ceil(n_vocab / 32)`.
+    pub fn mask_words(&self) -> usize {
+        self.vocab.mask_words()
+    }
+
+    /// Number of distinct members that can be produced.
+    pub fn n_members(&self) -> usize {
+        self.member_offsets.len() - 1 - self.dropped.len()
+    }
+
+    /// Input indices of the strings dropped because the vocabulary cannot produce them (with
+    /// [`CompileOptions::drop_unreachable`]), ascending.
+    pub fn dropped(&self) -> &[usize] {
+        &self.dropped
+    }
+
+    fn check(&self, state: State) -> Result<()> {
+        if (state.0 as usize) < self.n_states() || state == State::FINISHED {
+            Ok(())
+        } else {
+            Err(Error::new(
+                ErrorKind::InvalidState,
+                format!("state {} is not a state of this automaton (it has {} states)", state.0, self.n_states()),
+            ))
+        }
+    }
+
+    #[inline]
+    fn range(&self, state: State) -> std::ops::Range<usize> {
+        self.offsets[state.0 as usize] as usize..self.offsets[state.0 as usize + 1] as usize
+    }
+
+    /// The tokens allowed in `state`, ascending, without copying. Empty for an invalid state.
+    #[inline]
+    pub fn allowed(&self, state: State) -> &[TokenId] {
+        if state == State::FINISHED {
+            return self.vocab.eog_ids();
+        }
+        if state.0 as usize >= self.n_states() {
+            return &[];
+        }
+        &self.tokens[self.range(state)]
+    }
+
+    /// Whether a member may end in `state` (end-of-generation tokens are allowed there).
+    pub fn is_accepting(&self, state: State) -> bool {
+        state == State::FINISHED || self.accepting.get(state.0 as usize).map(|b| *b).unwrap_or(false)
+    }
+
+    /// The state after `token`, [`Step::Finished`] after an end-of-generation token, or an error:
+    /// [`ErrorKind::TokenRejected`] when the token is not allowed, [`ErrorKind::InvalidState`] /
+    /// [`ErrorKind::InvalidArgument`] for a bad state or token id.
+    #[inline]
+    pub fn advance(&self, state: State, token: TokenId) -> Result<Step> {
+        if state == State::FINISHED {
+            if self.vocab.is_eog(token) {
+                return Ok(Step::Finished);
+            }
+            return Err(self.rejected(state, token));
+        }
+        self.check(state)?;
+        let r = self.range(state);
+        match self.tokens[r.clone()].binary_search(&token) {
+            Ok(i) => {
+                let t = self.targets[r.start + i];
+                Ok(if t == State::FINISHED.0 { Step::Finished } else { Step::Next(State(t)) })
+            }
+            Err(_) => Err(self.rejected(state, token)),
+        }
+    }
+
+    fn rejected(&self, state: State, token: TokenId) -> Error {
+        if token as usize >= self.vocab.n_vocab() {
+            return Error::invalid(format!(
+                "token id {token} is out of range: the vocabulary has ids 0..{}",
+                self.vocab.n_vocab()
+            ));
+        }
+        let at = if state == State::FINISHED {
+            "after the end of generation".to_string()
+        } else {
+            format!("in state {} (after {} bytes of text)", state.0, self.depth[state.0 as usize])
+        };
+        Error::new(
+            ErrorKind::TokenRejected,
+            format!(
+                "token {token} {} is not allowed {at}; {} tokens are",
+                show_bytes(self.vocab.token_bytes(token), 40),
+                self.allowed(state).len()
+            ),
+        )
+    }
+
+    /// Writes the bitmask of `state` into `row` (at least [`Automaton::mask_words`] words; every word of `row`
+    /// is written, bits past the vocabulary zero). [`ErrorKind::BufferTooSmall`] leaves `row` untouched.
+    #[inline]
+    pub fn fill_bitmask(&self, state: State, row: &mut [u32]) -> Result<()> {
+        self.check(state)?;
+        let words = self.mask_words();
+        if row.len() < words {
+            return Err(Error::new(
+                ErrorKind::BufferTooSmall,
+                format!("the bitmask has {} words but needs {words} (ceil({} / 32))", row.len(), self.vocab.n_vocab()),
+            ));
+        }
+        self.fill_row(state, row);
+        Ok(())
+    }
+
+    #[inline]
+    fn fill_row(&self, state: State, row: &mut [u32]) {
+        let allowed = self.allowed(state);
+        if allowed.len() >= self.dense_threshold() {
+            if let Ok(i) = self.dense.binary_search_by_key(&state.0, |(s, _)| *s) {
+                let words = self.dense[i].1.len();
+                row[..words].copy_from_slice(&self.dense[i].1);
+                row[words..].fill(0);
+                return;
+            }
+        }
+        fill_sparse(allowed, row);
+    }
+
+    /// States with at least this many allowed tokens get a precomputed row.
+    fn dense_threshold(&self) -> usize {
+        (self.mask_words() / 4).max(64)
+    }
+
+    /// Fills one row per state: row `i` is `out[i * row_words..(i + 1) * row_words]`, `row_words` at least
+    /// [`Automaton::mask_words`]. Rows are filled in parallel when there are many. All states are checked before
+    /// anything is written.
+    pub fn fill_bitmask_batch(&self, states: &[State], out: &mut [u32], row_words: usize) -> Result<()> {
+        let words = self.mask_words();
+        if row_words < words {
+            return Err(Error::new(
+                ErrorKind::BufferTooSmall,
+                format!("rows of {row_words} words are too short: {words} needed"),
+            ));
+        }
+        let need = states.len().checked_mul(row_words).ok_or_else(|| Error::invalid("batch size overflows"))?;
+        if out.len() < need {
+            return Err(Error::new(
+                ErrorKind::BufferTooSmall,
+                format!("the batch buffer has {} words but {} rows of {row_words} need {need}", out.len(), states.len()),
+            ));
+        }
+        for &s in states {
+            self.check(s)?;
+        }
+        let out = &mut out[..need];
+        if states.len() >= 8 {
+            out.par_chunks_mut(row_words).zip(states.par_iter()).for_each(|(row, &s)| self.fill_row(s, row));
+        } else {
+            out.chunks_mut(row_words).zip(states).for_each(|(row, &s)| self.fill_row(s, row));
+        }
+        Ok(())
+    }
+
+    /// When only one member remains below `state`: the rest of its bytes and a token path spelling them, so an
+    /// engine can jump forward. `None` when several members remain or for `FINISHED`.
+    pub fn forced(&self, state: State) -> Option<Forced> {
+        if state == State::FINISHED || state.0 as usize >= self.n_states() {
+            return None;
+        }
+        let m = self.single_member[state.0 as usize];
+        if m == NONE {
+            return None;
+        }
+        let member = &self.member_bytes[self.member_offsets[m as usize]..self.member_offsets[m as usize + 1]];
+        let bytes = member[self.depth[state.0 as usize] as usize..].to_vec();
+        let mut tokens = Vec::new();
+        let mut s = state;
+        while (self.depth[s.0 as usize] as usize) < member.len() {
+            // Every allowed text token leads to a live state on the member's path: take the longest.
+            let r = self.range(s);
+            let best = (r.start..r.end)
+                .filter(|&i| self.targets[i] != State::FINISHED.0)
+                .max_by_key(|&i| (self.vocab.token_bytes(self.tokens[i]).len(), std::cmp::Reverse(self.tokens[i])))?;
+            tokens.push(self.tokens[best]);
+            s = State(self.targets[best]);
+        }
+        Some(Forced { bytes, tokens })
+    }
+
+    /// The text produced so far in `state` is `depth(state)` bytes long.
+    pub fn depth(&self, state: State) -> Option<usize> {
+        self.depth.get(state.0 as usize).map(|&d| d as usize)
+    }
+
+    /// Heap bytes held by the automaton (not counting the shared vocabulary).
+    pub fn memory_usage(&self) -> usize {
+        (self.offsets.capacity() + self.tokens.capacity() + self.targets.capacity()) * 4
+            + self.accepting.capacity() / 8
+            + (self.depth.capacity() + self.single_member.capacity()) * 4
+            + self.dense.iter().map(|(_, r)| r.len() * 4 + 16).sum::<usize>()
+            + self.member_offsets.capacity() * 8
+            + self.member_bytes.capacity()
+            + self.dropped.capacity() * 8
+    }
+}
+
+impl std::fmt::Debug for Automaton {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Automaton")
+            .field("n_states", &self.n_states())
+            .field("n_members", &self.n_members())
+            .field("n_edges", &self.tokens.len())
+            .field("memory_usage", &self.memory_usage())
+            .finish()
+    }
+}
+
+/// Prunes the alignment to live, reachable nodes and lays out the flat arrays.
+fn freeze(vocab: Arc<Vocabulary>, trie: StringTrie, al: Alignment, options: &CompileOptions) -> Result<Automaton> {
+    let n = trie.n_nodes();
+    // live[n]: some member can be completed from n with tokens. Targets are descendants (larger ids).
+    let mut live = bitvec![u64, Lsb0; 0; n];
+    for node in (0..n).rev() {
+        let is_live = trie.end_member[node] != NONE || al.edges(node).any(|(_, t)| live[t as usize]);
+        live.set(node, is_live);
+    }
+    let mut keep = bitvec![u64, Lsb0; 0; n];
+    keep.set(0, live[0]);
+    for node in 0..n {
+        if keep[node] {
+            for (_, t) in al.edges(node) {
+                if live[t as usize] {
+                    keep.set(t as usize, true);
+                }
+            }
+        }
+    }
+    // Members whose end node cannot be reached.
+    let mut unreachable: Vec<usize> =
+        (0..trie.n_members()).filter(|&m| !keep[trie.end_node(m) as usize]).collect();
+    if !unreachable.is_empty() && (!options.drop_unreachable || unreachable.len() == trie.n_members()) {
+        let names: Vec<String> = unreachable.iter().take(5).map(|&m| trie.describe_member(m)).collect();
+        let more = if unreachable.len() > 5 { format!(" and {} more", unreachable.len() - 5) } else { String::new() };
+        let all = if unreachable.len() == trie.n_members() { " (no member of the set can be produced)" } else { "" };
+        return Err(Error::new(
+            ErrorKind::UnreachableString,
+            format!(
+                "no sequence of tokens of this vocabulary produces {}{more}{all}: the vocabulary lacks tokens for \
+                 some of its bytes; remove or rewrite these strings, or compile with drop_unreachable",
+                names.join(", ")
+            ),
+        ));
+    }
+    let mut dropped: Vec<usize> = unreachable.iter().map(|&m| trie.member_input[m] as usize).collect();
+    dropped.sort_unstable();
+    unreachable.clear();
+
+    // State numbering: kept nodes in preorder.
+    let mut state_of = vec![NONE; n];
+    let mut kept_nodes = Vec::new();
+    for node in keep.iter_ones() {
+        state_of[node] = kept_nodes.len() as u32;
+        kept_nodes.push(node as u32);
+    }
+    let n_states = kept_nodes.len();
+    let eog = vocab.eog_ids();
+    let idx = &vocab.index;
+
+    // Per-state entry counts, then offsets.
+    let counts: Vec<usize> = kept_nodes
+        .par_iter()
+        .map(|&node| {
+            let node = node as usize;
+            let text: usize = al
+                .edges(node)
+                .filter(|&(_, t)| keep[t as usize])
+                .map(|(p, _)| idx.tokens_of(p as usize).len())
+                .sum();
+            text + if trie.end_member[node] != NONE { eog.len() } else { 0 }
+        })
+        .collect();
+    let total: usize = counts.iter().sum();
+    if total >= u32::MAX as usize {
+        return Err(Error::limit(format!("the automaton needs {total} transitions, over the limit of {}", u32::MAX - 1)));
+    }
+    let mut offsets = Vec::with_capacity(n_states + 1);
+    offsets.push(0u32);
+    for &c in &counts {
+        offsets.push(offsets.last().unwrap() + c as u32);
+    }
+    let mut tokens = vec![0u32; total];
+    let mut targets = vec![0u32; total];
+    // Fill states in parallel blocks over disjoint slices.
+    const BLOCK: usize = 1024;
+    let mut jobs = Vec::with_capacity(n_states / BLOCK + 1);
+    {
+        let (mut tok_rest, mut tgt_rest) = (&mut tokens[..], &mut targets[..]);
+        for a in (0..n_states).step_by(BLOCK) {
+            let b = (a + BLOCK).min(n_states);
+            let len = (offsets[b] - offsets[a]) as usize;
+            let (t1, t2) = std::mem::take(&mut tok_rest).split_at_mut(len);
+            let (g1, g2) = std::mem::take(&mut tgt_rest).split_at_mut(len);
+            tok_rest = t2;
+            tgt_rest = g2;
+            jobs.push((a, b, t1, g1));
+        }
+    }
+    jobs.into_par_iter().for_each(|(a, b, tok, tgt)| {
+        let base = offsets[a] as usize;
+        let mut pairs: Vec<(u32, u32)> = Vec::new();
+        for s in a..b {
+            let node = kept_nodes[s] as usize;
+            pairs.clear();
+            for (p, t) in al.edges(node) {
+                if keep[t as usize] {
+                    let target = state_of[t as usize];
+                    pairs.extend(idx.tokens_of(p as usize).iter().map(|&tok| (tok, target)));
+                }
+            }
+            if trie.end_member[node] != NONE {
+                pairs.extend(eog.iter().map(|&e| (e, State::FINISHED.0)));
+            }
+            pairs.sort_unstable();
+            let start = offsets[s] as usize - base;
+            for (i, &(tk, tg)) in pairs.iter().enumerate() {
+                tok[start + i] = tk;
+                tgt[start + i] = tg;
+            }
+        }
+    });
+    drop(al);
+
+    // Accepting states, depths, and the single member below each state.
+    let mut accepting = bitvec![u64, Lsb0; 0; n_states];
+    let mut depth = Vec::with_capacity(n_states);
+    for (s, &node) in kept_nodes.iter().enumerate() {
+        accepting.set(s, trie.end_member[node as usize] != NONE);
+        depth.push(trie.depth[node as usize]);
+    }
+    let single_member = single_members(&trie, &keep, &kept_nodes);
+
+    let mut automaton = Automaton {
+        vocab,
+        offsets,
+        tokens,
+        targets,
+        accepting,
+        depth,
+        single_member,
+        dense: Vec::new(),
+        member_offsets: trie.member_offsets,
+        member_bytes: trie.member_bytes,
+        dropped,
+    };
+    let threshold = automaton.dense_threshold();
+    let words = automaton.mask_words();
+    automaton.dense = (0..n_states as u32)
+        .filter(|&s| automaton.allowed(State(s)).len() >= threshold)
+        .map(|s| (s, dense_row(automaton.allowed(State(s)), words)))
+        .collect();
+    Ok(automaton)
+}
+
+/// For each kept node: the only reachable member in its subtree, or `NONE`.
+fn single_members(trie: &StringTrie, keep: &BitSlice<u64, Lsb0>, kept_nodes: &[u32]) -> Vec<u32> {
+    let n = trie.n_nodes();
+    // count (saturated at 2) of reachable members per subtree, and one of them.
+    let mut count = vec![0u8; n];
+    let mut some = vec![NONE; n];
+    for node in (0..n).rev() {
+        let m = trie.end_member[node];
+        if m != NONE && keep[node] {
+            count[node] = (count[node] + 1).min(2);
+            some[node] = m;
+        }
+        let p = trie.parent[node];
+        if p != NONE && count[node] > 0 {
+            count[p as usize] = (count[p as usize] + count[node]).min(2);
+            some[p as usize] = some[node];
+        }
+    }
+    kept_nodes.iter().map(|&node| if count[node as usize] == 1 { some[node as usize] } else { NONE }).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::vocab::TokenKind;
+
+    /// Tokens: single letters a..e, "ab", "abc", "bc", EOG id 8.
+    fn toy() -> Arc<Vocabulary> {
+        let mut toks: Vec<Vec<u8>> = ["a", "b", "c", "d", "e", "ab", "abc", "bc"].iter().map(|s| s.as_bytes().to_vec()).collect();
+        toks.push(b"</s>".to_vec());
+        let mut kinds = vec![TokenKind::Normal; 8];
+        kinds.push(TokenKind::Control);
+        Arc::new(Vocabulary::new(toks, kinds, &[8], Some(40)).unwrap())
+    }
+
+    #[test]
+    fn walks_a_small_set() {
+        let a = Automaton::compile(toy(), &["abc", "ab", "bd"], &CompileOptions::default()).unwrap();
+        let s0 = a.start();
+        assert_eq!(a.allowed(s0), &[0, 1, 5, 6]);
+        let Step::Next(s_ab) = a.advance(s0, 5).unwrap() else { panic!() };
+        assert!(a.is_accepting(s_ab));
+        assert_eq!(a.allowed(s_ab), &[2, 8]);
+        assert_eq!(a.advance(s_ab, 8).unwrap(), Step::Finished);
+        let Step::Next(s_abc) = a.advance(s_ab, 2).unwrap() else { panic!() };
+        assert_eq!(a.allowed(s_abc), &[8]);
+        assert_eq!(a.advance(s0, 3).unwrap_err().kind(), ErrorKind::TokenRejected);
+        let mut row = vec![0u32; 2];
+        a.fill_bitmask(s0, &mut row).unwrap();
+        assert_eq!(row, [0b110_0011, 0]);
+        assert_eq!(a.fill_bitmask(s0, &mut row[..1]).unwrap_err().kind(), ErrorKind::BufferTooSmall);
+    }
+
+    #[test]
+    fn forced_continuation() {
+        let a = Automaton::compile(toy(), &["abcab", "bd"], &CompileOptions::default()).unwrap();
+        assert_eq!(a.forced(a.start()), None);
+        let Step::Next(s) = a.advance(a.start(), 0).unwrap() else { panic!() };
+        let f = a.forced(s).unwrap();
+        assert_eq!(f.bytes, b"bcab");
+        assert_eq!(f.tokens, vec![7, 5]);
+    }
+
+    #[test]
+    fn unreachable_strings_are_named_or_dropped() {
+        let e = Automaton::compile(toy(), &["abz", "ab"], &CompileOptions::default()).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::UnreachableString);
+        assert!(e.message().contains("\"abz\""), "{e}");
+        let a = Automaton::compile(toy(), &["abz", "ab"], &CompileOptions { drop_unreachable: true }).unwrap();
+        assert_eq!(a.dropped(), &[0]);
+        assert_eq!(a.n_members(), 1);
+        let e = Automaton::compile(toy(), &["zz"], &CompileOptions { drop_unreachable: true }).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::UnreachableString);
+    }
+
+    #[test]
+    fn dead_ends_are_pruned() {
+        // "abz" can't be finished, so "ab"'s token must not lead into a state that only continues to z.
+        let a = Automaton::compile(toy(), &["abcz", "abd"], &CompileOptions { drop_unreachable: true }).unwrap();
+        // "abc" token (6) would lead into the dead "abc" prefix; only a, ab remain at the start.
+        assert_eq!(a.allowed(a.start()), &[0, 5]);
+    }
+}

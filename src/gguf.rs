@@ -1,0 +1,251 @@
+//! A reader for the metadata of GGUF files (llama.cpp's model format): just the key/value section, never the
+//! tensors. Every length is checked against the bytes that remain, so truncated or corrupt files are errors.
+
+use crate::error::{Error, Result};
+use std::collections::HashMap;
+use std::io::Read;
+use std::path::Path;
+
+/// One metadata value of a GGUF file.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Value {
+    /// Any integer type (u8 .. i64), widened.
+    Int(i64),
+    /// u64 values above `i64::MAX` are kept apart.
+    UInt(u64),
+    /// f32 or f64.
+    Float(f64),
+    /// A boolean.
+    Bool(bool),
+    /// A string, as raw bytes (GGUF promises UTF-8 but files do not always keep that promise).
+    Str(Vec<u8>),
+    /// An array of values.
+    Array(Vec<Value>),
+}
+
+impl Value {
+    /// The value as an integer, if it is one.
+    pub fn as_i64(&self) -> Option<i64> {
+        match *self {
+            Value::Int(v) => Some(v),
+            Value::UInt(v) => i64::try_from(v).ok(),
+            _ => None,
+        }
+    }
+
+    /// The value as a string, if it is one.
+    pub fn as_str(&self) -> Option<&[u8]> {
+        match self {
+            Value::Str(s) => Some(s),
+            _ => None,
+        }
+    }
+}
+
+/// The metadata of a GGUF file: key -> value.
+#[derive(Clone, Debug, Default)]
+pub struct Metadata {
+    /// The GGUF version (2 or 3).
+    pub version: u32,
+    /// Key/value pairs.
+    pub values: HashMap<String, Value>,
+}
+
+impl Metadata {
+    /// Reads the metadata of the GGUF file at `path`, stopping before the tensor data.
+    pub fn read_file(path: &Path) -> Result<Metadata> {
+        let file = std::fs::File::open(path).map_err(|e| {
+            Error::new(crate::ErrorKind::Io, format!("cannot open GGUF file {}: {e}", path.display()))
+        })?;
+        let len = file.metadata().map(|m| m.len()).unwrap_or(u64::MAX);
+        let mut reader = Reader { inner: std::io::BufReader::with_capacity(1 << 20, file), remaining: len };
+        reader.metadata().map_err(|e| Error::new(e.kind(), format!("{}: {}", path.display(), e.message())))
+    }
+
+    /// Reads GGUF metadata from bytes in memory.
+    pub fn read_bytes(bytes: &[u8]) -> Result<Metadata> {
+        let mut reader = Reader { inner: bytes, remaining: bytes.len() as u64 };
+        reader.metadata()
+    }
+
+    /// The value of `key`, if present.
+    pub fn get(&self, key: &str) -> Option<&Value> {
+        self.values.get(key)
+    }
+}
+
+/// GGUF value type tags.
+const T_U8: u32 = 0;
+const T_I8: u32 = 1;
+const T_U16: u32 = 2;
+const T_I16: u32 = 3;
+const T_U32: u32 = 4;
+const T_I32: u32 = 5;
+const T_F32: u32 = 6;
+const T_BOOL: u32 = 7;
+const T_STRING: u32 = 8;
+const T_ARRAY: u32 = 9;
+const T_U64: u32 = 10;
+const T_I64: u32 = 11;
+const T_F64: u32 = 12;
+
+/// Arrays nest at most this deep (llama.cpp never nests them).
+const MAX_DEPTH: u32 = 4;
+
+struct Reader<R: Read> {
+    inner: R,
+    /// Bytes left in the file: no length may promise more than this.
+    remaining: u64,
+}
+
+impl<R: Read> Reader<R> {
+    fn bytes(&mut self, n: u64, what: &str) -> Result<Vec<u8>> {
+        if n > self.remaining {
+            return Err(Error::malformed(format!(
+                "truncated GGUF: {what} needs {n} bytes but only {} remain",
+                self.remaining
+            )));
+        }
+        let mut buf = vec![0u8; n as usize];
+        self.inner
+            .read_exact(&mut buf)
+            .map_err(|e| Error::malformed(format!("truncated GGUF while reading {what}: {e}")))?;
+        self.remaining -= n;
+        Ok(buf)
+    }
+
+    fn fixed<const N: usize>(&mut self, what: &str) -> Result<[u8; N]> {
+        let v = self.bytes(N as u64, what)?;
+        Ok(v.try_into().expect("length checked"))
+    }
+
+    fn u32(&mut self, what: &str) -> Result<u32> {
+        Ok(u32::from_le_bytes(self.fixed(what)?))
+    }
+
+    fn u64(&mut self, what: &str) -> Result<u64> {
+        Ok(u64::from_le_bytes(self.fixed(what)?))
+    }
+
+    fn string(&mut self, what: &str) -> Result<Vec<u8>> {
+        let n = self.u64(what)?;
+        self.bytes(n, what)
+    }
+
+    fn metadata(&mut self) -> Result<Metadata> {
+        let magic: [u8; 4] = self.fixed("magic")?;
+        if &magic != b"GGUF" {
+            return Err(Error::malformed("not a GGUF file (the first 4 bytes are not \"GGUF\")"));
+        }
+        let version = self.u32("version")?;
+        if !(2..=3).contains(&version) {
+            return Err(Error::malformed(format!("unsupported GGUF version {version} (libtrie reads 2 and 3)")));
+        }
+        let _n_tensors = self.u64("tensor count")?;
+        let n_kv = self.u64("metadata count")?;
+        // Each pair takes at least 8 (key length) + 4 (type) + 1 bytes.
+        if n_kv > self.remaining / 13 {
+            return Err(Error::malformed(format!("GGUF claims {n_kv} metadata pairs, more than the file can hold")));
+        }
+        let mut values = HashMap::new();
+        for _ in 0..n_kv {
+            let key = self.string("metadata key")?;
+            let key = String::from_utf8(key).map_err(|_| Error::malformed("GGUF metadata key is not UTF-8"))?;
+            let ty = self.u32("value type")?;
+            let value = self.value(ty, 0, &key)?;
+            values.insert(key, value);
+        }
+        Ok(Metadata { version, values })
+    }
+
+    fn value(&mut self, ty: u32, depth: u32, key: &str) -> Result<Value> {
+        Ok(match ty {
+            T_U8 => Value::Int(self.fixed::<1>(key)?[0] as i64),
+            T_I8 => Value::Int(self.fixed::<1>(key)?[0] as i8 as i64),
+            T_U16 => Value::Int(u16::from_le_bytes(self.fixed(key)?) as i64),
+            T_I16 => Value::Int(i16::from_le_bytes(self.fixed(key)?) as i64),
+            T_U32 => Value::Int(u32::from_le_bytes(self.fixed(key)?) as i64),
+            T_I32 => Value::Int(i32::from_le_bytes(self.fixed(key)?) as i64),
+            T_F32 => Value::Float(f32::from_le_bytes(self.fixed(key)?) as f64),
+            T_BOOL => Value::Bool(self.fixed::<1>(key)?[0] != 0),
+            T_STRING => Value::Str(self.string(key)?),
+            T_U64 => {
+                let v = u64::from_le_bytes(self.fixed(key)?);
+                i64::try_from(v).map(Value::Int).unwrap_or(Value::UInt(v))
+            }
+            T_I64 => Value::Int(i64::from_le_bytes(self.fixed(key)?)),
+            T_F64 => Value::Float(f64::from_le_bytes(self.fixed(key)?)),
+            T_ARRAY => {
+                if depth >= MAX_DEPTH {
+                    return Err(Error::malformed(format!("GGUF array for {key} nests deeper than {MAX_DEPTH}")));
+                }
+                let item_ty = self.u32(key)?;
+                let n = self.u64(key)?;
+                // Every item takes at least one byte: a count above the remaining bytes is corrupt.
+                if n > self.remaining {
+                    return Err(Error::malformed(format!(
+                        "GGUF array {key} claims {n} items but only {} bytes remain",
+                        self.remaining
+                    )));
+                }
+                let mut items = Vec::with_capacity(n.min(1 << 20) as usize);
+                for _ in 0..n {
+                    items.push(self.value(item_ty, depth + 1, key)?);
+                }
+                Value::Array(items)
+            }
+            other => return Err(Error::malformed(format!("GGUF value of {key} has unknown type {other}"))),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn header(n_kv: u64) -> Vec<u8> {
+        let mut b = b"GGUF".to_vec();
+        b.extend(3u32.to_le_bytes());
+        b.extend(0u64.to_le_bytes());
+        b.extend(n_kv.to_le_bytes());
+        b
+    }
+
+    fn kv_str(b: &mut Vec<u8>, key: &str, val: &str) {
+        b.extend((key.len() as u64).to_le_bytes());
+        b.extend(key.as_bytes());
+        b.extend(T_STRING.to_le_bytes());
+        b.extend((val.len() as u64).to_le_bytes());
+        b.extend(val.as_bytes());
+    }
+
+    #[test]
+    fn reads_a_string_value() {
+        let mut b = header(1);
+        kv_str(&mut b, "tokenizer.ggml.model", "gpt2");
+        let m = Metadata::read_bytes(&b).unwrap();
+        assert_eq!(m.get("tokenizer.ggml.model").unwrap().as_str(), Some(&b"gpt2"[..]));
+    }
+
+    #[test]
+    fn every_truncation_is_an_error_not_a_panic() {
+        let mut b = header(1);
+        kv_str(&mut b, "tokenizer.ggml.model", "gpt2");
+        for cut in 0..b.len() {
+            let err = Metadata::read_bytes(&b[..cut]).unwrap_err();
+            assert_eq!(err.kind(), crate::ErrorKind::MalformedFile, "cut at {cut}: {err}");
+        }
+    }
+
+    #[test]
+    fn huge_counts_are_refused_before_allocating() {
+        let mut b = header(1);
+        b.extend(3u64.to_le_bytes());
+        b.extend(b"key");
+        b.extend(T_ARRAY.to_le_bytes());
+        b.extend(T_U8.to_le_bytes());
+        b.extend(u64::MAX.to_le_bytes());
+        let err = Metadata::read_bytes(&b).unwrap_err();
+        assert!(err.message().contains("claims"), "{err}");
+    }
+}

@@ -1,0 +1,330 @@
+//! Loading a Hugging Face `tokenizer.json` (through the `tokenizers` crate) into a [`Vocabulary`], recovering
+//! the exact bytes every token id stands for.
+//!
+//! How token texts become bytes is read from the tokenizer's decoder:
+//! - `ByteLevel` (GPT-2, Llama 3, Qwen): each character of a model token is the GPT-2 bytes-to-unicode image of
+//!   one byte;
+//! - a `Sequence` with `Replace("▁", " ")` and/or `ByteFallback` (SentencePiece BPE converted to Hugging Face:
+//!   Llama 2, Mistral), or a `Metaspace` decoder: the replacement character (`▁`, U+2581) is a space, and with
+//!   byte fallback `<0xNN>` tokens are the single raw byte `NN` (kind [`TokenKind::Byte`]);
+//! - with no decoder, the pre-tokenizer (`ByteLevel` or `Metaspace`) decides the same way.
+//!
+//! Token bytes are the bytes the token adds to the model's output wherever it occurs: a SentencePiece token
+//! `▁Hello` is ` Hello` even though `tokenizer.decode` strips the space when that token comes first (the
+//! decoder's `Strip` step acts on the whole decoded text, not on one token).
+//!
+//! Kinds: added tokens with `special: true` are [`TokenKind::Control`]; other added tokens are
+//! [`TokenKind::UserDefined`] and stand for their `content` verbatim; the model's unknown token is
+//! [`TokenKind::Unknown`]; ids no token has (gaps) get empty bytes and [`TokenKind::Unused`]; every other model
+//! token is [`TokenKind::Normal`].
+//!
+//! WordPiece models (their `##` pieces depend on word boundaries) and decoders without byte semantics
+//! (`WordPiece`, `CTC`, `BPE` with an end-of-word suffix, or no decoder at all) are refused with
+//! [`ErrorKind::UnsupportedVocabulary`].
+
+use crate::decode::{byte_level_decode, parse_byte_token, EOG_NAMES};
+use crate::error::{Error, ErrorKind, Result};
+use crate::vocab::{TokenId, TokenKind, Vocabulary};
+use serde_json::Value;
+use std::path::Path;
+use tokenizers::{Model, ModelWrapper, Tokenizer};
+
+/// Options for [`Vocabulary::from_tokenizer_json`].
+///
+/// `tokenizer.json` has no end-of-sequence field: Hugging Face keeps the EOS ids in `generation_config.json`
+/// (`eos_token_id`, often a list) and `tokenizer_config.json`. Pass those ids in `eog_ids` whenever you can.
+#[derive(Clone, Debug, Default)]
+pub struct HfOptions {
+    /// The end-of-generation ids (for example `eos_token_id` of `generation_config.json`). `None` infers them:
+    /// every added token (special or not) whose content is a well-known end name (`</s>`, `<|endoftext|>`,
+    /// `<|end_of_text|>`, `<|eot_id|>`, `<|eom_id|>`, `<|im_end|>`, `<|end|>`, `<end_of_turn>`, ...; llama.cpp's
+    /// list, which also holds `<|fim_pad|>`, `<|repo_name|>` and `<|file_sep|>`). Model tokens that merely
+    /// spell such a name are ordinary text and never inferred. With no EOG id a finished member can never be
+    /// ended. `Some(ids)` is used as given (ids must be `< n_vocab`).
+    pub eog_ids: Option<Vec<TokenId>>,
+    /// The model's (padded) vocabulary size, the mask width: for example 151,936 for Qwen2/Qwen3 whose
+    /// tokenizer lists 151,669 tokens. Ids past the tokenizer's tokens are padding and never allowed. `None`
+    /// means the largest token id + 1. Smaller than that is an [`ErrorKind::InvalidArgument`] error.
+    pub n_vocab: Option<usize>,
+}
+
+/// How model token texts map to bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Scheme {
+    /// GPT-2 bytes-to-unicode image.
+    ByteLevel,
+    /// SentencePiece: `space` (if any) stands for ` `; with `byte_fallback`, `<0xNN>` is the raw byte NN.
+    SentencePiece { space: Option<char>, byte_fallback: bool },
+}
+
+/// What the decoder (or pre-tokenizer) section says, gathered over nested `Sequence`s.
+#[derive(Default, Debug)]
+struct DecoderFacts {
+    byte_level: bool,
+    byte_fallback: bool,
+    /// The character a `Replace` step or a `Metaspace` step turns into a space.
+    space: Option<char>,
+    metaspace: bool,
+    /// A decoder type without byte semantics, by name.
+    unsupported: Option<String>,
+}
+
+impl DecoderFacts {
+    fn gather(&mut self, v: &Value) {
+        match v.get("type").and_then(Value::as_str) {
+            Some("ByteLevel") => self.byte_level = true,
+            Some("ByteFallback") => self.byte_fallback = true,
+            Some("Metaspace") => {
+                self.metaspace = true;
+                let replacement = v.get("replacement").and_then(Value::as_str).unwrap_or("\u{2581}");
+                let mut chars = replacement.chars();
+                if let (Some(c), None) = (chars.next(), chars.next()) {
+                    self.space.get_or_insert(c);
+                }
+            }
+            Some("Replace") => {
+                // Replace(String(c), " ") turns the metaspace character into a space.
+                let pattern = v.get("pattern").and_then(|p| p.get("String")).and_then(Value::as_str);
+                if let (Some(p), Some(" ")) = (pattern, v.get("content").and_then(Value::as_str)) {
+                    let mut chars = p.chars();
+                    if let (Some(c), None) = (chars.next(), chars.next()) {
+                        self.space.get_or_insert(c);
+                    }
+                }
+            }
+            Some("Sequence") => {
+                let items = v.get("decoders").or_else(|| v.get("pretokenizers")).and_then(Value::as_array);
+                for item in items.into_iter().flatten() {
+                    self.gather(item);
+                }
+            }
+            // Fuse and Strip act on the joined text only; Split, Digits, Punctuation, ... are pre-tokenizer
+            // steps without effect on token bytes.
+            Some("Fuse" | "Strip" | "Split" | "Digits" | "Punctuation" | "Whitespace" | "WhitespaceSplit") => {}
+            Some(other) => {
+                self.unsupported.get_or_insert_with(|| other.to_string());
+            }
+            None => {}
+        }
+    }
+
+    fn scheme(&self, model_byte_fallback: bool) -> Option<Scheme> {
+        if self.byte_level {
+            Some(Scheme::ByteLevel)
+        } else if self.metaspace || self.space.is_some() || self.byte_fallback {
+            Some(Scheme::SentencePiece { space: self.space, byte_fallback: self.byte_fallback || model_byte_fallback })
+        } else {
+            None
+        }
+    }
+}
+
+fn inspect(what: &str, value: serde_json::Result<Value>) -> Result<Value> {
+    value.map_err(|e| Error::malformed(format!("cannot inspect the tokenizer's {what}: {e}")))
+}
+
+/// The model's unknown-token id and whether it has byte fallback.
+fn model_facts(model: &ModelWrapper) -> Result<(Option<TokenId>, bool)> {
+    match model {
+        ModelWrapper::BPE(bpe) => {
+            let unk = bpe.unk_token.as_deref().and_then(|t| bpe.token_to_id(t));
+            Ok((unk, bpe.byte_fallback))
+        }
+        ModelWrapper::Unigram(unigram) => {
+            // Unigram keeps its unk id private; its serialized form has it.
+            let v = inspect("model", serde_json::to_value(unigram))?;
+            let unk = v.get("unk_id").and_then(Value::as_u64).and_then(|id| TokenId::try_from(id).ok());
+            Ok((unk, unigram.byte_fallback()))
+        }
+        ModelWrapper::WordLevel(wl) => {
+            let v = inspect("model", serde_json::to_value(wl))?;
+            let unk = v.get("unk_token").and_then(Value::as_str).and_then(|t| wl.token_to_id(t));
+            Ok((unk, false))
+        }
+        ModelWrapper::WordPiece(_) => Err(Error::unsupported(
+            "WordPiece tokenizer (BERT-style): its \"##\" continuation pieces depend on word boundaries, so \
+             tokens have no fixed bytes and a byte trie cannot be aligned with them; use a byte-level BPE or \
+             SentencePiece model",
+        )),
+    }
+}
+
+fn model_name(model: &ModelWrapper) -> &'static str {
+    match model {
+        ModelWrapper::BPE(_) => "BPE",
+        ModelWrapper::Unigram(_) => "Unigram",
+        ModelWrapper::WordLevel(_) => "WordLevel",
+        ModelWrapper::WordPiece(_) => "WordPiece",
+    }
+}
+
+/// Decides how token texts map to bytes from the decoder, or the pre-tokenizer when there is no decoder.
+fn detect_scheme(tok: &Tokenizer, model_byte_fallback: bool) -> Result<Scheme> {
+    let mut facts = DecoderFacts::default();
+    let source = if let Some(d) = tok.get_decoder() {
+        facts.gather(&inspect("decoder", serde_json::to_value(d))?);
+        "decoder"
+    } else if let Some(p) = tok.get_pre_tokenizer() {
+        facts.gather(&inspect("pre-tokenizer", serde_json::to_value(p))?);
+        // Pre-tokenizer types other than ByteLevel/Metaspace say nothing about bytes.
+        facts.unsupported = None;
+        "pre-tokenizer (there is no decoder)"
+    } else {
+        "decoder (there is none, nor a pre-tokenizer)"
+    };
+    let model = tok.get_model();
+    let scheme = facts.scheme(model_byte_fallback);
+    match (scheme, &facts.unsupported) {
+        (Some(s), None) => {
+            if matches!(model, ModelWrapper::WordLevel(_)) && s != Scheme::ByteLevel {
+                return Err(Error::unsupported(
+                    "WordLevel tokenizer without a ByteLevel decoder: its tokens are whole words joined by the \
+                     decoder, so they have no fixed bytes; a byte trie cannot be aligned with them",
+                ));
+            }
+            Ok(s)
+        }
+        (_, Some(bad)) => Err(Error::unsupported(format!(
+            "the tokenizer's {source} has a {bad:?} step ({} model): its tokens have no fixed bytes; libtrie \
+             reads ByteLevel and SentencePiece-style (Metaspace, Replace \"\u{2581}\" + ByteFallback) \
+             tokenizers; load the tokens through Vocabulary::new instead",
+            model_name(model)
+        ))),
+        (None, None) => Err(Error::unsupported(format!(
+            "cannot tell how the tokens of this {} tokenizer map to bytes from its {source}: libtrie reads \
+             ByteLevel and SentencePiece-style (Metaspace, Replace \"\u{2581}\" + ByteFallback) tokenizers; load the \
+             tokens through Vocabulary::new instead",
+            model_name(model)
+        ))),
+    }
+}
+
+/// Bytes and kind of one model (not added) token.
+fn model_token(scheme: Scheme, text: &str) -> (Vec<u8>, TokenKind) {
+    match scheme {
+        Scheme::ByteLevel => (byte_level_decode(text.as_bytes()), TokenKind::Normal),
+        Scheme::SentencePiece { space, byte_fallback } => {
+            if byte_fallback {
+                if let Some(b) = parse_byte_token(text.as_bytes()) {
+                    return (vec![b], TokenKind::Byte);
+                }
+            }
+            let bytes = match space {
+                Some(c) => text.replace(c, " ").into_bytes(),
+                None => text.as_bytes().to_vec(),
+            };
+            (bytes, TokenKind::Normal)
+        }
+    }
+}
+
+fn vocabulary_from_tokenizer(tok: &Tokenizer, options: &HfOptions) -> Result<Vocabulary> {
+    let model = tok.get_model();
+    let (unk, model_byte_fallback) = model_facts(model)?;
+    let scheme = detect_scheme(tok, model_byte_fallback)?;
+
+    let model_vocab = model.get_vocab();
+    let added = tok.get_added_tokens_decoder();
+    let max_id = model_vocab.values().chain(added.keys()).copied().max();
+    let Some(max_id) = max_id else {
+        return Err(Error::unsupported("the tokenizer has no tokens"));
+    };
+    let n_listed = max_id as usize + 1;
+    if n_listed > crate::vocab::MAX_VOCAB {
+        return Err(Error::limit(format!("token id {max_id} exceeds the limit of {} ids", crate::vocab::MAX_VOCAB)));
+    }
+    let mut tokens: Vec<Vec<u8>> = vec![Vec::new(); n_listed];
+    let mut kinds = vec![TokenKind::Unused; n_listed];
+    // The model's texts by id; if a broken file gives one id two texts, the smallest text wins (deterministic).
+    let mut texts: Vec<Option<&str>> = vec![None; n_listed];
+    for (text, &id) in &model_vocab {
+        let slot = &mut texts[id as usize];
+        if slot.map_or(true, |old| text.as_str() < old) {
+            *slot = Some(text.as_str());
+        }
+    }
+    for (id, text) in texts.iter().enumerate() {
+        if let Some(text) = text {
+            let (bytes, kind) = model_token(scheme, text);
+            tokens[id] = bytes;
+            kinds[id] = kind;
+        }
+    }
+    if let Some(unk) = unk.filter(|&u| (u as usize) < n_listed) {
+        kinds[unk as usize] = TokenKind::Unknown;
+    }
+    // Added tokens override the model's entry for their id.
+    for (&id, t) in &added {
+        tokens[id as usize] = t.content.as_bytes().to_vec();
+        kinds[id as usize] = if t.special { TokenKind::Control } else { TokenKind::UserDefined };
+    }
+    if let Some(unk) = unk.filter(|&u| (u as usize) < n_listed) {
+        // Mistral and Llama 2 list <unk> as a special added token too: it stays the unknown token.
+        kinds[unk as usize] = TokenKind::Unknown;
+    }
+
+    let eog: Vec<TokenId> = match &options.eog_ids {
+        Some(ids) => ids.clone(),
+        None => {
+            let mut ids: Vec<TokenId> =
+                added.iter().filter(|(_, t)| EOG_NAMES.contains(&t.content.as_str())).map(|(&id, _)| id).collect();
+            ids.sort_unstable();
+            ids
+        }
+    };
+    Vocabulary::new(tokens, kinds, &eog, Some(options.n_vocab.unwrap_or(n_listed)))
+}
+
+impl Vocabulary {
+    /// Reads a Hugging Face `tokenizer.json` and recovers the exact bytes of every token id (see the
+    /// [`hf`](crate::hf) module for the rules). `tokenizer.json` has no EOS field: pass the ids of
+    /// `generation_config.json` in [`HfOptions::eog_ids`] when you can, or they are inferred from the added
+    /// tokens' names.
+    ///
+    /// Errors: [`ErrorKind::Io`] if the file cannot be read; [`ErrorKind::MalformedFile`] if it is not a valid
+    /// tokenizer.json (the parser's message); [`ErrorKind::UnsupportedVocabulary`] for WordPiece models and
+    /// decoders without byte semantics; [`ErrorKind::InvalidArgument`] for an `n_vocab` below the listed ids or
+    /// an EOG id out of range.
+    pub fn from_tokenizer_json(path: impl AsRef<Path>, options: &HfOptions) -> Result<Vocabulary> {
+        let path = path.as_ref();
+        let bytes = std::fs::read(path)
+            .map_err(|e| Error::new(ErrorKind::Io, format!("cannot read {}: {e}", path.display())))?;
+        Self::from_tokenizer_json_bytes(&bytes, options)
+            .map_err(|e| Error::new(e.kind(), format!("{}: {}", path.display(), e.message())))
+    }
+
+    /// Like [`Vocabulary::from_tokenizer_json`], from the bytes of a `tokenizer.json` file.
+    pub fn from_tokenizer_json_bytes(bytes: &[u8], options: &HfOptions) -> Result<Vocabulary> {
+        let tok = Tokenizer::from_bytes(bytes)
+            .map_err(|e| Error::malformed(format!("not a valid tokenizer.json: {e}")))?;
+        vocabulary_from_tokenizer(&tok, options)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decoder_facts() {
+        let seq: Value = serde_json::json!({"type": "Sequence", "decoders": [
+            {"type": "Replace", "pattern": {"String": "\u{2581}"}, "content": " "},
+            {"type": "ByteFallback"}, {"type": "Fuse"}, {"type": "Strip", "content": " ", "start": 1, "stop": 0}]});
+        let mut f = DecoderFacts::default();
+        f.gather(&seq);
+        assert_eq!(f.scheme(false), Some(Scheme::SentencePiece { space: Some('\u{2581}'), byte_fallback: true }));
+        let mut f = DecoderFacts::default();
+        f.gather(&serde_json::json!({"type": "WordPiece", "prefix": "##"}));
+        assert_eq!(f.unsupported.as_deref(), Some("WordPiece"));
+    }
+
+    #[test]
+    fn model_tokens() {
+        let sp = Scheme::SentencePiece { space: Some('\u{2581}'), byte_fallback: true };
+        assert_eq!(model_token(sp, "\u{2581}Hello"), (b" Hello".to_vec(), TokenKind::Normal));
+        assert_eq!(model_token(sp, "<0x0A>"), (b"\n".to_vec(), TokenKind::Byte));
+        let no_fb = Scheme::SentencePiece { space: Some('\u{2581}'), byte_fallback: false };
+        assert_eq!(model_token(no_fb, "<0x0A>"), (b"<0x0A>".to_vec(), TokenKind::Normal));
+        assert_eq!(model_token(Scheme::ByteLevel, "\u{120}hi\u{10a}"), (b" hi\n".to_vec(), TokenKind::Normal));
+    }
+}

@@ -1,0 +1,39 @@
+//! # libtrie
+//!
+//! Forces a language model to output exactly one string of a large finite set. The set is compiled into a
+//! *trie automaton*: a byte trie of the strings, aligned with the model's token vocabulary so that for every
+//! trie node the allowed tokens (and the node each leads to) are precomputed. Decoding is then a lookup:
+//! `mask = allowed(state)`, `state = advance(state, token)`. A state is one `u32`.
+//!
+//! ```no_run
+//! use std::sync::Arc;
+//! use trie::{Automaton, CompileOptions, Vocabulary, Step};
+//! let vocab = Arc::new(Vocabulary::from_gguf("model.gguf")?);
+//! let set = ["search_flights", "search_hotels", "book_flight"];
+//! let automaton = Automaton::compile(vocab.clone(), &set, &CompileOptions::default())?;
+//! let mut state = automaton.start();
+//! let mut mask = vec![0u32; vocab.mask_words()];
+//! automaton.fill_bitmask(state, &mut mask)?;          // apply to the logits, sample a token
+//! let token = automaton.allowed(state)[0];
+//! match automaton.advance(state, token)? {
+//!     Step::Next(next) => state = next,
+//!     Step::Finished => {}
+//! }
+//! # Ok::<(), trie::Error>(())
+//! ```
+#![deny(missing_docs)]
+
+mod align;
+pub mod automaton;
+mod decode;
+pub mod error;
+pub mod gguf;
+#[cfg(feature = "hf")]
+pub mod hf;
+mod mask;
+mod string_trie;
+pub mod vocab;
+
+pub use automaton::{Automaton, CompileOptions, Forced, State, Step};
+pub use error::{Error, ErrorKind, Result};
+pub use vocab::{TokenId, TokenKind, Vocabulary};

@@ -1,0 +1,32 @@
+//! Next-token bitmasks in the layout engines share (XGrammar, LLGuidance, vLLM, SGLang): 32-bit words,
+//! `ceil(V / 32)` per row, token `t` is bit `t % 32` of word `t / 32`, 1 = allowed, bits at and past V zero.
+
+use crate::vocab::TokenId;
+
+/// Writes the row for the sorted token list `tokens` into `row` (every word of `row` is written).
+#[inline]
+pub(crate) fn fill_sparse(tokens: &[TokenId], row: &mut [u32]) {
+    row.fill(0);
+    for &t in tokens {
+        row[(t >> 5) as usize] |= 1u32 << (t & 31);
+    }
+}
+
+/// A precomputed row (`words` long) for a token list.
+pub(crate) fn dense_row(tokens: &[TokenId], words: usize) -> Box<[u32]> {
+    let mut row = vec![0u32; words].into_boxed_slice();
+    fill_sparse(tokens, &mut row);
+    row
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn layout_matches_the_engines() {
+        let mut row = [u32::MAX; 3];
+        fill_sparse(&[0, 31, 32, 65], &mut row);
+        assert_eq!(row, [1 | (1 << 31), 1, 1 << 1]);
+    }
+}

@@ -1,0 +1,171 @@
+//! The byte trie of the set's strings.
+//!
+//! Invariants: members are sorted and distinct; nodes are numbered in preorder (root = 0) with children in
+//! byte order, so every descendant of a node has a larger id than the node; member `i` creates the nodes of
+//! its path at depths `lcp[i] + 1 ..= len(i)` (its longest common prefix with member `i - 1`), consecutively
+//! from `first_new[i]`.
+
+use crate::error::{show_bytes, Error, ErrorKind, Result};
+use rayon::prelude::*;
+
+/// Node or member index that means "none".
+pub(crate) const NONE: u32 = u32::MAX;
+
+pub(crate) struct StringTrie {
+    /// Member `i` is `member_bytes[member_offsets[i]..member_offsets[i + 1]]`, sorted ascending, distinct.
+    pub(crate) member_offsets: Vec<usize>,
+    pub(crate) member_bytes: Vec<u8>,
+    /// The first input index that gave member `i` (for messages and for reporting dropped strings).
+    pub(crate) member_input: Vec<u32>,
+    /// Longest common prefix of member `i` with member `i - 1` (0 for the first).
+    pub(crate) lcp: Vec<u32>,
+    /// Id of the first node member `i` creates (meaningless when it creates none).
+    pub(crate) first_new: Vec<u32>,
+    /// Parent of each node (`NONE` for the root).
+    pub(crate) parent: Vec<u32>,
+    /// Depth of each node (root = 0).
+    pub(crate) depth: Vec<u32>,
+    /// Member that ends at each node, or `NONE`.
+    pub(crate) end_member: Vec<u32>,
+}
+
+impl StringTrie {
+    /// Builds the trie of `strings` (duplicates merged).
+    pub(crate) fn build<S: AsRef<[u8]> + Sync>(strings: &[S]) -> Result<StringTrie> {
+        if strings.is_empty() {
+            return Err(Error::new(ErrorKind::EmptySet, "the set of strings is empty: give at least one string"));
+        }
+        if strings.len() >= NONE as usize {
+            return Err(Error::limit(format!("{} strings exceed the limit of {}", strings.len(), NONE - 1)));
+        }
+        let mut order: Vec<u32> = (0..strings.len() as u32).collect();
+        let key = |i: &u32| strings[*i as usize].as_ref();
+        if strings.len() > 4096 {
+            order.par_sort_by(|a, b| key(a).cmp(key(b)).then(a.cmp(b)));
+        } else {
+            order.sort_by(|a, b| key(a).cmp(key(b)).then(a.cmp(b)));
+        }
+        order.dedup_by(|later, earlier| key(later) == key(earlier));
+        let total: usize = order.iter().map(|i| key(i).len()).sum();
+        let lcp: Vec<u32> = (0..order.len())
+            .into_par_iter()
+            .map(|i| {
+                if i == 0 {
+                    return 0;
+                }
+                let (a, b) = (key(&order[i - 1]), key(&order[i]));
+                a.iter().zip(b).take_while(|(x, y)| x == y).count() as u32
+            })
+            .collect();
+        let n_nodes: usize = 1 + order.iter().zip(&lcp).map(|(i, &l)| key(i).len() - l as usize).sum::<usize>();
+        if n_nodes >= (NONE - 1) as usize {
+            return Err(Error::limit(format!(
+                "the set needs {n_nodes} trie nodes, more than the limit of {}; split the set",
+                NONE - 2
+            )));
+        }
+        if let Some(&i) = order.iter().find(|&&i| key(&i).len() >= NONE as usize) {
+            return Err(Error::limit(format!(
+                "string {i} is {} bytes long, over the limit of {} bytes",
+                key(&i).len(),
+                NONE - 1
+            )));
+        }
+        let mut member_offsets = Vec::with_capacity(order.len() + 1);
+        let mut member_bytes = Vec::with_capacity(total);
+        let mut first_new = Vec::with_capacity(order.len());
+        let mut parent = Vec::with_capacity(n_nodes);
+        let mut depth = Vec::with_capacity(n_nodes);
+        let mut end_member = vec![NONE; n_nodes];
+        parent.push(NONE);
+        depth.push(0u32);
+        // path[d] = node at depth d on the current member's path.
+        let mut path: Vec<u32> = vec![0];
+        member_offsets.push(0);
+        for (m, &input) in order.iter().enumerate() {
+            let s = key(&input);
+            let l = lcp[m] as usize;
+            member_bytes.extend_from_slice(s);
+            member_offsets.push(member_bytes.len());
+            path.truncate(l + 1);
+            first_new.push(parent.len() as u32);
+            for d in l..s.len() {
+                let id = parent.len() as u32;
+                parent.push(path[d]);
+                depth.push(d as u32 + 1);
+                path.push(id);
+            }
+            end_member[path[s.len()] as usize] = m as u32;
+        }
+        debug_assert_eq!(parent.len(), n_nodes);
+        Ok(StringTrie { member_offsets, member_bytes, member_input: order, lcp, first_new, parent, depth, end_member })
+    }
+
+    pub(crate) fn n_nodes(&self) -> usize {
+        self.parent.len()
+    }
+
+    pub(crate) fn n_members(&self) -> usize {
+        self.member_input.len()
+    }
+
+    pub(crate) fn member(&self, m: usize) -> &[u8] {
+        &self.member_bytes[self.member_offsets[m]..self.member_offsets[m + 1]]
+    }
+
+    /// The node where member `m` ends.
+    pub(crate) fn end_node(&self, m: usize) -> u32 {
+        let len = self.member(m).len();
+        let l = self.lcp[m] as usize;
+        if len == 0 {
+            0
+        } else {
+            debug_assert!(len > l);
+            self.first_new[m] + (len - l - 1) as u32
+        }
+    }
+
+    /// The nodes of member `m`'s path, depths `0..=len`.
+    pub(crate) fn path_of(&self, m: usize) -> Vec<u32> {
+        let mut path = vec![0u32; self.member(m).len() + 1];
+        let mut node = self.end_node(m);
+        for d in (0..path.len()).rev() {
+            path[d] = node;
+            node = self.parent[node as usize];
+        }
+        path
+    }
+
+    /// A readable name of member `m` for error messages.
+    pub(crate) fn describe_member(&self, m: usize) -> String {
+        format!("string {} {}", self.member_input[m], show_bytes(self.member(m), 80))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn preorder_ids_and_shared_prefixes() {
+        let t = StringTrie::build(&["ab", "a", "abc", "b", "ab"]).unwrap();
+        // Members sorted and deduplicated: a, ab, abc, b.
+        assert_eq!(t.n_members(), 4);
+        assert_eq!(t.member(1), b"ab");
+        assert_eq!(t.member_input, vec![1, 0, 2, 3]);
+        // Nodes: root, a, ab, abc, b.
+        assert_eq!(t.n_nodes(), 5);
+        assert_eq!(t.parent, vec![NONE, 0, 1, 2, 0]);
+        assert_eq!(t.end_node(2), 3);
+        assert_eq!(t.path_of(2), vec![0, 1, 2, 3]);
+        assert_eq!(t.end_node(3), 4);
+    }
+
+    #[test]
+    fn empty_string_ends_at_root() {
+        let t = StringTrie::build(&["", "x"]).unwrap();
+        assert_eq!(t.end_node(0), 0);
+        assert_eq!(t.end_member[0], 0);
+        assert!(StringTrie::build::<&str>(&[]).is_err());
+    }
+}

@@ -1,0 +1,333 @@
+//! The token vocabulary: the exact bytes each token id stands for, its kind, the end-of-generation ids, and the
+//! alignment index (an Aho-Corasick automaton over all distinct text-token byte strings), built once per
+//! tokenizer and shared by every compile.
+//!
+//! Invariants of a [`Vocabulary`]:
+//! - ids are `0..n_vocab()`; ids at and past [`Vocabulary::n_listed`] are padding and never allowed;
+//! - a *text token* is a Normal, Byte or UserDefined token with non-empty bytes that is not an EOG id;
+//!   only text tokens move through the trie, and only EOG ids end a member;
+//! - Control, Unknown and Unused tokens, and padding, never appear in any mask.
+
+use crate::error::{Error, ErrorKind, Result};
+use aho_corasick::nfa::contiguous;
+use std::path::Path;
+
+/// A token id (`0..n_vocab`).
+pub type TokenId = u32;
+
+/// The kind of a token, numbered as in GGUF's `tokenizer.ggml.token_type` (and the C ABI's `TRIE_TOKEN_*`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum TokenKind {
+    /// Ordinary text.
+    Normal = 1,
+    /// The unknown-token placeholder (never generated as text).
+    Unknown = 2,
+    /// A control token such as `<s>` or `<|im_start|>` (never text).
+    Control = 3,
+    /// A user-defined token: its text is emitted verbatim.
+    UserDefined = 4,
+    /// A reserved or padding slot (never generated).
+    Unused = 5,
+    /// A single raw byte (SentencePiece byte fallback `<0xNN>`).
+    Byte = 6,
+}
+
+impl TokenKind {
+    /// The kind for a GGUF / C ABI number; 0 is read as Normal.
+    pub fn from_u32(v: u32) -> Option<TokenKind> {
+        Some(match v {
+            0 | 1 => TokenKind::Normal,
+            2 => TokenKind::Unknown,
+            3 => TokenKind::Control,
+            4 => TokenKind::UserDefined,
+            5 => TokenKind::Unused,
+            6 => TokenKind::Byte,
+            _ => return None,
+        })
+    }
+
+    /// Whether tokens of this kind stand for text.
+    pub fn is_text(self) -> bool {
+        matches!(self, TokenKind::Normal | TokenKind::UserDefined | TokenKind::Byte)
+    }
+}
+
+/// A tokenizer vocabulary ready for compiling sets. Immutable; `Send + Sync`; share it with `Arc`.
+pub struct Vocabulary {
+    /// Mask width: the model's vocabulary size (may exceed the listed tokens: padding).
+    n_vocab: usize,
+    /// Token `i`'s bytes are `bytes[offsets[i]..offsets[i + 1]]`; `offsets.len() == n_listed + 1`.
+    offsets: Vec<u32>,
+    bytes: Vec<u8>,
+    kinds: Vec<TokenKind>,
+    /// Sorted, deduplicated end-of-generation ids (all `< n_vocab`).
+    eog: Vec<TokenId>,
+    pub(crate) index: TokenIndex,
+}
+
+/// The alignment index: patterns are the distinct byte strings of text tokens.
+pub(crate) struct TokenIndex {
+    /// Aho-Corasick automaton over the patterns (standard semantics: every match is reported).
+    pub(crate) ac: contiguous::NFA,
+    /// Pattern `p` stands for tokens `pattern_tokens[pattern_offsets[p]..pattern_offsets[p + 1]]` (ascending).
+    pub(crate) pattern_offsets: Vec<u32>,
+    pub(crate) pattern_tokens: Vec<TokenId>,
+    /// Byte length of each pattern.
+    pub(crate) pattern_len: Vec<u32>,
+}
+
+impl TokenIndex {
+    /// The token ids that pattern `p` stands for.
+    #[inline]
+    pub(crate) fn tokens_of(&self, p: usize) -> &[TokenId] {
+        &self.pattern_tokens[self.pattern_offsets[p] as usize..self.pattern_offsets[p + 1] as usize]
+    }
+}
+
+/// The most ids a vocabulary may have (ids are `int32_t` in C engines).
+pub const MAX_VOCAB: usize = i32::MAX as usize;
+
+/// Token texts that stand for padding or reserved slots in real vocabularies even when their type says
+/// otherwise: `[PAD123]` (Qwen2/DeepSeek/Phi-3 conversions mark them user-defined) and `<unused123>` (Gemma
+/// marks them normal). They are treated as Unused.
+fn is_padding_text(text: &[u8]) -> bool {
+    let digits_between = |pre: &[u8], post: &[u8]| {
+        text.len() > pre.len() + post.len()
+            && text.starts_with(pre)
+            && text.ends_with(post)
+            && text[pre.len()..text.len() - post.len()].iter().all(u8::is_ascii_digit)
+    };
+    digits_between(b"[PAD", b"]") || digits_between(b"<unused", b">")
+}
+
+impl Vocabulary {
+    /// Builds a vocabulary from the bytes and kind of every token id, the end-of-generation ids, and the mask
+    /// width `n_vocab` (at least `tokens.len()`; `None` means `tokens.len()`). This is the form a host engine
+    /// such as llama.cpp hands over (`llama_token_to_piece` bytes, token attributes, `llama_vocab_is_eog`).
+    ///
+    /// Errors: `kinds` of another length than `tokens`; an EOG id or `n_vocab` out of range; more than
+    /// [`MAX_VOCAB`] ids; more than 4 GiB of token bytes.
+    pub fn new(
+        tokens: Vec<Vec<u8>>,
+        kinds: Vec<TokenKind>,
+        eog_ids: &[TokenId],
+        n_vocab: Option<usize>,
+    ) -> Result<Vocabulary> {
+        if kinds.len() != tokens.len() {
+            return Err(Error::invalid(format!(
+                "{} token kinds given for {} tokens: give one kind per token",
+                kinds.len(),
+                tokens.len()
+            )));
+        }
+        let n_listed = tokens.len();
+        let n_vocab = n_vocab.unwrap_or(n_listed);
+        if n_vocab < n_listed {
+            return Err(Error::invalid(format!("n_vocab {n_vocab} is smaller than the {n_listed} tokens given")));
+        }
+        if n_vocab > MAX_VOCAB {
+            return Err(Error::limit(format!("{n_vocab} token ids exceed the limit of {MAX_VOCAB}")));
+        }
+        if n_vocab == 0 {
+            return Err(Error::invalid("the vocabulary has no tokens"));
+        }
+        let total: usize = tokens.iter().map(Vec::len).sum();
+        if total > u32::MAX as usize {
+            return Err(Error::limit(format!("{total} bytes of token text exceed the 4 GiB limit")));
+        }
+        let mut eog: Vec<TokenId> = eog_ids.to_vec();
+        eog.sort_unstable();
+        eog.dedup();
+        if let Some(&bad) = eog.iter().find(|&&id| id as usize >= n_vocab) {
+            return Err(Error::invalid(format!("end-of-generation id {bad} is out of range (n_vocab = {n_vocab})")));
+        }
+        let mut kinds = kinds;
+        let mut offsets = Vec::with_capacity(n_listed + 1);
+        let mut bytes = Vec::with_capacity(total);
+        offsets.push(0u32);
+        for (id, t) in tokens.iter().enumerate() {
+            if kinds[id].is_text() && is_padding_text(t) {
+                kinds[id] = TokenKind::Unused;
+            }
+            bytes.extend_from_slice(t);
+            offsets.push(bytes.len() as u32);
+        }
+        drop(tokens);
+        let mut vocab = Vocabulary {
+            n_vocab,
+            offsets,
+            bytes,
+            kinds,
+            eog,
+            index: TokenIndex {
+                ac: contiguous::NFA::new(Vec::<&[u8]>::new()).expect("empty automaton"),
+                pattern_offsets: vec![0],
+                pattern_tokens: Vec::new(),
+                pattern_len: Vec::new(),
+            },
+        };
+        vocab.index = vocab.build_index()?;
+        Ok(vocab)
+    }
+
+    fn build_index(&self) -> Result<TokenIndex> {
+        // Group text tokens by their bytes: one pattern per distinct byte string.
+        let mut ids: Vec<TokenId> = (0..self.n_listed() as TokenId).filter(|&id| self.is_text_token(id)).collect();
+        ids.sort_unstable_by(|&a, &b| self.token_bytes(a).cmp(self.token_bytes(b)).then(a.cmp(&b)));
+        let mut patterns: Vec<&[u8]> = Vec::new();
+        let mut pattern_offsets = vec![0u32];
+        let mut pattern_len = Vec::new();
+        for (i, &id) in ids.iter().enumerate() {
+            let b = self.token_bytes(id);
+            if i > 0 && self.token_bytes(ids[i - 1]) == b {
+                *pattern_offsets.last_mut().unwrap() += 1;
+                continue;
+            }
+            patterns.push(b);
+            pattern_len.push(b.len() as u32);
+            pattern_offsets.push(pattern_offsets.last().unwrap() + 1);
+        }
+        let ac = contiguous::Builder::new()
+            .match_kind(aho_corasick::MatchKind::Standard)
+            .build(&patterns)
+            .map_err(|e| Error::limit(format!("cannot build the token index over {} patterns: {e}", patterns.len())))?;
+        Ok(TokenIndex { ac, pattern_offsets, pattern_tokens: ids, pattern_len })
+    }
+
+    /// Reads the tokenizer of a GGUF file (a full model or a vocab-only file). Supports byte-level BPE
+    /// (`gpt2`), SentencePiece (`llama`), `gemma4`, `t5`/UGM, `plamo2` and `rwkv`; refuses WordPiece (`bert`)
+    /// and files without a vocabulary with [`ErrorKind::UnsupportedVocabulary`].
+    pub fn from_gguf(path: impl AsRef<Path>) -> Result<Vocabulary> {
+        let meta = crate::gguf::Metadata::read_file(path.as_ref())?;
+        crate::decode::vocabulary_from_gguf(&meta)
+    }
+
+    /// Like [`Vocabulary::from_gguf`], from the bytes of a GGUF file (or its metadata prefix).
+    pub fn from_gguf_bytes(bytes: &[u8]) -> Result<Vocabulary> {
+        let meta = crate::gguf::Metadata::read_bytes(bytes)?;
+        crate::decode::vocabulary_from_gguf(&meta)
+    }
+
+    /// Mask width: the number of token ids (including padding past the listed tokens).
+    pub fn n_vocab(&self) -> usize {
+        self.n_vocab
+    }
+
+    /// Number of ids with listed bytes and kinds; ids from here to `n_vocab` are padding.
+    pub fn n_listed(&self) -> usize {
+        self.kinds.len()
+    }
+
+    /// Number of 32-bit words in one bitmask row: `ceil(n_vocab / 32)`.
+    pub fn mask_words(&self) -> usize {
+        self.n_vocab.div_ceil(32)
+    }
+
+    /// The bytes token `id` stands for (empty for padding ids and out-of-range ids).
+    pub fn token_bytes(&self, id: TokenId) -> &[u8] {
+        let i = id as usize;
+        if i >= self.n_listed() {
+            return &[];
+        }
+        &self.bytes[self.offsets[i] as usize..self.offsets[i + 1] as usize]
+    }
+
+    /// The kind of token `id`; padding ids are Unused.
+    pub fn kind(&self, id: TokenId) -> TokenKind {
+        self.kinds.get(id as usize).copied().unwrap_or(TokenKind::Unused)
+    }
+
+    /// The end-of-generation ids, ascending.
+    pub fn eog_ids(&self) -> &[TokenId] {
+        &self.eog
+    }
+
+    /// Whether `id` ends generation.
+    pub fn is_eog(&self, id: TokenId) -> bool {
+        self.eog.binary_search(&id).is_ok()
+    }
+
+    /// Whether `id` is a text token: it can move through the trie.
+    pub fn is_text_token(&self, id: TokenId) -> bool {
+        self.kind(id).is_text() && !self.token_bytes(id).is_empty() && !self.is_eog(id)
+    }
+
+    /// Number of distinct text-token byte strings (patterns of the alignment index).
+    pub fn n_patterns(&self) -> usize {
+        self.index.pattern_len.len()
+    }
+
+    /// Heap bytes held by this vocabulary, its index included.
+    pub fn memory_usage(&self) -> usize {
+        self.bytes.capacity()
+            + self.offsets.capacity() * 4
+            + self.kinds.capacity()
+            + self.eog.capacity() * 4
+            + aho_corasick::automaton::Automaton::memory_usage(&self.index.ac)
+            + (self.index.pattern_offsets.capacity() + self.index.pattern_tokens.capacity()) * 4
+            + self.index.pattern_len.capacity() * 4
+    }
+
+    /// Checks a token id from a foreign caller (C engines use `int32_t`): `0 <= id < n_vocab`, else
+    /// [`ErrorKind::InvalidArgument`].
+    pub fn check_id(&self, id: i64) -> Result<TokenId> {
+        if id < 0 || id as u64 >= self.n_vocab as u64 {
+            return Err(Error::new(
+                ErrorKind::InvalidArgument,
+                format!("token id {id} is out of range: the vocabulary has ids 0..{}", self.n_vocab),
+            ));
+        }
+        Ok(id as TokenId)
+    }
+}
+
+impl std::fmt::Debug for Vocabulary {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Vocabulary")
+            .field("n_vocab", &self.n_vocab)
+            .field("n_listed", &self.n_listed())
+            .field("n_patterns", &self.n_patterns())
+            .field("eog", &self.eog)
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn padding_texts_are_recognised() {
+        assert!(is_padding_text(b"[PAD151646]"));
+        assert!(is_padding_text(b"<unused12>"));
+        assert!(!is_padding_text(b"[PAD]"));
+        assert!(!is_padding_text(b"<unused>"));
+        assert!(!is_padding_text(b"[PAD1x]"));
+    }
+
+    #[test]
+    fn duplicate_bytes_share_one_pattern() {
+        let v = Vocabulary::new(
+            vec![b"a".to_vec(), b"b".to_vec(), b"a".to_vec(), b"</s>".to_vec()],
+            vec![TokenKind::Normal, TokenKind::Normal, TokenKind::UserDefined, TokenKind::Control],
+            &[3],
+            Some(40),
+        )
+        .unwrap();
+        assert_eq!(v.n_patterns(), 2);
+        assert_eq!(v.index.tokens_of(0), &[0, 2]);
+        assert_eq!(v.mask_words(), 2);
+        assert!(!v.is_text_token(3));
+    }
+
+    #[test]
+    fn bad_arguments_are_errors() {
+        let e = Vocabulary::new(vec![b"a".to_vec()], vec![], &[], None).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::InvalidArgument);
+        let e = Vocabulary::new(vec![b"a".to_vec()], vec![TokenKind::Normal], &[5], None).unwrap_err();
+        assert!(e.message().contains("out of range"), "{e}");
+        let e = Vocabulary::new(vec![b"a".to_vec()], vec![TokenKind::Normal], &[], Some(0)).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::InvalidArgument);
+    }
+}
