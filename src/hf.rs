@@ -295,8 +295,8 @@ impl Vocabulary {
 
     /// Like [`Vocabulary::from_tokenizer_json`], from the bytes of a `tokenizer.json` file.
     pub fn from_tokenizer_json_bytes(bytes: &[u8], options: &HfOptions) -> Result<Vocabulary> {
-        let tok = Tokenizer::from_bytes(bytes)
-            .map_err(|e| Error::malformed(format!("not a valid tokenizer.json: {e}")))?;
+        let tok =
+            Tokenizer::from_bytes(bytes).map_err(|e| Error::malformed(format!("not a valid tokenizer.json: {e}")))?;
         vocabulary_from_tokenizer(&tok, options)
     }
 }

@@ -27,6 +27,7 @@ mod align;
 pub mod automaton;
 mod decode;
 pub mod error;
+pub mod ffi;
 pub mod gguf;
 #[cfg(feature = "hf")]
 pub mod hf;

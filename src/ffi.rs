@@ -1,0 +1,991 @@
+//! The C ABI (see `include/trie.h`, generated from this file by cbindgen: `scripts/gen-header.sh`).
+//!
+//! Rules every function follows:
+//! - no panic crosses the boundary: each call runs under `catch_unwind` and a panic becomes [`trie_status::TRIE_ERR_PANIC`];
+//! - every pointer is checked for NULL (a NULL array with a zero length is accepted) and every length for
+//!   overflow; a buffer that is too short gets [`trie_status::TRIE_ERR_BUFFER_TOO_SMALL`] and nothing is written into it;
+//! - a failing call stores a message for its thread, read with [`trie_last_error`];
+//! - handles are reference counted (`Arc`): an automaton keeps its vocabulary alive, `*_retain` adds a reference,
+//!   `*_free` drops one.
+#![allow(non_camel_case_types, clippy::enum_variant_names)]
+
+use crate::error::{Error, ErrorKind, Result};
+use crate::vocab::{TokenId, TokenKind, Vocabulary, MAX_VOCAB};
+use crate::{Automaton, CompileOptions, State, Step};
+use std::cell::RefCell;
+use std::ffi::{c_char, c_int, CStr, CString};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Arc;
+
+/// Major version of libtrie (the `0` of `0.1.0`).
+pub const TRIE_VERSION_MAJOR: u32 = 0;
+/// Minor version of libtrie.
+pub const TRIE_VERSION_MINOR: u32 = 1;
+/// Patch version of libtrie.
+pub const TRIE_VERSION_PATCH: u32 = 0;
+/// The version as a string, `"MAJOR.MINOR.PATCH"` (in C, `TRIE_VERSION_STRING` is built from the numbers);
+/// [`trie_version`] returns the version of the library linked at run time.
+///
+/// cbindgen:ignore
+pub const TRIE_VERSION_STRING: &str = "0.1.0";
+
+/// Token kind numbers (GGUF's `tokenizer.ggml.token_type`) for `token_kinds` of [`trie_vocab_new`]. 0 also means normal.
+pub const TRIE_TOKEN_NORMAL: u32 = 1;
+/// The unknown-token placeholder: never text.
+pub const TRIE_TOKEN_UNKNOWN: u32 = 2;
+/// A control token such as `<s>` or `<|im_start|>`: never text.
+pub const TRIE_TOKEN_CONTROL: u32 = 3;
+/// A user-defined token: its bytes are emitted verbatim.
+pub const TRIE_TOKEN_USER_DEFINED: u32 = 4;
+/// A reserved or padding slot: never generated.
+pub const TRIE_TOKEN_UNUSED: u32 = 5;
+/// A single raw byte (SentencePiece byte fallback `<0xNN>`).
+pub const TRIE_TOKEN_BYTE: u32 = 6;
+
+/// A decoding state: a plain integer. Keep one per sequence; copy it freely; it is only meaningful with the
+/// automaton that produced it. The start state is 0.
+pub type trie_state = u32;
+
+/// The state after an end-of-generation token: the member is complete. Only end-of-generation tokens are
+/// allowed there, and they keep it there.
+pub const TRIE_STATE_FINISHED: trie_state = u32::MAX;
+
+/// A token vocabulary. Opaque, immutable once built: it may be used from any number of threads at once.
+/// Reference counted: [`trie_vocab_retain`] adds a reference, [`trie_vocab_free`] drops one (each reference is
+/// freed once). Compiled automata hold their own reference, so the vocabulary may be freed right after compiling.
+pub struct trie_vocab {
+    _private: [u8; 0],
+}
+
+/// A set of strings compiled against a vocabulary. Opaque, immutable: it may be used from any number of threads
+/// at once (decoding state lives in the caller's `trie_state` integers). Keeps its vocabulary alive. Reference
+/// counted: [`trie_automaton_retain`] adds a reference, [`trie_automaton_free`] drops one.
+pub struct trie_automaton {
+    _private: [u8; 0],
+}
+
+/// The result of a call. The numbers are stable and never renumbered; new codes may be added at the end.
+/// Details of the last failure on the calling thread: [`trie_last_error`].
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum trie_status {
+    /// Success.
+    TRIE_OK = 0,
+    /// A required pointer argument was NULL.
+    TRIE_ERR_NULL_ARGUMENT = 1,
+    /// An argument is out of range: a token id, a token kind, a length, a non-UTF-8 path.
+    TRIE_ERR_INVALID_ARGUMENT = 2,
+    /// A file could not be read.
+    TRIE_ERR_IO = 3,
+    /// The vocabulary cannot be served by a byte-level trie (for example WordPiece).
+    TRIE_ERR_UNSUPPORTED_VOCABULARY = 4,
+    /// A string of the set cannot be produced by any token sequence (see `trie_options.drop_unreachable`).
+    TRIE_ERR_UNREACHABLE_STRING = 5,
+    /// An output buffer is too short; nothing was written into it.
+    TRIE_ERR_BUFFER_TOO_SMALL = 6,
+    /// The token is not allowed in this state; the state is unchanged.
+    TRIE_ERR_TOKEN_REJECTED = 7,
+    /// A panic was caught inside libtrie (a bug: please report it with the message of `trie_last_error`).
+    TRIE_ERR_PANIC = 8,
+    /// A GGUF or tokenizer.json file is truncated or corrupt.
+    TRIE_ERR_MALFORMED_FILE = 9,
+    /// The set of strings is empty.
+    TRIE_ERR_EMPTY_SET = 10,
+    /// A size limit was hit (32-bit ids of states, tokens, bytes).
+    TRIE_ERR_LIMIT_EXCEEDED = 11,
+    /// The state is not a state of this automaton.
+    TRIE_ERR_INVALID_STATE = 12,
+}
+
+use trie_status::*;
+
+impl From<ErrorKind> for trie_status {
+    fn from(kind: ErrorKind) -> trie_status {
+        match kind {
+            ErrorKind::NullArgument => TRIE_ERR_NULL_ARGUMENT,
+            ErrorKind::InvalidArgument => TRIE_ERR_INVALID_ARGUMENT,
+            ErrorKind::Io => TRIE_ERR_IO,
+            ErrorKind::UnsupportedVocabulary => TRIE_ERR_UNSUPPORTED_VOCABULARY,
+            ErrorKind::UnreachableString => TRIE_ERR_UNREACHABLE_STRING,
+            ErrorKind::BufferTooSmall => TRIE_ERR_BUFFER_TOO_SMALL,
+            ErrorKind::TokenRejected => TRIE_ERR_TOKEN_REJECTED,
+            ErrorKind::Panic => TRIE_ERR_PANIC,
+            ErrorKind::MalformedFile => TRIE_ERR_MALFORMED_FILE,
+            ErrorKind::EmptySet => TRIE_ERR_EMPTY_SET,
+            ErrorKind::LimitExceeded => TRIE_ERR_LIMIT_EXCEEDED,
+            ErrorKind::InvalidState => TRIE_ERR_INVALID_STATE,
+        }
+    }
+}
+
+/// Options of [`trie_compile`]. Zero-initialise (`trie_options o = {0};`) for the defaults; NULL also means defaults.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct trie_options {
+    /// Drop the strings no token sequence can produce (list them with [`trie_automaton_dropped`]) instead of
+    /// failing with `TRIE_ERR_UNREACHABLE_STRING`. Compiling still fails when no string is left.
+    pub drop_unreachable: bool,
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Errors and the panic boundary.
+
+thread_local! {
+    static LAST_ERROR: RefCell<CString> = RefCell::new(CString::default());
+}
+
+fn set_last_error(message: &str) {
+    let c = CString::new(message.replace('\0', "\\0")).unwrap_or_default();
+    let _ = LAST_ERROR.try_with(|cell| {
+        if let Ok(mut slot) = cell.try_borrow_mut() {
+            *slot = c;
+        }
+    });
+}
+
+fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = payload.downcast_ref::<&str>() {
+        (*s).to_string()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "(no message)".to_string()
+    }
+}
+
+fn report_panic(payload: Box<dyn std::any::Any + Send>) -> trie_status {
+    let msg = panic_message(&*payload);
+    // Dropping a payload can itself panic: forget it instead.
+    std::mem::forget(payload);
+    set_last_error(&format!("libtrie panicked (a bug: please report it): {msg}"));
+    TRIE_ERR_PANIC
+}
+
+/// Runs `f` at the boundary: errors become statuses with their message stored, panics become `TRIE_ERR_PANIC`.
+fn guard(f: impl FnOnce() -> Result<()>) -> trie_status {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(Ok(())) => TRIE_OK,
+        Ok(Err(e)) => {
+            set_last_error(e.message());
+            e.kind().into()
+        }
+        Err(payload) => report_panic(payload),
+    }
+}
+
+/// Runs `f` for a function that returns a value and no status: a panic gives `fallback` (message stored).
+fn guard_value<T>(fallback: T, f: impl FnOnce() -> T) -> T {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(v) => v,
+        Err(payload) => {
+            report_panic(payload);
+            fallback
+        }
+    }
+}
+
+fn null(what: &str) -> Error {
+    Error::new(ErrorKind::NullArgument, format!("{what} is NULL"))
+}
+
+/// A slice from a C array; NULL is fine when `len` is 0.
+unsafe fn slice<'a, T>(ptr: *const T, len: usize, what: &str) -> Result<&'a [T]> {
+    if len == 0 {
+        return Ok(&[]);
+    }
+    if ptr.is_null() {
+        return Err(Error::new(ErrorKind::NullArgument, format!("{what} is NULL but its length is {len}")));
+    }
+    if len > isize::MAX as usize / std::mem::size_of::<T>().max(1) {
+        return Err(Error::invalid(format!("the length {len} of {what} is too large")));
+    }
+    Ok(std::slice::from_raw_parts(ptr, len))
+}
+
+unsafe fn slice_mut<'a, T>(ptr: *mut T, len: usize, what: &str) -> Result<&'a mut [T]> {
+    if len == 0 {
+        return Ok(&mut []);
+    }
+    if ptr.is_null() {
+        return Err(Error::new(ErrorKind::NullArgument, format!("{what} is NULL but its length is {len}")));
+    }
+    if len > isize::MAX as usize / std::mem::size_of::<T>().max(1) {
+        return Err(Error::invalid(format!("the length {len} of {what} is too large")));
+    }
+    Ok(std::slice::from_raw_parts_mut(ptr, len))
+}
+
+unsafe fn vocab_ref<'a>(vocab: *const trie_vocab) -> Result<&'a Vocabulary> {
+    if vocab.is_null() {
+        return Err(null("vocab"));
+    }
+    Ok(&*(vocab as *const Vocabulary))
+}
+
+/// A new strong reference to the vocabulary behind a handle.
+unsafe fn vocab_arc(vocab: *const trie_vocab) -> Result<Arc<Vocabulary>> {
+    if vocab.is_null() {
+        return Err(null("vocab"));
+    }
+    let p = vocab as *const Vocabulary;
+    Arc::increment_strong_count(p);
+    Ok(Arc::from_raw(p))
+}
+
+fn vocab_handle(vocab: Arc<Vocabulary>) -> *mut trie_vocab {
+    Arc::into_raw(vocab) as *mut trie_vocab
+}
+
+unsafe fn automaton_ref<'a>(automaton: *const trie_automaton) -> Result<&'a Automaton> {
+    if automaton.is_null() {
+        return Err(null("automaton"));
+    }
+    Ok(&*(automaton as *const Automaton))
+}
+
+/// Writes `value` through an out pointer checked earlier.
+unsafe fn put<T>(out: *mut T, value: T) {
+    if !out.is_null() {
+        out.write(value);
+    }
+}
+
+unsafe fn path_str<'a>(path: *const c_char) -> Result<&'a str> {
+    if path.is_null() {
+        return Err(null("path"));
+    }
+    CStr::from_ptr(path).to_str().map_err(|_| {
+        Error::invalid(format!(
+            "the path {} is not UTF-8",
+            crate::error::show_bytes(CStr::from_ptr(path).to_bytes(), 200)
+        ))
+    })
+}
+
+fn check_state(automaton: &Automaton, state: trie_state) -> Result<State> {
+    if state == TRIE_STATE_FINISHED || (state as usize) < automaton.n_states() {
+        Ok(State(state))
+    } else {
+        Err(Error::new(
+            ErrorKind::InvalidState,
+            format!("state {state} is not a state of this automaton (it has {} states)", automaton.n_states()),
+        ))
+    }
+}
+
+/// Token ids as `int32_t` (vocabularies have fewer than 2^31 ids, so every id fits).
+fn as_i32_ptr(ids: &[TokenId]) -> *const i32 {
+    ids.as_ptr() as *const i32
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Messages and version.
+
+/// The message of the last call that failed on this thread (the empty string if none has). Never NULL. The
+/// pointer stays valid until the next failing libtrie call on this thread; successful calls leave it alone.
+#[no_mangle]
+pub extern "C" fn trie_last_error() -> *const c_char {
+    guard_value(c"".as_ptr(), || {
+        LAST_ERROR.try_with(|cell| cell.try_borrow().map(|s| s.as_ptr()).unwrap_or(c"".as_ptr())).unwrap_or(c"".as_ptr())
+    })
+}
+
+/// A short static description of a status, such as `"token rejected"`. Takes any integer, so a value that is not
+/// a `trie_status` is safe too (it gives `"unknown status"`). Never NULL; never freed.
+#[no_mangle]
+pub extern "C" fn trie_status_str(status: c_int) -> *const c_char {
+    let s: &CStr = match status {
+        0 => c"ok",
+        1 => c"null argument",
+        2 => c"invalid argument",
+        3 => c"I/O error",
+        4 => c"unsupported vocabulary",
+        5 => c"unreachable string",
+        6 => c"buffer too small",
+        7 => c"token rejected",
+        8 => c"panic in libtrie",
+        9 => c"malformed file",
+        10 => c"empty set",
+        11 => c"limit exceeded",
+        12 => c"invalid state",
+        _ => c"unknown status",
+    };
+    s.as_ptr()
+}
+
+/// The version of the linked library, `"MAJOR.MINOR.PATCH"` (compare with `TRIE_VERSION_STRING` of the header you
+/// compiled against). Static; never NULL.
+#[no_mangle]
+pub extern "C" fn trie_version() -> *const c_char {
+    concat!(env!("CARGO_PKG_VERSION"), "\0").as_ptr() as *const c_char
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Vocabularies.
+
+unsafe fn vocab_from_arrays(
+    token_bytes: *const *const u8,
+    token_lens: *const usize,
+    token_kinds: *const u32,
+    n_tokens: usize,
+    eog_ids: *const i32,
+    n_eog: usize,
+    n_vocab: Option<usize>,
+) -> Result<Vocabulary> {
+    if n_tokens > MAX_VOCAB {
+        return Err(Error::new(
+            ErrorKind::LimitExceeded,
+            format!("{n_tokens} tokens exceed the limit of {MAX_VOCAB} ids"),
+        ));
+    }
+    let ptrs = slice(token_bytes, n_tokens, "token_bytes")?;
+    let lens = slice(token_lens, n_tokens, "token_lens")?;
+    let kinds: Vec<TokenKind> = if token_kinds.is_null() {
+        vec![TokenKind::Normal; n_tokens]
+    } else {
+        slice(token_kinds, n_tokens, "token_kinds")?
+            .iter()
+            .enumerate()
+            .map(|(i, &k)| {
+                TokenKind::from_u32(k).ok_or_else(|| {
+                    Error::invalid(format!("token_kinds[{i}] = {k} is not a token kind (TRIE_TOKEN_*: 0..6)"))
+                })
+            })
+            .collect::<Result<_>>()?
+    };
+    let mut tokens = Vec::with_capacity(n_tokens);
+    for i in 0..n_tokens {
+        let what = format!("token_bytes[{i}]");
+        tokens.push(slice(ptrs[i], lens[i], &what)?.to_vec());
+    }
+    let eog = eog_list(eog_ids, n_eog)?;
+    Vocabulary::new(tokens, kinds, &eog, n_vocab)
+}
+
+unsafe fn eog_list(eog_ids: *const i32, n_eog: usize) -> Result<Vec<TokenId>> {
+    slice(eog_ids, n_eog, "eog_ids")?
+        .iter()
+        .enumerate()
+        .map(|(i, &id)| {
+            TokenId::try_from(id)
+                .map_err(|_| Error::invalid(format!("eog_ids[{i}] = {id} is negative: token ids are 0..n_vocab")))
+        })
+        .collect()
+}
+
+unsafe fn check_out<T>(out: *mut *mut T) -> Result<()> {
+    if out.is_null() {
+        return Err(null("out"));
+    }
+    out.write(std::ptr::null_mut());
+    Ok(())
+}
+
+/// Builds a vocabulary from the bytes of every token id `0..n_tokens` (`token_bytes[i]`, `token_lens[i]` bytes;
+/// NULL is fine for an empty token), their kinds (`TRIE_TOKEN_*`; NULL: all normal) and the end-of-generation ids
+/// (`eog_ids`, `n_eog`; NULL with 0 for none). The mask width is `n_tokens`; see [`trie_vocab_new_ex`] for
+/// padded vocabularies. The bytes are copied. On success `*out` is a new vocabulary to free with
+/// [`trie_vocab_free`]; on failure `*out` is NULL.
+///
+/// # Safety
+/// Every non-NULL pointer must point to as many valid elements as its length says.
+#[no_mangle]
+pub unsafe extern "C" fn trie_vocab_new(
+    token_bytes: *const *const u8,
+    token_lens: *const usize,
+    token_kinds: *const u32,
+    n_tokens: usize,
+    eog_ids: *const i32,
+    n_eog: usize,
+    out: *mut *mut trie_vocab,
+) -> trie_status {
+    trie_vocab_new_ex(token_bytes, token_lens, token_kinds, n_tokens, eog_ids, n_eog, 0, out)
+}
+
+/// Like [`trie_vocab_new`], with the mask width `n_vocab`: the model's vocabulary size when it is larger than
+/// the listed tokens (padding, e.g. 151936 for Qwen2/Qwen3). Ids `n_tokens..n_vocab` are never allowed. 0 means
+/// `n_tokens`; smaller than `n_tokens` is `TRIE_ERR_INVALID_ARGUMENT`.
+///
+/// # Safety
+/// As [`trie_vocab_new`].
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn trie_vocab_new_ex(
+    token_bytes: *const *const u8,
+    token_lens: *const usize,
+    token_kinds: *const u32,
+    n_tokens: usize,
+    eog_ids: *const i32,
+    n_eog: usize,
+    n_vocab: usize,
+    out: *mut *mut trie_vocab,
+) -> trie_status {
+    guard(|| {
+        check_out(out)?;
+        let n_vocab = if n_vocab == 0 { None } else { Some(n_vocab) };
+        let v = vocab_from_arrays(token_bytes, token_lens, token_kinds, n_tokens, eog_ids, n_eog, n_vocab)?;
+        out.write(vocab_handle(Arc::new(v)));
+        Ok(())
+    })
+}
+
+/// Reads the tokenizer of a GGUF file (a model or a vocab-only file; only the metadata is read). The path must
+/// be UTF-8 (else `TRIE_ERR_INVALID_ARGUMENT`). Errors: `TRIE_ERR_IO`, `TRIE_ERR_MALFORMED_FILE`,
+/// `TRIE_ERR_UNSUPPORTED_VOCABULARY` (WordPiece). On failure `*out` is NULL.
+///
+/// # Safety
+/// `path` must be NULL or a NUL-terminated string.
+#[no_mangle]
+pub unsafe extern "C" fn trie_vocab_from_gguf(path: *const c_char, out: *mut *mut trie_vocab) -> trie_status {
+    guard(|| {
+        check_out(out)?;
+        let path = path_str(path)?;
+        let v = Vocabulary::from_gguf(path)?;
+        out.write(vocab_handle(Arc::new(v)));
+        Ok(())
+    })
+}
+
+/// Reads a Hugging Face `tokenizer.json`. The end-of-generation ids are inferred from the added tokens' names
+/// (`</s>`, `<|endoftext|>`, `<|im_end|>`, `<|eot_id|>`, ...) and the mask width is the largest id + 1; use
+/// [`trie_vocab_from_tokenizer_json_ex`] to give them. A library built without the `hf` feature returns
+/// `TRIE_ERR_UNSUPPORTED_VOCABULARY`. On failure `*out` is NULL.
+///
+/// # Safety
+/// `path` must be NULL or a NUL-terminated string.
+#[no_mangle]
+pub unsafe extern "C" fn trie_vocab_from_tokenizer_json(path: *const c_char, out: *mut *mut trie_vocab) -> trie_status {
+    trie_vocab_from_tokenizer_json_ex(path, std::ptr::null(), 0, 0, out)
+}
+
+/// Like [`trie_vocab_from_tokenizer_json`], with the end-of-generation ids (`eog_ids`, `n_eog`, e.g.
+/// `eos_token_id` of `generation_config.json`; `eog_ids` NULL: infer them; non-NULL with `n_eog` 0: none) and
+/// the mask width `n_vocab` (the model's padded vocabulary size; 0: the largest id + 1).
+///
+/// # Safety
+/// `path` must be NULL or a NUL-terminated string; `eog_ids` NULL or `n_eog` valid elements.
+#[no_mangle]
+pub unsafe extern "C" fn trie_vocab_from_tokenizer_json_ex(
+    path: *const c_char,
+    eog_ids: *const i32,
+    n_eog: usize,
+    n_vocab: usize,
+    out: *mut *mut trie_vocab,
+) -> trie_status {
+    guard(|| {
+        check_out(out)?;
+        let path = path_str(path)?;
+        let eog = if eog_ids.is_null() {
+            if n_eog != 0 {
+                return Err(Error::new(ErrorKind::NullArgument, format!("eog_ids is NULL but n_eog is {n_eog}")));
+            }
+            None
+        } else {
+            Some(eog_list(eog_ids, n_eog)?)
+        };
+        let n_vocab = if n_vocab == 0 { None } else { Some(n_vocab) };
+        let v = load_tokenizer_json(path, eog, n_vocab)?;
+        out.write(vocab_handle(Arc::new(v)));
+        Ok(())
+    })
+}
+
+#[cfg(feature = "hf")]
+fn load_tokenizer_json(path: &str, eog_ids: Option<Vec<TokenId>>, n_vocab: Option<usize>) -> Result<Vocabulary> {
+    Vocabulary::from_tokenizer_json(path, &crate::hf::HfOptions { eog_ids, n_vocab })
+}
+
+#[cfg(not(feature = "hf"))]
+fn load_tokenizer_json(path: &str, _eog_ids: Option<Vec<TokenId>>, _n_vocab: Option<usize>) -> Result<Vocabulary> {
+    Err(Error::unsupported(format!(
+        "cannot read {path}: this libtrie was built without tokenizer.json support (cargo feature `hf`)"
+    )))
+}
+
+/// Adds a reference to `vocab` and returns it (NULL for NULL). Free each reference with [`trie_vocab_free`].
+///
+/// # Safety
+/// `vocab` must be NULL or a live vocabulary.
+#[no_mangle]
+pub unsafe extern "C" fn trie_vocab_retain(vocab: *const trie_vocab) -> *mut trie_vocab {
+    guard_value(std::ptr::null_mut(), || match vocab_arc(vocab) {
+        Ok(v) => vocab_handle(v),
+        Err(_) => std::ptr::null_mut(),
+    })
+}
+
+/// Drops a reference to `vocab` (NULL: no-op). Automata compiled from it keep it alive.
+///
+/// # Safety
+/// `vocab` must be NULL or a live vocabulary reference, freed once.
+#[no_mangle]
+pub unsafe extern "C" fn trie_vocab_free(vocab: *mut trie_vocab) {
+    if vocab.is_null() {
+        return;
+    }
+    guard_value((), || drop(Arc::from_raw(vocab as *const Vocabulary)));
+}
+
+/// The number of token ids, which is the mask width in bits: ids are `0..n`. 0 for NULL.
+///
+/// # Safety
+/// `vocab` must be NULL or a live vocabulary.
+#[no_mangle]
+pub unsafe extern "C" fn trie_vocab_n_tokens(vocab: *const trie_vocab) -> usize {
+    guard_value(0, || vocab_ref(vocab).map(|v| v.n_vocab()).unwrap_or(0))
+}
+
+/// Heap bytes held by the vocabulary (its token index included). 0 for NULL.
+///
+/// # Safety
+/// `vocab` must be NULL or a live vocabulary.
+#[no_mangle]
+pub unsafe extern "C" fn trie_vocab_memory_usage(vocab: *const trie_vocab) -> usize {
+    guard_value(0, || vocab_ref(vocab).map(|v| v.memory_usage()).unwrap_or(0))
+}
+
+/// The bytes token `token` stands for, without copying (`*len` may be 0: padding and control tokens may have
+/// none). The view lives as long as the vocabulary. `TRIE_ERR_INVALID_ARGUMENT` for an id outside `0..n`. On
+/// failure `*bytes` is NULL and `*len` 0.
+///
+/// # Safety
+/// `vocab` must be NULL or a live vocabulary; `bytes` and `len` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn trie_vocab_token(
+    vocab: *const trie_vocab,
+    token: i32,
+    bytes: *mut *const u8,
+    len: *mut usize,
+) -> trie_status {
+    guard(|| {
+        if bytes.is_null() || len.is_null() {
+            return Err(null(if bytes.is_null() { "bytes" } else { "len" }));
+        }
+        bytes.write(std::ptr::null());
+        len.write(0);
+        let v = vocab_ref(vocab)?;
+        let id = v.check_id(token as i64)?;
+        let b = v.token_bytes(id);
+        bytes.write(b.as_ptr());
+        len.write(b.len());
+        Ok(())
+    })
+}
+
+/// The end-of-generation ids, ascending, without copying (they live as long as the vocabulary). On failure
+/// `*ids` is NULL and `*n_ids` 0.
+///
+/// # Safety
+/// `vocab` must be NULL or a live vocabulary; `ids` and `n_ids` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn trie_vocab_eog_ids(
+    vocab: *const trie_vocab,
+    ids: *mut *const i32,
+    n_ids: *mut usize,
+) -> trie_status {
+    guard(|| {
+        if ids.is_null() || n_ids.is_null() {
+            return Err(null(if ids.is_null() { "ids" } else { "n_ids" }));
+        }
+        ids.write(std::ptr::null());
+        n_ids.write(0);
+        let v = vocab_ref(vocab)?;
+        ids.write(as_i32_ptr(v.eog_ids()));
+        n_ids.write(v.eog_ids().len());
+        Ok(())
+    })
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Compiling.
+
+/// Compiles the set `strings[i]` (`lens[i]` bytes each; arbitrary bytes; duplicates, prefixes and the empty
+/// string allowed; NULL is fine for an empty string) against `vocab`. `options` may be NULL (defaults). The
+/// strings are not kept. On success `*out` is a new automaton (holding its own reference to `vocab`) to free with
+/// [`trie_automaton_free`]; on failure `*out` is NULL. Errors: `TRIE_ERR_EMPTY_SET`, `TRIE_ERR_UNREACHABLE_STRING`
+/// (the message names the strings), `TRIE_ERR_LIMIT_EXCEEDED`.
+///
+/// # Safety
+/// `vocab` must be NULL or a live vocabulary; non-NULL arrays must hold `n_strings` elements; each `strings[i]`
+/// must hold `lens[i]` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn trie_compile(
+    vocab: *const trie_vocab,
+    strings: *const *const u8,
+    lens: *const usize,
+    n_strings: usize,
+    options: *const trie_options,
+    out: *mut *mut trie_automaton,
+) -> trie_status {
+    guard(|| {
+        check_out(out)?;
+        let vocab = vocab_arc(vocab)?;
+        let ptrs = slice(strings, n_strings, "strings")?;
+        let lens = slice(lens, n_strings, "lens")?;
+        let mut set: Vec<&[u8]> = Vec::with_capacity(n_strings);
+        for (i, (&p, &n)) in ptrs.iter().zip(lens).enumerate() {
+            set.push(slice(p, n, &format!("strings[{i}]"))?);
+        }
+        let opts = if options.is_null() { trie_options::default() } else { *options };
+        let a = Automaton::compile(vocab, &set, &CompileOptions { drop_unreachable: opts.drop_unreachable })?;
+        out.write(Arc::into_raw(Arc::new(a)) as *mut trie_automaton);
+        Ok(())
+    })
+}
+
+/// Adds a reference to `automaton` and returns it (NULL for NULL). Free each reference with
+/// [`trie_automaton_free`].
+///
+/// # Safety
+/// `automaton` must be NULL or a live automaton.
+#[no_mangle]
+pub unsafe extern "C" fn trie_automaton_retain(automaton: *const trie_automaton) -> *mut trie_automaton {
+    if automaton.is_null() {
+        return std::ptr::null_mut();
+    }
+    guard_value(std::ptr::null_mut(), || {
+        Arc::increment_strong_count(automaton as *const Automaton);
+        automaton as *mut trie_automaton
+    })
+}
+
+/// Drops a reference to `automaton` (NULL: no-op); the last one frees it (and its reference to the vocabulary).
+///
+/// # Safety
+/// `automaton` must be NULL or a live automaton reference, freed once.
+#[no_mangle]
+pub unsafe extern "C" fn trie_automaton_free(automaton: *mut trie_automaton) {
+    if automaton.is_null() {
+        return;
+    }
+    guard_value((), || drop(Arc::from_raw(automaton as *const Automaton)));
+}
+
+/// A new reference to the vocabulary of `automaton` (NULL for NULL); free it with [`trie_vocab_free`].
+///
+/// # Safety
+/// `automaton` must be NULL or a live automaton.
+#[no_mangle]
+pub unsafe extern "C" fn trie_automaton_vocab(automaton: *const trie_automaton) -> *mut trie_vocab {
+    guard_value(std::ptr::null_mut(), || match automaton_ref(automaton) {
+        Ok(a) => vocab_handle(a.vocab().clone()),
+        Err(_) => std::ptr::null_mut(),
+    })
+}
+
+/// The number of token ids of the automaton's vocabulary (the mask width in bits). 0 for NULL.
+///
+/// # Safety
+/// `automaton` must be NULL or a live automaton.
+#[no_mangle]
+pub unsafe extern "C" fn trie_automaton_n_vocab(automaton: *const trie_automaton) -> usize {
+    guard_value(0, || automaton_ref(automaton).map(|a| a.vocab().n_vocab()).unwrap_or(0))
+}
+
+/// The number of 32-bit words of one bitmask row: `(n_vocab + 31) / 32`. 0 for NULL.
+///
+/// # Safety
+/// `automaton` must be NULL or a live automaton.
+#[no_mangle]
+pub unsafe extern "C" fn trie_automaton_mask_words(automaton: *const trie_automaton) -> usize {
+    guard_value(0, || automaton_ref(automaton).map(|a| a.mask_words()).unwrap_or(0))
+}
+
+/// The number of states (valid states are `0..n` and `TRIE_STATE_FINISHED`). 0 for NULL.
+///
+/// # Safety
+/// `automaton` must be NULL or a live automaton.
+#[no_mangle]
+pub unsafe extern "C" fn trie_automaton_n_states(automaton: *const trie_automaton) -> usize {
+    guard_value(0, || automaton_ref(automaton).map(|a| a.n_states()).unwrap_or(0))
+}
+
+/// The number of distinct strings the automaton can produce (dropped ones excluded). 0 for NULL.
+///
+/// # Safety
+/// `automaton` must be NULL or a live automaton.
+#[no_mangle]
+pub unsafe extern "C" fn trie_automaton_n_members(automaton: *const trie_automaton) -> usize {
+    guard_value(0, || automaton_ref(automaton).map(|a| a.n_members()).unwrap_or(0))
+}
+
+/// Heap bytes held by the automaton, not counting its shared vocabulary ([`trie_vocab_memory_usage`]). 0 for NULL.
+///
+/// # Safety
+/// `automaton` must be NULL or a live automaton.
+#[no_mangle]
+pub unsafe extern "C" fn trie_automaton_memory_usage(automaton: *const trie_automaton) -> usize {
+    guard_value(0, || automaton_ref(automaton).map(|a| a.memory_usage()).unwrap_or(0))
+}
+
+/// The input indices (positions in the `strings` given to [`trie_compile`]) of the strings dropped as
+/// unreachable with `drop_unreachable`, ascending, without copying (they live as long as the automaton). On
+/// failure `*indices` is NULL and `*n_indices` 0.
+///
+/// # Safety
+/// `automaton` must be NULL or a live automaton; `indices` and `n_indices` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn trie_automaton_dropped(
+    automaton: *const trie_automaton,
+    indices: *mut *const usize,
+    n_indices: *mut usize,
+) -> trie_status {
+    guard(|| {
+        if indices.is_null() || n_indices.is_null() {
+            return Err(null(if indices.is_null() { "indices" } else { "n_indices" }));
+        }
+        indices.write(std::ptr::null());
+        n_indices.write(0);
+        let a = automaton_ref(automaton)?;
+        indices.write(a.dropped().as_ptr());
+        n_indices.write(a.dropped().len());
+        Ok(())
+    })
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Decoding.
+
+/// The start state: 0 for every automaton (also for NULL).
+///
+/// # Safety
+/// `automaton` must be NULL or a live automaton.
+#[no_mangle]
+pub unsafe extern "C" fn trie_start(automaton: *const trie_automaton) -> trie_state {
+    guard_value(0, || automaton_ref(automaton).map(|a| a.start().0).unwrap_or(0))
+}
+
+/// The tokens allowed in `state`, ascending, without copying: a view into the automaton (valid while it lives).
+/// In `TRIE_STATE_FINISHED` these are the end-of-generation ids. On failure `*tokens` is NULL and `*n_tokens` 0.
+///
+/// # Safety
+/// `automaton` must be NULL or a live automaton; `tokens` and `n_tokens` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn trie_allowed(
+    automaton: *const trie_automaton,
+    state: trie_state,
+    tokens: *mut *const i32,
+    n_tokens: *mut usize,
+) -> trie_status {
+    guard(|| {
+        if tokens.is_null() || n_tokens.is_null() {
+            return Err(null(if tokens.is_null() { "tokens" } else { "n_tokens" }));
+        }
+        tokens.write(std::ptr::null());
+        n_tokens.write(0);
+        let a = automaton_ref(automaton)?;
+        let s = check_state(a, state)?;
+        let allowed = a.allowed(s);
+        tokens.write(as_i32_ptr(allowed));
+        n_tokens.write(allowed.len());
+        Ok(())
+    })
+}
+
+/// Writes the bitmask of `state` into `bitmask` (`n_words` words, at least [`trie_automaton_mask_words`]):
+/// token `t` is bit `t % 32` of word `t / 32`, 1 = allowed (the XGrammar / LLGuidance layout). Every one of the
+/// `n_words` words is written; bits past the vocabulary are 0. Too short: `TRIE_ERR_BUFFER_TOO_SMALL`, nothing
+/// written.
+///
+/// # Safety
+/// `automaton` must be NULL or a live automaton; `bitmask` NULL or `n_words` writable words.
+#[no_mangle]
+pub unsafe extern "C" fn trie_mask(
+    automaton: *const trie_automaton,
+    state: trie_state,
+    bitmask: *mut u32,
+    n_words: usize,
+) -> trie_status {
+    guard(|| {
+        let a = automaton_ref(automaton)?;
+        let s = check_state(a, state)?;
+        if bitmask.is_null() {
+            return Err(null("bitmask"));
+        }
+        let row = slice_mut(bitmask, n_words, "bitmask")?;
+        a.fill_bitmask(s, row)
+    })
+}
+
+/// Fills one bitmask row per state: row `i` is `bitmask[i * row_words .. (i + 1) * row_words]`, `row_words` at
+/// least [`trie_automaton_mask_words`], `n_words` (the buffer's length) at least `n_states * row_words`. Rows
+/// are filled in parallel for large batches. All states are checked before anything is written; on any error
+/// nothing is written. `n_states` 0 is a no-op.
+///
+/// # Safety
+/// `automaton` must be NULL or a live automaton; `states` NULL or `n_states` states; `bitmask` NULL or
+/// `n_words` writable words.
+#[no_mangle]
+pub unsafe extern "C" fn trie_mask_batch(
+    automaton: *const trie_automaton,
+    states: *const trie_state,
+    n_states: usize,
+    bitmask: *mut u32,
+    n_words: usize,
+    row_words: usize,
+) -> trie_status {
+    guard(|| {
+        let a = automaton_ref(automaton)?;
+        let states = slice(states as *const State, n_states, "states")?;
+        if n_states == 0 {
+            return Ok(());
+        }
+        if bitmask.is_null() {
+            return Err(null("bitmask"));
+        }
+        let out = slice_mut(bitmask, n_words, "bitmask")?;
+        for &s in states {
+            check_state(a, s.0)?;
+        }
+        a.fill_bitmask_batch(states, out, row_words)
+    })
+}
+
+/// The state after `token` in `*next` (`TRIE_STATE_FINISHED` after an end-of-generation token). A token not
+/// allowed gives `TRIE_ERR_TOKEN_REJECTED` and leaves `*next` untouched (as every failure does); an id outside
+/// `0..n_vocab` gives `TRIE_ERR_INVALID_ARGUMENT`, a bad state `TRIE_ERR_INVALID_STATE`.
+///
+/// # Safety
+/// `automaton` must be NULL or a live automaton; `next` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn trie_advance(
+    automaton: *const trie_automaton,
+    state: trie_state,
+    token: i32,
+    next: *mut trie_state,
+) -> trie_status {
+    guard(|| {
+        if next.is_null() {
+            return Err(null("next"));
+        }
+        let a = automaton_ref(automaton)?;
+        let s = check_state(a, state)?;
+        let id = a.vocab().check_id(token as i64)?;
+        let n = match a.advance(s, id)? {
+            Step::Next(n) => n.0,
+            Step::Finished => TRIE_STATE_FINISHED,
+        };
+        next.write(n);
+        Ok(())
+    })
+}
+
+/// Whether a string of the set may end in `state` (end-of-generation tokens are allowed there). True for
+/// `TRIE_STATE_FINISHED`; false for NULL or an invalid state.
+///
+/// # Safety
+/// `automaton` must be NULL or a live automaton.
+#[no_mangle]
+pub unsafe extern "C" fn trie_is_accepting(automaton: *const trie_automaton, state: trie_state) -> bool {
+    guard_value(false, || automaton_ref(automaton).map(|a| a.is_accepting(State(state))).unwrap_or(false))
+}
+
+/// The forced continuation: when exactly one string of the set remains below `state`, `*is_forced` is true,
+/// `*n_bytes` is the length of the rest of its bytes and `*n_tokens` that of a token path spelling them (longest
+/// tokens first; no end-of-generation token; both 0 when the string is complete). Otherwise (several strings
+/// left, or `TRIE_STATE_FINISHED`) `*is_forced` is false and both lengths 0.
+///
+/// The bytes go to `bytes` (`bytes_cap` bytes) and the tokens to `tokens` (`tokens_cap` ids); either may be NULL
+/// with a capacity of 0. When a capacity is short the call returns `TRIE_ERR_BUFFER_TOO_SMALL`, still sets
+/// `*is_forced`, `*n_bytes` and `*n_tokens` to the sizes needed, and writes nothing into the buffers: call once
+/// with capacities 0 to learn the sizes.
+///
+/// # Safety
+/// `automaton` must be NULL or a live automaton; `bytes` / `tokens` NULL or as long as their capacities;
+/// `n_bytes`, `n_tokens`, `is_forced` NULL or writable.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn trie_forced(
+    automaton: *const trie_automaton,
+    state: trie_state,
+    bytes: *mut u8,
+    bytes_cap: usize,
+    n_bytes: *mut usize,
+    tokens: *mut i32,
+    tokens_cap: usize,
+    n_tokens: *mut usize,
+    is_forced: *mut bool,
+) -> trie_status {
+    guard(|| {
+        for (p, what) in [(n_bytes.is_null(), "n_bytes"), (n_tokens.is_null(), "n_tokens"), (is_forced.is_null(), "is_forced")] {
+            if p {
+                return Err(null(what));
+            }
+        }
+        let a = automaton_ref(automaton)?;
+        let s = check_state(a, state)?;
+        let byte_buf = slice_mut(bytes, bytes_cap, "bytes")?;
+        let token_buf = slice_mut(tokens, tokens_cap, "tokens")?;
+        let Some(f) = a.forced(s) else {
+            put(is_forced, false);
+            put(n_bytes, 0);
+            put(n_tokens, 0);
+            return Ok(());
+        };
+        put(is_forced, true);
+        put(n_bytes, f.bytes.len());
+        put(n_tokens, f.tokens.len());
+        if byte_buf.len() < f.bytes.len() || token_buf.len() < f.tokens.len() {
+            return Err(Error::new(
+                ErrorKind::BufferTooSmall,
+                format!(
+                    "the forced continuation needs {} bytes and {} tokens; the buffers hold {} and {}",
+                    f.bytes.len(),
+                    f.tokens.len(),
+                    byte_buf.len(),
+                    token_buf.len()
+                ),
+            ));
+        }
+        byte_buf[..f.bytes.len()].copy_from_slice(&f.bytes);
+        for (dst, &t) in token_buf.iter_mut().zip(&f.tokens) {
+            *dst = t as i32;
+        }
+        Ok(())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn panics_become_a_status_and_a_message() {
+        let st = guard(|| panic!("boom {}", 42));
+        assert_eq!(st, TRIE_ERR_PANIC);
+        let msg = unsafe { CStr::from_ptr(trie_last_error()) }.to_str().unwrap().to_string();
+        assert!(msg.contains("boom 42"), "{msg}");
+        assert_eq!(guard_value(7, || -> i32 { panic!("x") }), 7);
+    }
+
+    #[test]
+    fn statuses_match_error_kinds() {
+        for (k, n) in [
+            (ErrorKind::NullArgument, 1),
+            (ErrorKind::InvalidArgument, 2),
+            (ErrorKind::Io, 3),
+            (ErrorKind::UnsupportedVocabulary, 4),
+            (ErrorKind::UnreachableString, 5),
+            (ErrorKind::BufferTooSmall, 6),
+            (ErrorKind::TokenRejected, 7),
+            (ErrorKind::Panic, 8),
+            (ErrorKind::MalformedFile, 9),
+            (ErrorKind::EmptySet, 10),
+            (ErrorKind::LimitExceeded, 11),
+            (ErrorKind::InvalidState, 12),
+        ] {
+            assert_eq!(k as i32, n);
+            assert_eq!(trie_status::from(k) as i32, n);
+        }
+    }
+
+    #[test]
+    fn version_matches_cargo() {
+        assert_eq!(TRIE_VERSION_STRING, env!("CARGO_PKG_VERSION"));
+        assert_eq!(TRIE_VERSION_MAJOR.to_string(), env!("CARGO_PKG_VERSION_MAJOR"));
+        assert_eq!(TRIE_VERSION_MINOR.to_string(), env!("CARGO_PKG_VERSION_MINOR"));
+        assert_eq!(TRIE_VERSION_PATCH.to_string(), env!("CARGO_PKG_VERSION_PATCH"));
+        let v = unsafe { CStr::from_ptr(trie_version()) };
+        assert_eq!(v.to_str().unwrap(), env!("CARGO_PKG_VERSION"));
+    }
+}

@@ -1,0 +1,142 @@
+//! Shared helpers of the integration tests: where the real vocabularies are, loading them once, reading
+//! llama.cpp's tokenizer test pairs, deterministic random sets, and walks over an automaton.
+#![allow(dead_code)]
+
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, OnceLock};
+use trie::{Automaton, State, Step, TokenId, Vocabulary};
+
+/// The folder of real tokenizer assets: `$TRIE_ASSETS`, else `../shared/assets` beside the checkout, else the
+/// cache that `scripts/fetch-assets.sh` fills. Panics with the command to run when none exists.
+pub fn assets_dir() -> PathBuf {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let candidates = [
+        std::env::var_os("TRIE_ASSETS").map(PathBuf::from),
+        Some(root.join("../shared/assets")),
+        Some(root.join(".cache/assets")),
+    ];
+    for c in candidates.into_iter().flatten() {
+        if c.join("vocab/ggml-vocab-gpt-2.gguf").exists() {
+            return c;
+        }
+    }
+    panic!("real tokenizer assets not found: run `scripts/fetch-assets.sh` (or set TRIE_ASSETS)");
+}
+
+pub fn gguf_path(name: &str) -> PathBuf {
+    assets_dir().join(format!("vocab/ggml-vocab-{name}.gguf"))
+}
+
+/// The GGUF vocabularies of the test suite (bert is refused, tested apart).
+pub const GGUF_VOCABS: &[&str] =
+    &["llama-spm", "phi-3", "gpt-2", "deepseek-llm", "falcon", "llama-bpe", "qwen2", "starcoder", "gemma-4"];
+
+/// Loads a GGUF vocabulary once per test binary.
+pub fn gguf_vocab(name: &str) -> Arc<Vocabulary> {
+    static CACHE: OnceLock<Mutex<HashMap<String, Arc<Vocabulary>>>> = OnceLock::new();
+    let cache = CACHE.get_or_init(Default::default);
+    if let Some(v) = cache.lock().unwrap().get(name) {
+        return v.clone();
+    }
+    let v = Arc::new(Vocabulary::from_gguf(gguf_path(name)).unwrap_or_else(|e| panic!("{name}: {e}")));
+    cache.lock().unwrap().insert(name.to_string(), v.clone());
+    v
+}
+
+/// llama.cpp's tokenizer test pairs for a vocabulary: (string, expected token ids).
+pub fn test_pairs(name: &str) -> Vec<(String, Vec<TokenId>)> {
+    let inp = std::fs::read_to_string(gguf_path(name).with_extension("gguf.inp")).unwrap();
+    let out = std::fs::read_to_string(gguf_path(name).with_extension("gguf.out")).unwrap();
+    let strings: Vec<&str> = inp.split("\n__ggml_vocab_test__\n").collect();
+    let ids: Vec<Vec<TokenId>> =
+        out.lines().map(|l| l.split_whitespace().map(|t| t.parse().unwrap()).collect()).collect();
+    assert!(strings.len() >= ids.len(), "{name}: {} strings, {} id lines", strings.len(), ids.len());
+    strings.into_iter().zip(ids).map(|(s, i)| (s.to_string(), i)).collect()
+}
+
+/// The bytes a token sequence stands for.
+pub fn detokenize(vocab: &Vocabulary, ids: &[TokenId]) -> Vec<u8> {
+    ids.iter().flat_map(|&t| vocab.token_bytes(t).to_vec()).collect()
+}
+
+/// Word pieces for random sets: ASCII tool-name parts, Spanish with accents, German, Japanese, emoji,
+/// spaces, newlines and quotes.
+pub const PIECES: &[&str] = &[
+    "search", "get", "list", "create", "delete", "update", "user", "flight", "hotel", "_", ".", "-", " ", "a", "ab",
+    "año", "niño", "café", "acción", "Äpfel", "Straße", "東京", "大阪", "日本語", "こんにちは", "ー", "🙂", "\n", "\"",
+    "'", "\\", "{", "}", "0", "42", "x", "Z", "\t", "é", "ñ",
+];
+
+/// `k` random strings (duplicates and prefixes happen on purpose) from `seed`.
+pub fn random_set(seed: u64, k: usize, max_pieces: usize) -> Vec<String> {
+    let mut rng = SmallRng::seed_from_u64(seed);
+    let mut out: Vec<String> = Vec::with_capacity(k);
+    for _ in 0..k {
+        if !out.is_empty() && rng.gen_bool(0.1) {
+            // A prefix or an extension of an earlier member.
+            let base = out[rng.gen_range(0..out.len())].clone();
+            if rng.gen_bool(0.5) {
+                let cut: Vec<char> = base.chars().collect();
+                let n = rng.gen_range(0..=cut.len());
+                out.push(cut[..n].iter().collect());
+            } else {
+                out.push(base + PIECES[rng.gen_range(0..PIECES.len())]);
+            }
+            continue;
+        }
+        let n = rng.gen_range(1..=max_pieces);
+        out.push((0..n).map(|_| PIECES[rng.gen_range(0..PIECES.len())]).collect());
+    }
+    out
+}
+
+/// A random walk choosing uniformly among allowed tokens until an end-of-generation token; returns the bytes
+/// produced and the states visited with the bytes before each.
+pub fn random_walk(a: &Automaton, rng: &mut SmallRng) -> (Vec<u8>, Vec<(State, Vec<u8>)>) {
+    let vocab = a.vocab();
+    let mut state = a.start();
+    let mut text = Vec::new();
+    let mut visited = Vec::new();
+    for _ in 0..100_000 {
+        visited.push((state, text.clone()));
+        let allowed = a.allowed(state);
+        assert!(!allowed.is_empty(), "dead state {state:?} after {:?}", String::from_utf8_lossy(&text));
+        let t = allowed[rng.gen_range(0..allowed.len())];
+        match a.advance(state, t).unwrap() {
+            Step::Finished => {
+                assert!(vocab.is_eog(t));
+                return (text, visited);
+            }
+            Step::Next(next) => {
+                assert!(!vocab.is_eog(t));
+                text.extend_from_slice(vocab.token_bytes(t));
+                state = next;
+            }
+        }
+    }
+    panic!("walk did not end");
+}
+
+/// Walks `ids` then an EOG token; panics naming the first rejected token.
+pub fn accepts(a: &Automaton, ids: &[TokenId]) -> Result<(), String> {
+    let mut state = a.start();
+    for (i, &t) in ids.iter().enumerate() {
+        match a.advance(state, t) {
+            Ok(Step::Next(s)) => state = s,
+            Ok(Step::Finished) => return Err(format!("token {i} ({t}) finished early")),
+            Err(e) => return Err(format!("token {i}: {e}")),
+        }
+    }
+    if !a.is_accepting(state) {
+        return Err("the walk does not end on an accepting state".into());
+    }
+    if let Some(&eog) = a.vocab().eog_ids().first() {
+        if a.advance(state, eog) != Ok(Step::Finished) {
+            return Err("EOG not allowed at the end".into());
+        }
+    }
+    Ok(())
+}
