@@ -9,7 +9,7 @@
 //!   lead to `FINISHED`;
 //! - `FINISHED` allows only the end-of-generation ids and stays `FINISHED`.
 
-use crate::align::{align, Alignment};
+use crate::align::{align_aho_corasick, align_token_trie, Edges};
 use crate::error::{show_bytes, Error, ErrorKind, Result};
 use crate::mask::{dense_row, fill_sparse};
 use crate::string_trie::{StringTrie, NONE};
@@ -48,6 +48,19 @@ pub struct CompileOptions {
     /// Drop the strings that no token sequence of the vocabulary can produce (see [`Automaton::dropped`])
     /// instead of failing with [`ErrorKind::UnreachableString`].
     pub drop_unreachable: bool,
+    /// How the trie is aligned with the vocabulary (both give the same automaton).
+    pub alignment: AlignmentMethod,
+}
+
+/// How [`Automaton::compile`] finds, for every trie node, the tokens that spell a path from it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum AlignmentMethod {
+    /// Walk the string trie together with the vocabulary's token trie from every node (default; fastest here).
+    #[default]
+    TokenTrie,
+    /// The paper's reduction: run the Aho-Corasick automaton of all token strings along the trie's paths. The
+    /// automaton is built once per vocabulary, on first use.
+    AhoCorasick,
 }
 
 /// The remaining text of the one member left below a state, and a token path that spells it.
@@ -91,8 +104,11 @@ impl Automaton {
         options: &CompileOptions,
     ) -> Result<Automaton> {
         let trie = StringTrie::build(strings)?;
-        let alignment = align(&trie, &vocab)?;
-        freeze(vocab, trie, alignment, options)
+        let edges = match options.alignment {
+            AlignmentMethod::TokenTrie => align_token_trie(&trie, &vocab)?,
+            AlignmentMethod::AhoCorasick => align_aho_corasick(&trie, &vocab)?,
+        };
+        freeze(vocab, trie, edges, options)
     }
 
     /// The vocabulary this automaton was compiled against.
@@ -108,6 +124,11 @@ impl Automaton {
     /// Number of states (not counting `FINISHED`).
     pub fn n_states(&self) -> usize {
         self.depth.len()
+    }
+
+    /// Number of transitions (allowed (state, token) pairs) over all states.
+    pub fn allowed_total(&self) -> usize {
+        self.tokens.len()
     }
 
     /// Number of 32-bit words of a bitmask row: `ceil(n_vocab / 32)`.
@@ -323,7 +344,7 @@ impl std::fmt::Debug for Automaton {
 }
 
 /// Prunes the alignment to live, reachable nodes and lays out the flat arrays.
-fn freeze(vocab: Arc<Vocabulary>, trie: StringTrie, al: Alignment, options: &CompileOptions) -> Result<Automaton> {
+fn freeze(vocab: Arc<Vocabulary>, trie: StringTrie, al: Edges, options: &CompileOptions) -> Result<Automaton> {
     let n = trie.n_nodes();
     // live[n]: some member can be completed from n with tokens. Targets are descendants (larger ids).
     let mut live = bitvec![u64, Lsb0; 0; n];
@@ -536,17 +557,17 @@ mod tests {
         let e = Automaton::compile(toy(), &["abz", "ab"], &CompileOptions::default()).unwrap_err();
         assert_eq!(e.kind(), ErrorKind::UnreachableString);
         assert!(e.message().contains("\"abz\""), "{e}");
-        let a = Automaton::compile(toy(), &["abz", "ab"], &CompileOptions { drop_unreachable: true }).unwrap();
+        let a = Automaton::compile(toy(), &["abz", "ab"], &CompileOptions { drop_unreachable: true, ..Default::default() }).unwrap();
         assert_eq!(a.dropped(), &[0]);
         assert_eq!(a.n_members(), 1);
-        let e = Automaton::compile(toy(), &["zz"], &CompileOptions { drop_unreachable: true }).unwrap_err();
+        let e = Automaton::compile(toy(), &["zz"], &CompileOptions { drop_unreachable: true, ..Default::default() }).unwrap_err();
         assert_eq!(e.kind(), ErrorKind::UnreachableString);
     }
 
     #[test]
     fn dead_ends_are_pruned() {
         // "abz" can't be finished, so "ab"'s token must not lead into a state that only continues to z.
-        let a = Automaton::compile(toy(), &["abcz", "abd"], &CompileOptions { drop_unreachable: true }).unwrap();
+        let a = Automaton::compile(toy(), &["abcz", "abd"], &CompileOptions { drop_unreachable: true, ..Default::default() }).unwrap();
         // "abc" token (6) would lead into the dead "abc" prefix; only a, ab remain at the start.
         assert_eq!(a.allowed(a.start()), &[0, 5]);
     }

@@ -627,7 +627,7 @@ pub unsafe extern "C" fn trie_compile(
             set.push(slice(p, n, &format!("strings[{i}]"))?);
         }
         let opts = if options.is_null() { trie_options::default() } else { *options };
-        let a = Automaton::compile(vocab, &set, &CompileOptions { drop_unreachable: opts.drop_unreachable })?;
+        let a = Automaton::compile(vocab, &set, &CompileOptions { drop_unreachable: opts.drop_unreachable, ..Default::default() })?;
         out.write(Arc::into_raw(Arc::new(a)) as *mut trie_automaton);
         Ok(())
     })

@@ -233,6 +233,13 @@ fn vocabulary_from_tokenizer(tok: &Tokenizer, options: &HfOptions) -> Result<Voc
     if n_listed > crate::vocab::MAX_VOCAB {
         return Err(Error::limit(format!("token id {max_id} exceeds the limit of {} ids", crate::vocab::MAX_VOCAB)));
     }
+    // Ids far sparser than any real vocabulary would only allocate empty slots: refuse them as corrupt.
+    let n_tokens = model_vocab.len() + added.len();
+    if n_listed > 4 * n_tokens + 65_536 {
+        return Err(Error::malformed(format!(
+            "token id {max_id} is far past the {n_tokens} tokens of the file: the ids are corrupt"
+        )));
+    }
     let mut tokens: Vec<Vec<u8>> = vec![Vec::new(); n_listed];
     let mut kinds = vec![TokenKind::Unused; n_listed];
     // The model's texts by id; if a broken file gives one id two texts, the smallest text wins (deterministic).
@@ -249,9 +256,6 @@ fn vocabulary_from_tokenizer(tok: &Tokenizer, options: &HfOptions) -> Result<Voc
             tokens[id] = bytes;
             kinds[id] = kind;
         }
-    }
-    if let Some(unk) = unk.filter(|&u| (u as usize) < n_listed) {
-        kinds[unk as usize] = TokenKind::Unknown;
     }
     // Added tokens override the model's entry for their id.
     for (&id, t) in &added {

@@ -33,8 +33,9 @@ pub mod gguf;
 pub mod hf;
 mod mask;
 mod string_trie;
+mod token_trie;
 pub mod vocab;
 
-pub use automaton::{Automaton, CompileOptions, Forced, State, Step};
+pub use automaton::{AlignmentMethod, Automaton, CompileOptions, Forced, State, Step};
 pub use error::{Error, ErrorKind, Result};
 pub use vocab::{TokenId, TokenKind, Vocabulary};

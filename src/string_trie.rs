@@ -27,6 +27,11 @@ pub(crate) struct StringTrie {
     pub(crate) depth: Vec<u32>,
     /// Member that ends at each node, or `NONE`.
     pub(crate) end_member: Vec<u32>,
+    /// The byte on the edge into each node (0 for the root).
+    pub(crate) byte: Vec<u8>,
+    /// Node `n`'s subtree is `n..subtree_end[n]`; its children are `n + 1`, then `subtree_end` of each child
+    /// while below `subtree_end[n]`.
+    pub(crate) subtree_end: Vec<u32>,
 }
 
 impl StringTrie {
@@ -38,14 +43,17 @@ impl StringTrie {
         if strings.len() >= NONE as usize {
             return Err(Error::limit(format!("{} strings exceed the limit of {}", strings.len(), NONE - 1)));
         }
-        let mut order: Vec<u32> = (0..strings.len() as u32).collect();
         let key = |i: &u32| strings[*i as usize].as_ref();
-        if strings.len() > 4096 {
-            order.par_sort_by(|a, b| key(a).cmp(key(b)).then(a.cmp(b)));
-        } else {
-            order.sort_by(|a, b| key(a).cmp(key(b)).then(a.cmp(b)));
+        let mut keyed: Vec<(&[u8], u32)> = strings.iter().enumerate().map(|(i, s)| (s.as_ref(), i as u32)).collect();
+        if !keyed.windows(2).all(|w| w[0] <= w[1]) {
+            if keyed.len() >= 1 << 18 {
+                keyed.par_sort_unstable();
+            } else {
+                keyed.sort_unstable();
+            }
         }
-        order.dedup_by(|later, earlier| key(later) == key(earlier));
+        keyed.dedup_by(|later, earlier| later.0 == earlier.0);
+        let order: Vec<u32> = keyed.into_iter().map(|(_, i)| i).collect();
         let total: usize = order.iter().map(|i| key(i).len()).sum();
         let lcp: Vec<u32> = (0..order.len())
             .into_par_iter()
@@ -77,6 +85,8 @@ impl StringTrie {
         let mut parent = Vec::with_capacity(n_nodes);
         let mut depth = Vec::with_capacity(n_nodes);
         let mut end_member = vec![NONE; n_nodes];
+        let mut byte = Vec::with_capacity(n_nodes);
+        byte.push(0u8);
         parent.push(NONE);
         depth.push(0u32);
         // path[d] = node at depth d on the current member's path.
@@ -92,13 +102,46 @@ impl StringTrie {
             for d in l..s.len() {
                 let id = parent.len() as u32;
                 parent.push(path[d]);
+                byte.push(s[d]);
                 depth.push(d as u32 + 1);
                 path.push(id);
             }
             end_member[path[s.len()] as usize] = m as u32;
         }
         debug_assert_eq!(parent.len(), n_nodes);
-        Ok(StringTrie { member_offsets, member_bytes, member_input: order, lcp, first_new, parent, depth, end_member })
+        let mut subtree_end: Vec<u32> = (1..=n_nodes as u32).collect();
+        for n in (1..n_nodes).rev() {
+            let p = parent[n] as usize;
+            subtree_end[p] = subtree_end[p].max(subtree_end[n]);
+        }
+        Ok(StringTrie {
+            member_offsets,
+            member_bytes,
+            member_input: order,
+            lcp,
+            first_new,
+            parent,
+            depth,
+            end_member,
+            byte,
+            subtree_end,
+        })
+    }
+
+    /// The children of `node`, ascending by byte.
+    #[inline]
+    pub(crate) fn children(&self, node: u32) -> impl Iterator<Item = u32> + '_ {
+        let end = self.subtree_end[node as usize];
+        let mut c = node + 1;
+        std::iter::from_fn(move || {
+            if c < end {
+                let this = c;
+                c = self.subtree_end[c as usize];
+                Some(this)
+            } else {
+                None
+            }
+        })
     }
 
     pub(crate) fn n_nodes(&self) -> usize {
@@ -159,6 +202,10 @@ mod tests {
         assert_eq!(t.end_node(2), 3);
         assert_eq!(t.path_of(2), vec![0, 1, 2, 3]);
         assert_eq!(t.end_node(3), 4);
+        assert_eq!(t.children(0).collect::<Vec<_>>(), vec![1, 4]);
+        assert_eq!(t.children(1).collect::<Vec<_>>(), vec![2]);
+        assert_eq!(t.children(3).count(), 0);
+        assert_eq!(t.byte, b"\0abcb");
     }
 
     #[test]

@@ -9,8 +9,10 @@
 //! - Control, Unknown and Unused tokens, and padding, never appear in any mask.
 
 use crate::error::{Error, ErrorKind, Result};
+use crate::token_trie::TokenTrie;
 use aho_corasick::nfa::contiguous;
 use std::path::Path;
+use std::sync::OnceLock;
 
 /// A token id (`0..n_vocab`).
 pub type TokenId = u32;
@@ -66,10 +68,13 @@ pub struct Vocabulary {
     pub(crate) index: TokenIndex,
 }
 
-/// The alignment index: patterns are the distinct byte strings of text tokens.
+/// The alignment index: patterns are the distinct byte strings of text tokens, ascending.
 pub(crate) struct TokenIndex {
-    /// Aho-Corasick automaton over the patterns (standard semantics: every match is reported).
-    pub(crate) ac: contiguous::NFA,
+    /// The trie of the patterns (the default alignment index).
+    pub(crate) trie: TokenTrie,
+    /// Aho-Corasick automaton over the patterns (standard semantics: every match is reported), built on first
+    /// use by [`crate::Alignment::AhoCorasick`].
+    ac: OnceLock<std::result::Result<contiguous::NFA, String>>,
     /// Pattern `p` stands for tokens `pattern_tokens[pattern_offsets[p]..pattern_offsets[p + 1]]` (ascending).
     pub(crate) pattern_offsets: Vec<u32>,
     pub(crate) pattern_tokens: Vec<TokenId>,
@@ -161,7 +166,8 @@ impl Vocabulary {
             kinds,
             eog,
             index: TokenIndex {
-                ac: contiguous::NFA::new(Vec::<&[u8]>::new()).expect("empty automaton"),
+                trie: TokenTrie::build(&[]),
+                ac: OnceLock::new(),
                 pattern_offsets: vec![0],
                 pattern_tokens: Vec::new(),
                 pattern_len: Vec::new(),
@@ -188,11 +194,28 @@ impl Vocabulary {
             pattern_len.push(b.len() as u32);
             pattern_offsets.push(pattern_offsets.last().unwrap() + 1);
         }
-        let ac = contiguous::Builder::new()
-            .match_kind(aho_corasick::MatchKind::Standard)
-            .build(&patterns)
-            .map_err(|e| Error::limit(format!("cannot build the token index over {} patterns: {e}", patterns.len())))?;
-        Ok(TokenIndex { ac, pattern_offsets, pattern_tokens: ids, pattern_len })
+        let trie = TokenTrie::build(&patterns);
+        Ok(TokenIndex { trie, ac: OnceLock::new(), pattern_offsets, pattern_tokens: ids, pattern_len })
+    }
+
+    /// The bytes of pattern `p`.
+    pub(crate) fn pattern_bytes(&self, p: usize) -> &[u8] {
+        self.token_bytes(self.index.tokens_of(p)[0])
+    }
+
+    /// The Aho-Corasick automaton over the patterns, built on first use.
+    pub(crate) fn aho_corasick(&self) -> Result<&contiguous::NFA> {
+        self.index
+            .ac
+            .get_or_init(|| {
+                let patterns: Vec<&[u8]> = (0..self.n_patterns()).map(|p| self.pattern_bytes(p)).collect();
+                contiguous::Builder::new()
+                    .match_kind(aho_corasick::MatchKind::Standard)
+                    .build(&patterns)
+                    .map_err(|e| format!("cannot build the Aho-Corasick index over {} patterns: {e}", patterns.len()))
+            })
+            .as_ref()
+            .map_err(|e| Error::limit(e.clone()))
     }
 
     /// Reads the tokenizer of a GGUF file (a full model or a vocab-only file). Supports byte-level BPE
@@ -264,7 +287,8 @@ impl Vocabulary {
             + self.offsets.capacity() * 4
             + self.kinds.capacity()
             + self.eog.capacity() * 4
-            + aho_corasick::automaton::Automaton::memory_usage(&self.index.ac)
+            + self.index.trie.memory_usage()
+            + self.index.ac.get().and_then(|r| r.as_ref().ok()).map_or(0, aho_corasick::automaton::Automaton::memory_usage)
             + (self.index.pattern_offsets.capacity() + self.index.pattern_tokens.capacity()) * 4
             + self.index.pattern_len.capacity() * 4
     }

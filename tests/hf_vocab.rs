@@ -45,7 +45,9 @@ fn load(name: &'static str) -> Option<&'static Loaded> {
             eprintln!("NOTICE: skipping: {} not found (set TRIE_ASSETS)", path.display());
             return None;
         }
+        let t0 = std::time::Instant::now();
         let tok = Tokenizer::from_file(&path).expect("tokenizers loads the file");
+        eprintln!("{name}: Tokenizer::from_file took {:?}", t0.elapsed());
         let t = std::time::Instant::now();
         let vocab = Vocabulary::from_tokenizer_json(&path, &HfOptions::default()).expect("libtrie loads the file");
         eprintln!("{name}: Vocabulary::from_tokenizer_json took {:?}", t.elapsed());
@@ -356,6 +358,18 @@ fn byte_level_gaps_are_unused() {
     // With no end name among the added tokens, nothing is inferred.
     assert!(v.eog_ids().is_empty());
     assert_eq!((v.n_vocab(), v.mask_words()), (64, 2));
+}
+
+#[test]
+fn absurdly_sparse_ids_are_malformed() {
+    let json = synthetic(
+        r#"{"type": "BPE", "vocab": {"a": 0, "b": 100000000}, "merges": []}"#,
+        BYTE_LEVEL_DECODER,
+        "null",
+        "",
+    );
+    let e = Vocabulary::from_tokenizer_json_bytes(&json, &HfOptions::default()).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::MalformedFile, "{e}");
 }
 
 #[test]

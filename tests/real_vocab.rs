@@ -278,3 +278,26 @@ fn one_automaton_from_many_threads_matches_one_thread() {
     });
     assert_eq!(got, expected);
 }
+
+/// The two alignment methods (token trie, Aho-Corasick) build the same automaton.
+#[test]
+fn token_trie_and_aho_corasick_alignments_agree() {
+    use trie::AlignmentMethod;
+    for (i, &name) in ["llama-spm", "qwen2", "gemma-4"].iter().enumerate() {
+        let v = gguf_vocab(name);
+        let set = random_set(300 + i as u64, 3000, 5);
+        let a = compile(&v, &set);
+        let opts = CompileOptions { alignment: AlignmentMethod::AhoCorasick, ..Default::default() };
+        let b = Automaton::compile(v.clone(), &set, &opts).unwrap();
+        assert_eq!(a.n_states(), b.n_states(), "{name}");
+        assert_eq!(a.allowed_total(), b.allowed_total(), "{name}");
+        for s in 0..a.n_states() as u32 {
+            let s = State(s);
+            assert_eq!(a.allowed(s), b.allowed(s), "{name}: state {s:?}");
+            for &t in a.allowed(s) {
+                assert_eq!(a.advance(s, t), b.advance(s, t), "{name}: state {s:?} token {t}");
+            }
+            assert_eq!(a.is_accepting(s), b.is_accepting(s));
+        }
+    }
+}

@@ -1,0 +1,187 @@
+//! The engine benchmark: vocabulary index build, compile time per K, per-step lookup/mask/advance cost over full
+//! decodes of members, batch mask fill, and automaton size. Prints one JSON object per line.
+//!
+//! `cargo bench --bench engine -- [--vocab NAME|PATH.gguf] [--max-k N] [--quick]`
+mod workloads;
+
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use std::hint::black_box;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+use trie::{Automaton, CompileOptions, State, Step, Vocabulary};
+
+fn assets_vocab(name: &str) -> PathBuf {
+    if name.ends_with(".gguf") {
+        return PathBuf::from(name);
+    }
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    for dir in [std::env::var_os("TRIE_ASSETS").map(PathBuf::from), Some(root.join("../shared/assets")), Some(root.join(".cache/assets"))]
+        .into_iter()
+        .flatten()
+    {
+        let p = dir.join(format!("vocab/ggml-vocab-{name}.gguf"));
+        if p.exists() {
+            return p;
+        }
+    }
+    panic!("vocabulary {name} not found: run scripts/fetch-assets.sh");
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let arg = |flag: &str| args.iter().position(|a| a == flag).and_then(|i| args.get(i + 1)).cloned();
+    let quick = args.iter().any(|a| a == "--quick");
+    let vocab_name = arg("--vocab").unwrap_or_else(|| "qwen2".into());
+    let max_k: usize = arg("--max-k").map(|s| s.parse().unwrap()).unwrap_or(if quick { 10_000 } else { 1_000_000 });
+
+    let path = assets_vocab(&vocab_name);
+    let meta_t = Instant::now();
+    let vocab = Arc::new(Vocabulary::from_gguf(&path).unwrap());
+    let load_ms = meta_t.elapsed().as_secs_f64() * 1e3;
+    // Index build alone: rebuild from the decoded tokens several times.
+    let tokens: Vec<Vec<u8>> = (0..vocab.n_listed() as u32).map(|t| vocab.token_bytes(t).to_vec()).collect();
+    let kinds: Vec<_> = (0..vocab.n_listed() as u32).map(|t| vocab.kind(t)).collect();
+    let index_ms = median(
+        (0..if quick { 3 } else { 7 })
+            .map(|_| {
+                let (t, k) = (tokens.clone(), kinds.clone());
+                let s = Instant::now();
+                black_box(Vocabulary::new(t, k, vocab.eog_ids(), Some(vocab.n_vocab())).unwrap());
+                s.elapsed().as_secs_f64() * 1e3
+            })
+            .collect(),
+    );
+    println!(
+        "{{\"kind\":\"vocab\",\"vocab\":\"{vocab_name}\",\"n_vocab\":{},\"patterns\":{},\"gguf_load_ms\":{load_ms:.2},\"index_build_ms\":{index_ms:.2},\"vocab_bytes\":{}}}",
+        vocab.n_vocab(),
+        vocab.n_patterns(),
+        vocab.memory_usage()
+    );
+
+    for workload in ["tools", "words"] {
+        let mut k = 10;
+        while k <= max_k {
+            let set = match workload {
+                "tools" => workloads::tool_names(k, 42),
+                _ => workloads::words(k, 42),
+            };
+            bench_set(&vocab, &vocab_name, workload, &set, quick);
+            k *= 10;
+        }
+    }
+}
+
+fn bench_set(vocab: &Arc<Vocabulary>, vocab_name: &str, workload: &str, set: &[String], quick: bool) {
+    let k = set.len();
+    let opts = CompileOptions::default();
+    let first_t = Instant::now();
+    let automaton = Automaton::compile(vocab.clone(), set, &opts).unwrap();
+    let first_ms = first_t.elapsed().as_secs_f64() * 1e3;
+    let repeats = if k >= 1_000_000 || quick { 3 } else if k >= 100_000 { 5 } else { 11 };
+    let compile_ms = median(
+        (0..repeats)
+            .map(|_| {
+                let s = Instant::now();
+                black_box(Automaton::compile(vocab.clone(), set, &opts).unwrap());
+                s.elapsed().as_secs_f64() * 1e3
+            })
+            .collect(),
+    );
+
+    // Full decodes of random members along random token paths: record the states of every step.
+    let mut rng = SmallRng::seed_from_u64(1);
+    let mut steps: Vec<State> = Vec::new();
+    let mut decodes = 0;
+    while steps.len() < 20_000 && decodes < 2_000 {
+        let mut s = automaton.start();
+        loop {
+            steps.push(s);
+            let allowed = automaton.allowed(s);
+            // Prefer text tokens so decodes run to the end of a member, as a model mostly does.
+            let t = allowed[rng.gen_range(0..allowed.len())];
+            match automaton.advance(s, t).unwrap() {
+                Step::Next(n) => s = n,
+                Step::Finished => break,
+            }
+        }
+        decodes += 1;
+    }
+    let first_steps = decodes;
+    let words = automaton.mask_words();
+    let mut row = vec![0u32; words];
+
+    // Allowed-list lookup (ns per step).
+    let reps = 5;
+    let t = Instant::now();
+    let mut acc = 0usize;
+    for _ in 0..reps {
+        for &s in &steps {
+            acc += black_box(automaton.allowed(black_box(s))).len();
+        }
+    }
+    black_box(acc);
+    let lookup_ns = t.elapsed().as_secs_f64() * 1e9 / (reps * steps.len()) as f64;
+
+    // Bitmask fill per step: timings of each step to report mean, median, p99 and the first step.
+    let mut per_step: Vec<f64> = Vec::with_capacity(steps.len());
+    for &s in &steps {
+        let t = Instant::now();
+        automaton.fill_bitmask(s, &mut row).unwrap();
+        black_box(&row);
+        per_step.push(t.elapsed().as_secs_f64() * 1e6);
+    }
+    let mean_us = per_step.iter().sum::<f64>() / per_step.len() as f64;
+    let first_us = {
+        let t = Instant::now();
+        for _ in 0..100 {
+            automaton.fill_bitmask(automaton.start(), &mut row).unwrap();
+            black_box(&row);
+        }
+        t.elapsed().as_secs_f64() * 1e6 / 100.0
+    };
+    let mut sorted = per_step.clone();
+    sorted.sort_by(f64::total_cmp);
+    let p50 = sorted[sorted.len() / 2];
+    let p99 = sorted[sorted.len() * 99 / 100];
+
+    // Advance per step (ns).
+    let t = Instant::now();
+    let mut rng2 = SmallRng::seed_from_u64(2);
+    let mut n_adv = 0;
+    for &s in &steps {
+        let allowed = automaton.allowed(s);
+        let tok = allowed[rng2.gen_range(0..allowed.len())];
+        black_box(automaton.advance(s, tok).unwrap());
+        n_adv += 1;
+    }
+    let advance_ns = t.elapsed().as_secs_f64() * 1e9 / n_adv as f64;
+
+    // Batch fill.
+    let mut batch = String::new();
+    for b in [1usize, 16, 256] {
+        let states: Vec<State> = (0..b).map(|i| steps[(i * 7919) % steps.len()]).collect();
+        let mut out = vec![0u32; b * words];
+        let iters = (2_000 / b).max(20);
+        let t = Instant::now();
+        for _ in 0..iters {
+            automaton.fill_bitmask_batch(&states, &mut out, words).unwrap();
+            black_box(&out);
+        }
+        let us = t.elapsed().as_secs_f64() * 1e6 / iters as f64;
+        batch.push_str(&format!(",\"batch{b}_us\":{us:.2}"));
+    }
+    println!(
+        "{{\"kind\":\"set\",\"vocab\":\"{vocab_name}\",\"workload\":\"{workload}\",\"k\":{k},\"first_compile_ms\":{first_ms:.2},\"compile_ms\":{compile_ms:.2},\"states\":{},\"transitions\":{},\"automaton_bytes\":{},\"decodes\":{first_steps},\"steps\":{},\"lookup_ns\":{lookup_ns:.1},\"advance_ns\":{advance_ns:.1},\"mask_mean_us\":{mean_us:.3},\"mask_p50_us\":{p50:.3},\"mask_p99_us\":{p99:.3},\"mask_first_step_us\":{first_us:.3}{batch}}}",
+        automaton.n_states(),
+        automaton.allowed_total(),
+        automaton.memory_usage(),
+        steps.len(),
+    );
+}

@@ -1,0 +1,69 @@
+//! Deterministic workloads for the benchmarks: tool names with shared prefixes (`service.verb_object`) and
+//! natural-looking words, generated from a seed so every run and every engine sees the same sets.
+#![allow(dead_code)]
+
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use std::collections::BTreeSet;
+
+const SERVICES: &[&str] = &[
+    "calendar", "weather", "maps", "mail", "drive", "billing", "crm", "search", "github", "slack", "jira", "payments",
+    "inventory", "shipping", "analytics", "auth", "storage", "compute", "dns", "monitoring", "hr", "finance",
+    "support", "marketing", "catalog", "orders", "reviews", "notifications", "translate", "speech",
+];
+const VERBS: &[&str] = &[
+    "get", "list", "create", "update", "delete", "search", "find", "cancel", "approve", "export", "import", "sync",
+    "archive", "restore", "share", "assign", "close", "open", "merge", "validate",
+];
+const OBJECTS: &[&str] = &[
+    "event", "forecast", "route", "message", "file", "invoice", "contact", "issue", "channel", "ticket", "payment",
+    "item", "shipment", "report", "user", "token", "bucket", "instance", "record", "alert", "employee", "budget",
+    "case", "campaign", "product", "order", "review", "subscription", "document", "transcript",
+];
+const SYLLABLES: &[&str] = &[
+    "ka", "lo", "mi", "ren", "sto", "bar", "quel", "den", "tri", "po", "an", "ver", "sil", "mon", "ta", "el", "ri",
+    "zu", "ne", "gra", "phi", "lux", "or", "cam", "bel", "dor", "fen", "wic", "hal", "tis",
+];
+
+/// `k` distinct tool names like `billing.v2.create_invoice_batch`.
+pub fn tool_names(k: usize, seed: u64) -> Vec<String> {
+    let mut rng = SmallRng::seed_from_u64(seed);
+    let mut set = BTreeSet::new();
+    let mut i = 0u64;
+    while set.len() < k {
+        let s = SERVICES[rng.gen_range(0..SERVICES.len())];
+        let v = VERBS[rng.gen_range(0..VERBS.len())];
+        let o = OBJECTS[rng.gen_range(0..OBJECTS.len())];
+        let name = match rng.gen_range(0..4) {
+            0 => format!("{s}.{v}_{o}"),
+            1 => format!("{s}.{v}_{o}s"),
+            2 => format!("{s}.v{}.{v}_{o}", rng.gen_range(1..4)),
+            _ => format!("{s}.{v}_{o}_{}", i),
+        };
+        i += 1;
+        set.insert(name);
+    }
+    shuffle(set.into_iter().collect(), &mut rng)
+}
+
+/// `k` distinct pronounceable words of 2 to 5 syllables, some capitalised.
+pub fn words(k: usize, seed: u64) -> Vec<String> {
+    let mut rng = SmallRng::seed_from_u64(seed);
+    let mut set = BTreeSet::new();
+    while set.len() < k {
+        let n = rng.gen_range(2..=5 + (k > 200_000) as usize * 2);
+        let mut w: String = (0..n).map(|_| SYLLABLES[rng.gen_range(0..SYLLABLES.len())]).collect();
+        if rng.gen_bool(0.2) {
+            w[..1].make_ascii_uppercase();
+        }
+        set.insert(w);
+    }
+    shuffle(set.into_iter().collect(), &mut rng)
+}
+
+fn shuffle(mut v: Vec<String>, rng: &mut SmallRng) -> Vec<String> {
+    for i in (1..v.len()).rev() {
+        v.swap(i, rng.gen_range(0..=i));
+    }
+    v
+}

@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# Integration test: libtrie's llama.cpp sampler stage on a real model (SmolLM2-135M-Instruct).
+#
+#   tests/llama/run.sh
+#
+# Fetches and builds what it needs (cached: see scripts/fetch-llama.sh, scripts/fetch-model.sh), then runs the
+# harness and checks its outputs independently (tests/llama/check.py reads the harness's --out file and the
+# choice file and tests exact byte membership):
+#   1. 10,000 tool names, trie, greedy, batch 4: every output is a member
+#   2. the UTF-8 city set (Japanese, Korean, Cyrillic, accents...), trie: every output is a member
+#   3. the UTF-8 city set, trie, sampling at temperature 1.5 with 3 seeds: every output is a member
+#   4. 20 tool names, trie and gbnf: both 100 % valid (checked per mode)
+#   5. --require-valid exits 0 on the 10,000-name run (done in 1)
+# Prints "N passed, N failed" last; exits 1 if anything failed.
+set -uo pipefail
+
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+cd "$REPO"
+TMP="$(mktemp -d "${TMPDIR:-/tmp}/trie-llama-test.XXXXXX")"
+trap 'rm -rf "$TMP"' EXIT
+pass=0
+fail=0
+ok() { pass=$((pass + 1)); printf 'PASS  %s\n' "$*"; }
+ko() { fail=$((fail + 1)); printf 'FAIL  %s\n' "$*"; }
+
+set -e
+LLAMA_PREFIX="$(scripts/fetch-llama.sh | tail -n 1)"
+export LLAMA_PREFIX
+MODEL="$(scripts/fetch-model.sh "${TRIE_MODEL:-smollm2}" | tail -n 1)"
+if [[ "${TRIE_SKIP_CARGO:-0}" != 1 ]]; then
+  echo "[test] cargo build --release" >&2
+  cargo build --release -q
+fi
+HARNESS="$(scripts/build-harness.sh | tail -n 1)"
+set +e
+
+CHECK=(python3 "$REPO/tests/llama/check.py")
+COMMON=(--model "$MODEL" --n-predict 48 --quiet --json)
+
+# ---- 1 + 5: 10,000 names ---------------------------------------------------------------------------------------
+python3 scripts/gen-data.py tools --count 10000 > "$TMP/tools10k.txt"
+echo "[test] 10,000 tool names, trie, greedy" >&2
+"$HARNESS" "${COMMON[@]}" --choices "$TMP/tools10k.txt" --prompts data/tools-prompts.tsv --mode trie \
+  --batch 4 --require-valid --out "$TMP/t1.tsv" > "$TMP/t1.log" 2>&1
+rc=$?
+grep -E '^(trie|\{)' "$TMP/t1.log" | sed 's/^/    /'
+if [[ $rc -eq 0 ]]; then ok "10k: harness --require-valid exit 0"; else ko "10k: harness exit $rc"; tail -5 "$TMP/t1.log"; fi
+if "${CHECK[@]}" "$TMP/tools10k.txt" "$TMP/t1.tsv" trie 8; then ok "10k: every trie output is a member"
+else ko "10k: trie outputs not all members"; fi
+
+# ---- 2: UTF-8 set, greedy ----------------------------------------------------------------------------------
+echo "[test] UTF-8 cities, trie, greedy" >&2
+"$HARNESS" "${COMMON[@]}" --choices data/cities-utf8.txt --prompts data/cities-prompts.tsv --mode trie \
+  --batch 4 --out "$TMP/t2.tsv" > "$TMP/t2.log" 2>&1
+rc=$?
+grep -E '^(trie|\{)' "$TMP/t2.log" | sed 's/^/    /'
+if [[ $rc -eq 0 ]] && "${CHECK[@]}" data/cities-utf8.txt "$TMP/t2.tsv" trie 8; then
+  ok "utf-8: every trie output is a member"
+else ko "utf-8 greedy (harness exit $rc)"; tail -5 "$TMP/t2.log"; fi
+
+# ---- 3: UTF-8 set, sampling --------------------------------------------------------------------------------
+for seed in 1 2 3; do
+  "$HARNESS" "${COMMON[@]}" --choices data/cities-utf8.txt --prompts data/cities-prompts.tsv --mode trie \
+    --batch 8 --temp 1.5 --seed "$seed" --out "$TMP/t3-$seed.tsv" > "$TMP/t3-$seed.log" 2>&1
+  rc=$?
+  if [[ $rc -eq 0 ]] && "${CHECK[@]}" data/cities-utf8.txt "$TMP/t3-$seed.tsv" trie 8; then
+    ok "utf-8 sampling T=1.5 seed $seed: every trie output is a member"
+  else ko "utf-8 sampling seed $seed (harness exit $rc)"; tail -5 "$TMP/t3-$seed.log"; fi
+done
+
+# ---- 4: small K, trie vs gbnf ------------------------------------------------------------------------------
+python3 - "$REPO/data/tools.txt" "$REPO/data/tools-prompts.tsv" > "$TMP/tools20.txt" <<'PY'
+import sys
+names = [l.rstrip("\n") for l in open(sys.argv[1], encoding="utf-8") if l.strip()]
+gold = [l.rstrip("\n").split("\t")[1] for l in open(sys.argv[2], encoding="utf-8") if "\t" in l]
+out = list(dict.fromkeys(gold))
+for n in names:
+    if len(out) >= 20:
+        break
+    if n not in out:
+        out.append(n)
+print("\n".join(sorted(out)))
+PY
+echo "[test] 20 tool names, trie vs gbnf" >&2
+"$HARNESS" "${COMMON[@]}" --choices "$TMP/tools20.txt" --prompts data/tools-prompts.tsv --mode all \
+  --batch 4 --out "$TMP/t4.tsv" > "$TMP/t4.log" 2>&1
+rc=$?
+grep -E '^(unconstrained|trie|gbnf|\{)' "$TMP/t4.log" | sed 's/^/    /'
+if [[ $rc -eq 0 ]] && "${CHECK[@]}" "$TMP/tools20.txt" "$TMP/t4.tsv" trie 8; then ok "K=20: trie 100% valid"
+else ko "K=20 trie (harness exit $rc)"; tail -5 "$TMP/t4.log"; fi
+if [[ $rc -eq 0 ]] && "${CHECK[@]}" "$TMP/tools20.txt" "$TMP/t4.tsv" gbnf 8; then ok "K=20: gbnf 100% valid (agrees with trie)"
+else ko "K=20 gbnf"; fi
+
+printf '%d passed, %d failed\n' "$pass" "$fail"
+[[ $fail -eq 0 ]]
