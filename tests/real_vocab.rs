@@ -301,3 +301,47 @@ fn token_trie_and_aho_corasick_alignments_agree() {
         }
     }
 }
+
+/// Every GGUF vocabulary in the assets folder (also those this suite does not name, such as the extra ones
+/// `scripts/fetch-assets.sh` unpacks): either refused as unsupported, or its token bytes agree with llama.cpp's
+/// tokenizations and every test string is accepted along them.
+#[test]
+fn every_gguf_in_the_assets_folder() {
+    let dir = assets_dir().join("vocab");
+    let mut names: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter_map(|f| Some(f.strip_prefix("ggml-vocab-")?.strip_suffix(".gguf")?.to_string()))
+        .collect();
+    names.sort();
+    assert!(names.len() >= 10, "{names:?}");
+    let mut served = 0;
+    for name in &names {
+        let v = match Vocabulary::from_gguf(gguf_path(name)) {
+            Ok(v) => Arc::new(v),
+            Err(e) => {
+                assert_eq!(e.kind(), ErrorKind::UnsupportedVocabulary, "{name}: {e}");
+                continue;
+            }
+        };
+        served += 1;
+        if !gguf_path(name).with_extension("gguf.inp").exists() {
+            continue;
+        }
+        let pairs = test_pairs(name);
+        let set: Vec<Vec<u8>> = pairs.iter().map(|(_, ids)| detokenize(&v, ids)).collect();
+        for ((s, ids), bytes) in pairs.iter().zip(&set) {
+            let spaced = format!(" {s}");
+            assert!(
+                bytes == s.as_bytes() || bytes == spaced.as_bytes(),
+                "{name}: {s:?} along {ids:?} detokenizes to {:?}",
+                String::from_utf8_lossy(bytes)
+            );
+        }
+        let a = Automaton::compile(v.clone(), &set, &CompileOptions::default()).unwrap();
+        for (s, ids) in &pairs {
+            accepts(&a, ids).unwrap_or_else(|e| panic!("{name}: {s:?}: {e}"));
+        }
+    }
+    assert!(served >= 9, "only {served} vocabularies served");
+}

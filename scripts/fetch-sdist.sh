@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Download (once) and verify the pinned llama-cpp-python source distribution from PyPI. It vendors llama.cpp
+# commit 0c1e57098 (MIT) under vendor/llama.cpp: the llama.cpp tree we build and its vocab-only GGUF test files.
+# Prints the path of the verified .tar.gz on stdout.
+# Environment: TRIE_CACHE (default <repo>/.cache).
+set -euo pipefail
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+CACHE="${TRIE_CACHE:-$REPO/.cache}"
+LCP_VERSION="0.3.36"
+LCP_SHA256="832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e"
+SDIST="$CACHE/dl/llama_cpp_python-$LCP_VERSION.tar.gz"
+log() { printf '[fetch-sdist] %s\n' "$*" >&2; }
+sha() { sha256sum "$1" | cut -d' ' -f1; }
+
+mkdir -p "$CACHE/dl"
+if [[ -f "$SDIST" && "$(sha "$SDIST")" != "$LCP_SHA256" ]]; then
+  log "cached $SDIST has a wrong sha256; downloading again"
+  rm -f "$SDIST"
+fi
+if [[ ! -f "$SDIST" ]]; then
+  log "downloading llama-cpp-python==$LCP_VERSION sdist from PyPI (~77 MB)"
+  tmp="$(mktemp -d)"
+  # --no-binary + --no-build-isolation + no build backend: pip only needs the file; it stops at metadata,
+  # which we do not need, so fetch through `pip download` with a metadata-free fallback.
+  if ! python3 -m pip download -q --disable-pip-version-check --no-deps --no-binary :all: --no-build-isolation \
+        "llama-cpp-python==$LCP_VERSION" -d "$tmp" 2>"$tmp/err"; then
+    # pip failed to read metadata (no scikit-build-core); the file was downloaded all the same if present.
+    :
+  fi
+  f="$(ls "$tmp"/llama_cpp_python-*.tar.gz 2>/dev/null | head -1 || true)"
+  if [[ -z "$f" ]]; then
+    python3 -m venv "$CACHE/venv-dl"
+    "$CACHE/venv-dl/bin/pip" install -q --disable-pip-version-check "scikit-build-core==0.11.6"
+    "$CACHE/venv-dl/bin/pip" download -q --disable-pip-version-check --no-deps --no-binary :all: \
+      --no-build-isolation "llama-cpp-python==$LCP_VERSION" -d "$tmp"
+    f="$(ls "$tmp"/llama_cpp_python-*.tar.gz | head -1)"
+  fi
+  mv "$f" "$SDIST"
+  rm -rf "$tmp"
+fi
+got="$(sha "$SDIST")"
+if [[ "$got" != "$LCP_SHA256" ]]; then
+  log "sha256 mismatch for $SDIST: got $got, want $LCP_SHA256"
+  exit 1
+fi
+echo "$SDIST"
