@@ -281,8 +281,11 @@ impl Automaton {
             self.check(s)?;
         }
         let out = &mut out[..need];
-        if states.len() >= 8 {
-            out.par_chunks_mut(row_words).zip(states.par_iter()).for_each(|(row, &s)| self.fill_row(s, row));
+        if states.len() >= 64 {
+            out.par_chunks_mut(row_words)
+                .zip(states.par_iter())
+                .with_min_len(32)
+                .for_each(|(row, &s)| self.fill_row(s, row));
         } else {
             out.chunks_mut(row_words).zip(states).for_each(|(row, &s)| self.fill_row(s, row));
         }
@@ -347,22 +350,23 @@ impl std::fmt::Debug for Automaton {
 fn freeze(vocab: Arc<Vocabulary>, trie: StringTrie, al: Edges, options: &CompileOptions) -> Result<Automaton> {
     let n = trie.n_nodes();
     // live[n]: some member can be completed from n with tokens. Targets are descendants (larger ids).
-    let mut live = bitvec![u64, Lsb0; 0; n];
+    let mut live = vec![false; n];
     for node in (0..n).rev() {
-        let is_live = trie.end_member[node] != NONE || al.edges(node).any(|(_, t)| live[t as usize]);
-        live.set(node, is_live);
+        live[node] = trie.end_member[node] != NONE || al.edges(node).any(|(_, t)| live[t as usize]);
     }
-    let mut keep = bitvec![u64, Lsb0; 0; n];
-    keep.set(0, live[0]);
+    // keep[n]: live and reachable from the root through live nodes.
+    let mut keep = vec![false; n];
+    keep[0] = live[0];
     for node in 0..n {
         if keep[node] {
             for (_, t) in al.edges(node) {
                 if live[t as usize] {
-                    keep.set(t as usize, true);
+                    keep[t as usize] = true;
                 }
             }
         }
     }
+    drop(live);
     // Members whose end node cannot be reached.
     let mut unreachable: Vec<usize> =
         (0..trie.n_members()).filter(|&m| !keep[trie.end_node(m) as usize]).collect();
@@ -386,7 +390,7 @@ fn freeze(vocab: Arc<Vocabulary>, trie: StringTrie, al: Edges, options: &Compile
     // State numbering: kept nodes in preorder.
     let mut state_of = vec![NONE; n];
     let mut kept_nodes = Vec::new();
-    for node in keep.iter_ones() {
+    for node in (0..n).filter(|&node| keep[node]) {
         state_of[node] = kept_nodes.len() as u32;
         kept_nodes.push(node as u32);
     }
@@ -394,68 +398,53 @@ fn freeze(vocab: Arc<Vocabulary>, trie: StringTrie, al: Edges, options: &Compile
     let eog = vocab.eog_ids();
     let idx = &vocab.index;
 
-    // Per-state entry counts, then offsets.
-    let counts: Vec<usize> = kept_nodes
-        .par_iter()
-        .map(|&node| {
-            let node = node as usize;
-            let text: usize = al
-                .edges(node)
-                .filter(|&(_, t)| keep[t as usize])
-                .map(|(p, _)| idx.tokens_of(p as usize).len())
-                .sum();
-            text + if trie.end_member[node] != NONE { eog.len() } else { 0 }
+    // Allowed tokens of every state, in parallel blocks of states, then concatenated.
+    const BLOCK: usize = 4096;
+    let blocks: Vec<(Vec<u32>, Vec<TokenId>, Vec<u32>)> = (0..n_states)
+        .step_by(BLOCK)
+        .collect::<Vec<_>>()
+        .into_par_iter()
+        .map(|a| {
+            let b = (a + BLOCK).min(n_states);
+            let mut counts = Vec::with_capacity(b - a);
+            let mut tokens = Vec::new();
+            let mut targets = Vec::new();
+            let mut pairs: Vec<(u32, u32)> = Vec::new();
+            for &node in &kept_nodes[a..b] {
+                let node = node as usize;
+                pairs.clear();
+                for (p, t) in al.edges(node) {
+                    let target = state_of[t as usize];
+                    if target != NONE {
+                        pairs.extend(idx.tokens_of(p as usize).iter().map(|&tok| (tok, target)));
+                    }
+                }
+                if trie.end_member[node] != NONE {
+                    pairs.extend(eog.iter().map(|&e| (e, State::FINISHED.0)));
+                }
+                pairs.sort_unstable();
+                counts.push(pairs.len() as u32);
+                tokens.extend(pairs.iter().map(|p| p.0));
+                targets.extend(pairs.iter().map(|p| p.1));
+            }
+            (counts, tokens, targets)
         })
         .collect();
-    let total: usize = counts.iter().sum();
+    let total: usize = blocks.iter().map(|b| b.1.len()).sum();
     if total >= u32::MAX as usize {
         return Err(Error::limit(format!("the automaton needs {total} transitions, over the limit of {}", u32::MAX - 1)));
     }
     let mut offsets = Vec::with_capacity(n_states + 1);
     offsets.push(0u32);
-    for &c in &counts {
-        offsets.push(offsets.last().unwrap() + c as u32);
-    }
-    let mut tokens = vec![0u32; total];
-    let mut targets = vec![0u32; total];
-    // Fill states in parallel blocks over disjoint slices.
-    const BLOCK: usize = 1024;
-    let mut jobs = Vec::with_capacity(n_states / BLOCK + 1);
-    {
-        let (mut tok_rest, mut tgt_rest) = (&mut tokens[..], &mut targets[..]);
-        for a in (0..n_states).step_by(BLOCK) {
-            let b = (a + BLOCK).min(n_states);
-            let len = (offsets[b] - offsets[a]) as usize;
-            let (t1, t2) = std::mem::take(&mut tok_rest).split_at_mut(len);
-            let (g1, g2) = std::mem::take(&mut tgt_rest).split_at_mut(len);
-            tok_rest = t2;
-            tgt_rest = g2;
-            jobs.push((a, b, t1, g1));
+    let mut tokens = Vec::with_capacity(total);
+    let mut targets = Vec::with_capacity(total);
+    for (counts, tok, tgt) in blocks {
+        for c in counts {
+            offsets.push(offsets.last().unwrap() + c);
         }
+        tokens.extend_from_slice(&tok);
+        targets.extend_from_slice(&tgt);
     }
-    jobs.into_par_iter().for_each(|(a, b, tok, tgt)| {
-        let base = offsets[a] as usize;
-        let mut pairs: Vec<(u32, u32)> = Vec::new();
-        for s in a..b {
-            let node = kept_nodes[s] as usize;
-            pairs.clear();
-            for (p, t) in al.edges(node) {
-                if keep[t as usize] {
-                    let target = state_of[t as usize];
-                    pairs.extend(idx.tokens_of(p as usize).iter().map(|&tok| (tok, target)));
-                }
-            }
-            if trie.end_member[node] != NONE {
-                pairs.extend(eog.iter().map(|&e| (e, State::FINISHED.0)));
-            }
-            pairs.sort_unstable();
-            let start = offsets[s] as usize - base;
-            for (i, &(tk, tg)) in pairs.iter().enumerate() {
-                tok[start + i] = tk;
-                tgt[start + i] = tg;
-            }
-        }
-    });
     drop(al);
 
     // Accepting states, depths, and the single member below each state.
@@ -490,7 +479,7 @@ fn freeze(vocab: Arc<Vocabulary>, trie: StringTrie, al: Edges, options: &Compile
 }
 
 /// For each kept node: the only reachable member in its subtree, or `NONE`.
-fn single_members(trie: &StringTrie, keep: &BitSlice<u64, Lsb0>, kept_nodes: &[u32]) -> Vec<u32> {
+fn single_members(trie: &StringTrie, keep: &[bool], kept_nodes: &[u32]) -> Vec<u32> {
     let n = trie.n_nodes();
     // count (saturated at 2) of reachable members per subtree, and one of them.
     let mut count = vec![0u8; n];

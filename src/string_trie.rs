@@ -43,7 +43,6 @@ impl StringTrie {
         if strings.len() >= NONE as usize {
             return Err(Error::limit(format!("{} strings exceed the limit of {}", strings.len(), NONE - 1)));
         }
-        let key = |i: &u32| strings[*i as usize].as_ref();
         let mut keyed: Vec<(&[u8], u32)> = strings.iter().enumerate().map(|(i, s)| (s.as_ref(), i as u32)).collect();
         if !keyed.windows(2).all(|w| w[0] <= w[1]) {
             if keyed.len() >= 1 << 18 {
@@ -53,34 +52,38 @@ impl StringTrie {
             }
         }
         keyed.dedup_by(|later, earlier| later.0 == earlier.0);
-        let order: Vec<u32> = keyed.into_iter().map(|(_, i)| i).collect();
-        let total: usize = order.iter().map(|i| key(i).len()).sum();
+        // One pass over the sorted strings copies them into contiguous memory; the rest reads only that.
+        let total: usize = keyed.iter().map(|(s, _)| s.len()).sum();
+        if let Some((s, i)) = keyed.iter().find(|(s, _)| s.len() >= NONE as usize) {
+            return Err(Error::limit(format!("string {i} is {} bytes long, over the limit of {} bytes", s.len(), NONE - 1)));
+        }
+        let mut member_offsets = Vec::with_capacity(keyed.len() + 1);
+        let mut member_bytes = Vec::with_capacity(total);
+        let mut order = Vec::with_capacity(keyed.len());
+        member_offsets.push(0);
+        for (s, i) in keyed {
+            member_bytes.extend_from_slice(s);
+            member_offsets.push(member_bytes.len());
+            order.push(i);
+        }
+        let member = |m: usize| &member_bytes[member_offsets[m]..member_offsets[m + 1]];
         let lcp: Vec<u32> = (0..order.len())
             .into_par_iter()
+            .with_min_len(1 << 14)
             .map(|i| {
                 if i == 0 {
                     return 0;
                 }
-                let (a, b) = (key(&order[i - 1]), key(&order[i]));
-                a.iter().zip(b).take_while(|(x, y)| x == y).count() as u32
+                member(i - 1).iter().zip(member(i)).take_while(|(x, y)| x == y).count() as u32
             })
             .collect();
-        let n_nodes: usize = 1 + order.iter().zip(&lcp).map(|(i, &l)| key(i).len() - l as usize).sum::<usize>();
+        let n_nodes: usize = 1 + (0..order.len()).map(|m| member(m).len() - lcp[m] as usize).sum::<usize>();
         if n_nodes >= (NONE - 1) as usize {
             return Err(Error::limit(format!(
                 "the set needs {n_nodes} trie nodes, more than the limit of {}; split the set",
                 NONE - 2
             )));
         }
-        if let Some(&i) = order.iter().find(|&&i| key(&i).len() >= NONE as usize) {
-            return Err(Error::limit(format!(
-                "string {i} is {} bytes long, over the limit of {} bytes",
-                key(&i).len(),
-                NONE - 1
-            )));
-        }
-        let mut member_offsets = Vec::with_capacity(order.len() + 1);
-        let mut member_bytes = Vec::with_capacity(total);
         let mut first_new = Vec::with_capacity(order.len());
         let mut parent = Vec::with_capacity(n_nodes);
         let mut depth = Vec::with_capacity(n_nodes);
@@ -91,12 +94,9 @@ impl StringTrie {
         depth.push(0u32);
         // path[d] = node at depth d on the current member's path.
         let mut path: Vec<u32> = vec![0];
-        member_offsets.push(0);
-        for (m, &input) in order.iter().enumerate() {
-            let s = key(&input);
+        for m in 0..order.len() {
+            let s = member(m);
             let l = lcp[m] as usize;
-            member_bytes.extend_from_slice(s);
-            member_offsets.push(member_bytes.len());
             path.truncate(l + 1);
             first_new.push(parent.len() as u32);
             for d in l..s.len() {
