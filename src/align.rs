@@ -162,11 +162,8 @@ fn walk(trie: &StringTrie, vocab: &Vocabulary, ac: &aho_corasick::nfa::contiguou
         let l = trie.lcp[m] as usize;
         if m > a {
             path.truncate(l + 1);
-            let mut id = trie.first_new[m];
-            for _ in l..s.len() {
-                path.push(id);
-                id += 1;
-            }
+            let first = trie.first_new[m];
+            path.extend(first..first + (s.len() - l) as u32);
         }
         states.truncate(l + 1);
         for d in l..s.len() {

@@ -202,6 +202,17 @@ unsafe fn slice<'a, T>(ptr: *const T, len: usize, what: &str) -> Result<&'a [T]>
     Ok(std::slice::from_raw_parts(ptr, len))
 }
 
+/// Element `i` of an array of byte strings: like [`slice`], naming `what[i]` only when failing.
+unsafe fn element<'a>(ptr: *const u8, len: usize, what: &str, i: usize) -> Result<&'a [u8]> {
+    if len == 0 {
+        return Ok(&[]);
+    }
+    if ptr.is_null() || len > isize::MAX as usize {
+        return slice(ptr, len, &format!("{what}[{i}]"));
+    }
+    Ok(std::slice::from_raw_parts(ptr, len))
+}
+
 unsafe fn slice_mut<'a, T>(ptr: *mut T, len: usize, what: &str) -> Result<&'a mut [T]> {
     if len == 0 {
         return Ok(&mut []);
@@ -286,7 +297,9 @@ fn as_i32_ptr(ids: &[TokenId]) -> *const i32 {
 #[no_mangle]
 pub extern "C" fn trie_last_error() -> *const c_char {
     guard_value(c"".as_ptr(), || {
-        LAST_ERROR.try_with(|cell| cell.try_borrow().map(|s| s.as_ptr()).unwrap_or(c"".as_ptr())).unwrap_or(c"".as_ptr())
+        LAST_ERROR
+            .try_with(|cell| cell.try_borrow().map(|s| s.as_ptr()).unwrap_or(c"".as_ptr()))
+            .unwrap_or(c"".as_ptr())
     })
 }
 
@@ -355,8 +368,7 @@ unsafe fn vocab_from_arrays(
     };
     let mut tokens = Vec::with_capacity(n_tokens);
     for i in 0..n_tokens {
-        let what = format!("token_bytes[{i}]");
-        tokens.push(slice(ptrs[i], lens[i], &what)?.to_vec());
+        tokens.push(element(ptrs[i], lens[i], "token_bytes", i)?.to_vec());
     }
     let eog = eog_list(eog_ids, n_eog)?;
     Vocabulary::new(tokens, kinds, &eog, n_vocab)
@@ -624,10 +636,14 @@ pub unsafe extern "C" fn trie_compile(
         let lens = slice(lens, n_strings, "lens")?;
         let mut set: Vec<&[u8]> = Vec::with_capacity(n_strings);
         for (i, (&p, &n)) in ptrs.iter().zip(lens).enumerate() {
-            set.push(slice(p, n, &format!("strings[{i}]"))?);
+            set.push(element(p, n, "strings", i)?);
         }
         let opts = if options.is_null() { trie_options::default() } else { *options };
-        let a = Automaton::compile(vocab, &set, &CompileOptions { drop_unreachable: opts.drop_unreachable, ..Default::default() })?;
+        let a = Automaton::compile(
+            vocab,
+            &set,
+            &CompileOptions { drop_unreachable: opts.drop_unreachable, ..Default::default() },
+        )?;
         out.write(Arc::into_raw(Arc::new(a)) as *mut trie_automaton);
         Ok(())
     })
@@ -907,7 +923,9 @@ pub unsafe extern "C" fn trie_forced(
     is_forced: *mut bool,
 ) -> trie_status {
     guard(|| {
-        for (p, what) in [(n_bytes.is_null(), "n_bytes"), (n_tokens.is_null(), "n_tokens"), (is_forced.is_null(), "is_forced")] {
+        for (p, what) in
+            [(n_bytes.is_null(), "n_bytes"), (n_tokens.is_null(), "n_tokens"), (is_forced.is_null(), "is_forced")]
+        {
             if p {
                 return Err(null(what));
             }

@@ -94,9 +94,9 @@ impl StringTrie {
         depth.push(0u32);
         // path[d] = node at depth d on the current member's path.
         let mut path: Vec<u32> = vec![0];
-        for m in 0..order.len() {
+        for (m, &l) in lcp.iter().enumerate() {
             let s = member(m);
-            let l = lcp[m] as usize;
+            let l = l as usize;
             path.truncate(l + 1);
             first_new.push(parent.len() as u32);
             for d in l..s.len() {

@@ -38,7 +38,7 @@ fn gguf_vocabularies_load_with_their_eog_ids() {
     // Qwen2's [PAD...] slots are marked user-defined in the file but are never text.
     assert!((151_646..151_936).all(|id| !qwen.is_text_token(id)));
     let gemma = gguf_vocab("gemma-4");
-    assert_eq!(gemma.token_bytes(gemma.n_vocab() as TokenId - 1).is_empty(), false);
+    assert!(!gemma.token_bytes(gemma.n_vocab() as TokenId - 1).is_empty());
     assert!(!gemma.is_text_token(gemma.n_vocab() as TokenId - 1), "<unusedN> slots are not text");
 }
 
