@@ -17,9 +17,13 @@ fn assets_vocab(name: &str) -> PathBuf {
         return PathBuf::from(name);
     }
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    for dir in [std::env::var_os("TRIE_ASSETS").map(PathBuf::from), Some(root.join("../shared/assets")), Some(root.join(".cache/assets"))]
-        .into_iter()
-        .flatten()
+    for dir in [
+        std::env::var_os("TRIE_ASSETS").map(PathBuf::from),
+        Some(root.join("../shared/assets")),
+        Some(root.join(".cache/assets")),
+    ]
+    .into_iter()
+    .flatten()
     {
         let p = dir.join(format!("vocab/ggml-vocab-{name}.gguf"));
         if p.exists() {
@@ -84,7 +88,13 @@ fn bench_set(vocab: &Arc<Vocabulary>, vocab_name: &str, workload: &str, set: &[S
     let first_t = Instant::now();
     let automaton = Automaton::compile(vocab.clone(), set, &opts).unwrap();
     let first_ms = first_t.elapsed().as_secs_f64() * 1e3;
-    let repeats = if k >= 1_000_000 || quick { 3 } else if k >= 100_000 { 5 } else { 11 };
+    let repeats = if k >= 1_000_000 || quick {
+        3
+    } else if k >= 100_000 {
+        5
+    } else {
+        11
+    };
     let compile_ms = median(
         (0..repeats)
             .map(|_| {

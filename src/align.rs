@@ -81,8 +81,11 @@ pub(crate) fn align_token_trie(trie: &StringTrie, vocab: &Vocabulary) -> crate::
         }
         (counts, pattern, target)
     };
-    let found: Vec<(Vec<u32>, Vec<u32>, Vec<u32>)> =
-        if n > CHUNK_NODES { blocks.par_iter().map(walk_block).collect() } else { blocks.iter().map(walk_block).collect() };
+    let found: Vec<(Vec<u32>, Vec<u32>, Vec<u32>)> = if n > CHUNK_NODES {
+        blocks.par_iter().map(walk_block).collect()
+    } else {
+        blocks.iter().map(walk_block).collect()
+    };
     let total: usize = found.iter().map(|f| f.1.len()).sum();
     check_total(total)?;
     let mut offsets = Vec::with_capacity(n + 1);

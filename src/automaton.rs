@@ -274,7 +274,11 @@ impl Automaton {
         if out.len() < need {
             return Err(Error::new(
                 ErrorKind::BufferTooSmall,
-                format!("the batch buffer has {} words but {} rows of {row_words} need {need}", out.len(), states.len()),
+                format!(
+                    "the batch buffer has {} words but {} rows of {row_words} need {need}",
+                    out.len(),
+                    states.len()
+                ),
             ));
         }
         for &s in states {
@@ -368,8 +372,7 @@ fn freeze(vocab: Arc<Vocabulary>, trie: StringTrie, al: Edges, options: &Compile
     }
     drop(live);
     // Members whose end node cannot be reached.
-    let mut unreachable: Vec<usize> =
-        (0..trie.n_members()).filter(|&m| !keep[trie.end_node(m) as usize]).collect();
+    let mut unreachable: Vec<usize> = (0..trie.n_members()).filter(|&m| !keep[trie.end_node(m) as usize]).collect();
     if !unreachable.is_empty() && (!options.drop_unreachable || unreachable.len() == trie.n_members()) {
         let names: Vec<String> = unreachable.iter().take(5).map(|&m| trie.describe_member(m)).collect();
         let more = if unreachable.len() > 5 { format!(" and {} more", unreachable.len() - 5) } else { String::new() };
@@ -432,7 +435,10 @@ fn freeze(vocab: Arc<Vocabulary>, trie: StringTrie, al: Edges, options: &Compile
         .collect();
     let total: usize = blocks.iter().map(|b| b.1.len()).sum();
     if total >= u32::MAX as usize {
-        return Err(Error::limit(format!("the automaton needs {total} transitions, over the limit of {}", u32::MAX - 1)));
+        return Err(Error::limit(format!(
+            "the automaton needs {total} transitions, over the limit of {}",
+            u32::MAX - 1
+        )));
     }
     let mut offsets = Vec::with_capacity(n_states + 1);
     offsets.push(0u32);
@@ -506,7 +512,8 @@ mod tests {
 
     /// Tokens: single letters a..e, "ab", "abc", "bc", EOG id 8.
     fn toy() -> Arc<Vocabulary> {
-        let mut toks: Vec<Vec<u8>> = ["a", "b", "c", "d", "e", "ab", "abc", "bc"].iter().map(|s| s.as_bytes().to_vec()).collect();
+        let mut toks: Vec<Vec<u8>> =
+            ["a", "b", "c", "d", "e", "ab", "abc", "bc"].iter().map(|s| s.as_bytes().to_vec()).collect();
         toks.push(b"</s>".to_vec());
         let mut kinds = vec![TokenKind::Normal; 8];
         kinds.push(TokenKind::Control);
@@ -546,17 +553,25 @@ mod tests {
         let e = Automaton::compile(toy(), &["abz", "ab"], &CompileOptions::default()).unwrap_err();
         assert_eq!(e.kind(), ErrorKind::UnreachableString);
         assert!(e.message().contains("\"abz\""), "{e}");
-        let a = Automaton::compile(toy(), &["abz", "ab"], &CompileOptions { drop_unreachable: true, ..Default::default() }).unwrap();
+        let a =
+            Automaton::compile(toy(), &["abz", "ab"], &CompileOptions { drop_unreachable: true, ..Default::default() })
+                .unwrap();
         assert_eq!(a.dropped(), &[0]);
         assert_eq!(a.n_members(), 1);
-        let e = Automaton::compile(toy(), &["zz"], &CompileOptions { drop_unreachable: true, ..Default::default() }).unwrap_err();
+        let e = Automaton::compile(toy(), &["zz"], &CompileOptions { drop_unreachable: true, ..Default::default() })
+            .unwrap_err();
         assert_eq!(e.kind(), ErrorKind::UnreachableString);
     }
 
     #[test]
     fn dead_ends_are_pruned() {
         // "abz" can't be finished, so "ab"'s token must not lead into a state that only continues to z.
-        let a = Automaton::compile(toy(), &["abcz", "abd"], &CompileOptions { drop_unreachable: true, ..Default::default() }).unwrap();
+        let a = Automaton::compile(
+            toy(),
+            &["abcz", "abd"],
+            &CompileOptions { drop_unreachable: true, ..Default::default() },
+        )
+        .unwrap();
         // "abc" token (6) would lead into the dead "abc" prefix; only a, ab remain at the start.
         assert_eq!(a.allowed(a.start()), &[0, 5]);
     }

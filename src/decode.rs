@@ -59,13 +59,13 @@ pub(crate) fn vocabulary_from_gguf(meta: &Metadata) -> Result<Vocabulary> {
                  use a byte-level BPE or SentencePiece model",
             ))
         }
-        "no_vocab" | "none" => return Err(Error::unsupported("the GGUF file has no vocabulary (tokenizer.ggml.model = none)")),
-        other => {
-            return Err(Error::unsupported(format!(
-                "tokenizer.ggml.model = {other:?} is not supported (libtrie reads gpt2, llama, gemma4, t5, plamo2, rwkv); \
-                 load the tokens through trie_vocab_new / Vocabulary::new instead"
-            )))
+        "no_vocab" | "none" => {
+            return Err(Error::unsupported("the GGUF file has no vocabulary (tokenizer.ggml.model = none)"))
         }
+        other => return Err(Error::unsupported(format!(
+            "tokenizer.ggml.model = {other:?} is not supported (libtrie reads gpt2, llama, gemma4, t5, plamo2, rwkv); \
+                 load the tokens through trie_vocab_new / Vocabulary::new instead"
+        ))),
     };
     let texts = match meta.get("tokenizer.ggml.tokens") {
         Some(Value::Array(items)) => items,
@@ -82,7 +82,12 @@ pub(crate) fn vocabulary_from_gguf(meta: &Metadata) -> Result<Vocabulary> {
             }
             items
                 .iter()
-                .map(|v| v.as_i64().and_then(|t| u32::try_from(t).ok()).and_then(TokenKind::from_u32).unwrap_or(TokenKind::Normal))
+                .map(|v| {
+                    v.as_i64()
+                        .and_then(|t| u32::try_from(t).ok())
+                        .and_then(TokenKind::from_u32)
+                        .unwrap_or(TokenKind::Normal)
+                })
                 .collect()
         }
         None => vec![TokenKind::Normal; texts.len()],
@@ -91,7 +96,9 @@ pub(crate) fn vocabulary_from_gguf(meta: &Metadata) -> Result<Vocabulary> {
     let mut tokens = Vec::with_capacity(texts.len());
     let mut kinds = types;
     for (id, v) in texts.iter().enumerate() {
-        let text = v.as_str().ok_or_else(|| Error::malformed(format!("token {id} of tokenizer.ggml.tokens is not a string")))?;
+        let text = v
+            .as_str()
+            .ok_or_else(|| Error::malformed(format!("token {id} of tokenizer.ggml.tokens is not a string")))?;
         let (bytes, kind) = token_bytes(scheme, text, kinds[id]);
         kinds[id] = kind;
         tokens.push(bytes);
@@ -110,7 +117,7 @@ fn token_bytes(scheme: TextScheme, text: &[u8], kind: TokenKind) -> (Vec<u8>, To
                 Some(b) => (vec![b], kind),
                 // A Byte token without the <0xNN> form: take its text as it is.
                 None => (text.to_vec(), TokenKind::Normal),
-            }
+            };
         }
         TokenKind::Normal => {}
     }
@@ -205,7 +212,9 @@ fn rwkv_unescape(text: &[u8]) -> Vec<u8> {
                 b'r' => out.push(b'\r'),
                 b'\\' => out.push(b'\\'),
                 b'x' if i + 3 < text.len() => {
-                    if let Some(b) = std::str::from_utf8(&text[i + 2..i + 4]).ok().and_then(|s| u8::from_str_radix(s, 16).ok()) {
+                    if let Some(b) =
+                        std::str::from_utf8(&text[i + 2..i + 4]).ok().and_then(|s| u8::from_str_radix(s, 16).ok())
+                    {
                         out.push(b);
                         i += 4;
                         continue;

@@ -54,9 +54,8 @@ pub struct Metadata {
 impl Metadata {
     /// Reads the metadata of the GGUF file at `path`, stopping before the tensor data.
     pub fn read_file(path: &Path) -> Result<Metadata> {
-        let file = std::fs::File::open(path).map_err(|e| {
-            Error::new(crate::ErrorKind::Io, format!("cannot open GGUF file {}: {e}", path.display()))
-        })?;
+        let file = std::fs::File::open(path)
+            .map_err(|e| Error::new(crate::ErrorKind::Io, format!("cannot open GGUF file {}: {e}", path.display())))?;
         let len = file.metadata().map(|m| m.len()).unwrap_or(u64::MAX);
         let mut reader = Reader { inner: std::io::BufReader::with_capacity(1 << 20, file), remaining: len };
         reader.metadata().map_err(|e| Error::new(e.kind(), format!("{}: {}", path.display(), e.message())))

@@ -55,7 +55,11 @@ impl StringTrie {
         // One pass over the sorted strings copies them into contiguous memory; the rest reads only that.
         let total: usize = keyed.iter().map(|(s, _)| s.len()).sum();
         if let Some((s, i)) = keyed.iter().find(|(s, _)| s.len() >= NONE as usize) {
-            return Err(Error::limit(format!("string {i} is {} bytes long, over the limit of {} bytes", s.len(), NONE - 1)));
+            return Err(Error::limit(format!(
+                "string {i} is {} bytes long, over the limit of {} bytes",
+                s.len(),
+                NONE - 1
+            )));
         }
         let mut member_offsets = Vec::with_capacity(keyed.len() + 1);
         let mut member_bytes = Vec::with_capacity(total);

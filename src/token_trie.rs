@@ -87,7 +87,10 @@ impl TokenTrie {
     }
 
     pub(crate) fn memory_usage(&self) -> usize {
-        256 * 4 + self.child_offsets.capacity() * 4 + self.child_byte.capacity() + self.child_node.capacity() * 4
+        256 * 4
+            + self.child_offsets.capacity() * 4
+            + self.child_byte.capacity()
+            + self.child_node.capacity() * 4
             + self.pattern_at.capacity() * 4
     }
 }

@@ -288,7 +288,12 @@ impl Vocabulary {
             + self.kinds.capacity()
             + self.eog.capacity() * 4
             + self.index.trie.memory_usage()
-            + self.index.ac.get().and_then(|r| r.as_ref().ok()).map_or(0, aho_corasick::automaton::Automaton::memory_usage)
+            + self
+                .index
+                .ac
+                .get()
+                .and_then(|r| r.as_ref().ok())
+                .map_or(0, aho_corasick::automaton::Automaton::memory_usage)
             + (self.index.pattern_offsets.capacity() + self.index.pattern_tokens.capacity()) * 4
             + self.index.pattern_len.capacity() * 4
     }

@@ -28,9 +28,7 @@ fn load(name: &'static str, n_vocab: Option<usize>) -> Hf {
 
 fn all() -> &'static [Hf] {
     static ALL: OnceLock<Vec<Hf>> = OnceLock::new();
-    ALL.get_or_init(|| {
-        vec![load("qwen3", Some(151_936)), load("llama3", None), load("mistral-7b-v0.1", None)]
-    })
+    ALL.get_or_init(|| vec![load("qwen3", Some(151_936)), load("llama3", None), load("mistral-7b-v0.1", None)])
 }
 
 fn encode(hf: &Hf, s: &str) -> Vec<TokenId> {
@@ -45,7 +43,13 @@ fn check_set(hf: &Hf, set: &[String], walks: usize, seed: u64) -> Result<(), Tes
     for (s, m) in set.iter().zip(&members) {
         let spaced = format!(" {s}");
         // NFC normalisation (Qwen3) may change the bytes of decomposed input; our PIECES are NFC already.
-        prop_assert!(m == s.as_bytes() || m == spaced.as_bytes(), "{}: {:?} -> {:?}", hf.name, s, String::from_utf8_lossy(m));
+        prop_assert!(
+            m == s.as_bytes() || m == spaced.as_bytes(),
+            "{}: {:?} -> {:?}",
+            hf.name,
+            s,
+            String::from_utf8_lossy(m)
+        );
     }
     let a = Automaton::compile(hf.vocab.clone(), &members, &CompileOptions::default()).unwrap();
     for (ids, s) in encoded.iter().zip(set) {
@@ -67,7 +71,9 @@ fn multilingual_sets_on_tokenizer_json_vocabularies() {
     let sets: Vec<Vec<String>> = vec![
         ["東京", "大阪", "京都", "名古屋", "札幌", "東京都"].map(String::from).to_vec(),
         ["año", "niño", "acción", "canción", "pingüino", "Málaga", "A Coruña"].map(String::from).to_vec(),
-        ["a", "ab", "abc", "new york", "line\nbreak", "say \"hi\"", "tab\tstop", "🙂", "家族👨‍👩‍👧"].map(String::from).to_vec(),
+        ["a", "ab", "abc", "new york", "line\nbreak", "say \"hi\"", "tab\tstop", "🙂", "家族👨‍👩‍👧"]
+            .map(String::from)
+            .to_vec(),
         random_set(1, 2000, 5),
     ];
     for hf in all() {

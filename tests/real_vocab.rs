@@ -122,9 +122,8 @@ fn random_walks_end_on_members() {
             assert!(members.contains(&text), "{name}: walk produced {:?}", String::from_utf8_lossy(&text));
             for (state, _) in visited.iter().take(3) {
                 a.fill_bitmask(*state, &mut row).unwrap();
-                let from_mask: Vec<TokenId> = (0..v.n_vocab() as TokenId)
-                    .filter(|&t| row[(t / 32) as usize] >> (t % 32) & 1 == 1)
-                    .collect();
+                let from_mask: Vec<TokenId> =
+                    (0..v.n_vocab() as TokenId).filter(|&t| row[(t / 32) as usize] >> (t % 32) & 1 == 1).collect();
                 assert_eq!(from_mask, a.allowed(*state), "{name}: mask and allowed list differ");
             }
         }
@@ -171,7 +170,17 @@ fn multilingual_and_awkward_sets() {
         &["東京", "大阪", "京都", "名古屋", "札幌", "東京都", "東"],
         &["año", "niño", "acción", "canción", "pingüino", "Málaga", "Córdoba", "Cádiz", "A Coruña"],
         &["a", "ab", "abc", "abcd", ""],
-        &["new york", "new  york", " leading", "trailing ", "line\nbreak", "tab\there", "say \"hi\"", "it's", "back\\slash"],
+        &[
+            "new york",
+            "new  york",
+            " leading",
+            "trailing ",
+            "line\nbreak",
+            "tab\there",
+            "say \"hi\"",
+            "it's",
+            "back\\slash",
+        ],
         &["🙂", "🙂🙂", "👍🏽", "家族👨‍👩‍👧"],
     ];
     for &name in GGUF_VOCABS {
@@ -195,7 +204,8 @@ fn multilingual_and_awkward_sets() {
 fn forced_continuation_spells_the_last_member() {
     let v = gguf_vocab("qwen2");
     let a = compile(&v, &["weather.get_forecast_hourly", "weather.get_alerts", "calendar.create_event"]);
-    let Step::Next(s) = a.advance(a.start(), *a.allowed(a.start()).iter().find(|&&t| v.token_bytes(t) == b"cal").unwrap()).unwrap()
+    let Step::Next(s) =
+        a.advance(a.start(), *a.allowed(a.start()).iter().find(|&&t| v.token_bytes(t) == b"cal").unwrap()).unwrap()
     else {
         panic!()
     };
