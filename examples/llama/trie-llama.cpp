@@ -1,0 +1,639 @@
+// trie-llama: run a llama.cpp model on a set of prompts, its answer forced to be one string of a finite set.
+//
+// Compares three modes on the same prompts and model:
+//   unconstrained  plain greedy / sampled decoding
+//   trie           libtrie's sampler stage (include/trie_llama.h) before the selecting sampler
+//   gbnf           llama.cpp's grammar sampler with root ::= "s1" | "s2" | ...
+// and reports validity (outputs that are members), accuracy (against gold labels), compile time, decode speed
+// and the time spent in the constraint stage per token.
+//
+// Decodes B prompts at once: one llama_batch holding several sequence ids, one sampler chain per sequence.
+
+#include "llama.h"
+#include "trie.h"
+#include "trie_llama.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cinttypes>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <thread>
+#include <unordered_set>
+#include <vector>
+
+namespace {
+
+using clk = std::chrono::steady_clock;
+
+double ms_since(clk::time_point t0) {
+    return std::chrono::duration<double, std::milli>(clk::now() - t0).count();
+}
+
+const char *kSystemPrompt = "Answer with exactly one of the allowed names.";
+
+struct Args {
+    std::string model;
+    std::string choices;
+    std::string prompts;
+    std::string mode = "all";
+    std::string out;
+    int batch = 4;
+    int n_predict = 48;
+    uint32_t seed = 42;
+    float temp = 0.0f;
+    int threads = 0;
+    int n_gpu_layers = 99;
+    size_t gbnf_max_k = 5000;
+    bool json = false;
+    bool require_valid = false;
+    bool quiet = false;
+    bool verbose = false;
+};
+
+void usage(const char *argv0) {
+    std::fprintf(stderr,
+        "usage: %s --model FILE.gguf --choices FILE --prompts FILE [options]\n"
+        "  --choices FILE     the allowed strings, one per line (exact bytes; empty lines skipped)\n"
+        "  --prompts FILE     one prompt per line: 'prompt' or 'prompt<TAB>gold'\n"
+        "  --mode M           unconstrained | trie | gbnf | all (default all)\n"
+        "  --batch B          sequences decoded together (default 4)\n"
+        "  --n-predict N      max tokens per answer (default 48)\n"
+        "  --temp T           0 = greedy (default); > 0 samples with --seed\n"
+        "  --seed S           sampling seed (default 42)\n"
+        "  --threads N        CPU threads (default: all cores)\n"
+        "  --ngl N            layers offloaded to a GPU when llama.cpp has one (default 99)\n"
+        "  --gbnf-max-k K     skip gbnf mode above K strings (default 5000; its mask cost grows with K)\n"
+        "  --out FILE         write 'mode<TAB>prompt#<TAB>output' lines (output with \\\\ \\t \\n \\r escaped)\n"
+        "  --json             also print one JSON line per mode\n"
+        "  --require-valid    exit 1 unless every trie output is a member\n"
+        "  --quiet            no per-prompt lines;  --verbose: keep llama.cpp's log\n",
+        argv0);
+}
+
+bool parse_args(int argc, char **argv, Args &a) {
+    for (int i = 1; i < argc; ++i) {
+        std::string k = argv[i];
+        auto val = [&](const char *name) -> const char * {
+            if (i + 1 >= argc) {
+                std::fprintf(stderr, "missing value for %s\n", name);
+                std::exit(2);
+            }
+            return argv[++i];
+        };
+        if (k == "--model" || k == "-m") a.model = val("--model");
+        else if (k == "--choices") a.choices = val("--choices");
+        else if (k == "--prompts") a.prompts = val("--prompts");
+        else if (k == "--mode") a.mode = val("--mode");
+        else if (k == "--out") a.out = val("--out");
+        else if (k == "--batch" || k == "-b") a.batch = std::atoi(val("--batch"));
+        else if (k == "--n-predict" || k == "-n") a.n_predict = std::atoi(val("--n-predict"));
+        else if (k == "--seed") a.seed = (uint32_t) std::strtoul(val("--seed"), nullptr, 10);
+        else if (k == "--temp") a.temp = (float) std::atof(val("--temp"));
+        else if (k == "--threads" || k == "-t") a.threads = std::atoi(val("--threads"));
+        else if (k == "--ngl") a.n_gpu_layers = std::atoi(val("--ngl"));
+        else if (k == "--gbnf-max-k") a.gbnf_max_k = (size_t) std::strtoull(val("--gbnf-max-k"), nullptr, 10);
+        else if (k == "--json") a.json = true;
+        else if (k == "--require-valid") a.require_valid = true;
+        else if (k == "--quiet" || k == "-q") a.quiet = true;
+        else if (k == "--verbose" || k == "-v") a.verbose = true;
+        else if (k == "--help" || k == "-h") { usage(argv[0]); std::exit(0); }
+        else { std::fprintf(stderr, "unknown argument: %s\n", k.c_str()); return false; }
+    }
+    if (a.model.empty() || a.choices.empty() || a.prompts.empty()) return false;
+    if (a.batch < 1 || a.n_predict < 1) return false;
+    if (a.mode != "all" && a.mode != "unconstrained" && a.mode != "trie" && a.mode != "gbnf") return false;
+    if (a.threads <= 0) a.threads = (int) std::max(1u, std::thread::hardware_concurrency());
+    return true;
+}
+
+bool read_lines(const std::string &path, std::vector<std::string> &out) {
+    std::ifstream f(path, std::ios::binary);
+    if (!f) return false;
+    std::string line;
+    while (std::getline(f, line)) {
+        if (!line.empty() && line.back() == '\r') line.pop_back();
+        if (!line.empty()) out.push_back(line);
+    }
+    return true;
+}
+
+std::string escape_field(const std::string &s) {
+    std::string r;
+    for (char c : s) {
+        switch (c) {
+            case '\\': r += "\\\\"; break;
+            case '\t': r += "\\t"; break;
+            case '\n': r += "\\n"; break;
+            case '\r': r += "\\r"; break;
+            default: r += c;
+        }
+    }
+    return r;
+}
+
+std::string json_str(const std::string &s) {
+    std::string r = "\"";
+    for (unsigned char c : s) {
+        if (c == '"' || c == '\\') { r += '\\'; r += (char) c; }
+        else if (c < 0x20) { char b[8]; std::snprintf(b, sizeof b, "\\u%04x", c); r += b; }
+        else r += (char) c;
+    }
+    return r + "\"";
+}
+
+// GBNF: root ::= "a" | "b" | ...  String literals escape backslash, quote and control bytes; other bytes
+// (UTF-8 included) stand for themselves.
+std::string gbnf_of(const std::vector<std::string> &choices) {
+    std::string g = "root ::= ";
+    for (size_t i = 0; i < choices.size(); ++i) {
+        if (i) g += " | ";
+        g += '"';
+        for (unsigned char c : choices[i]) {
+            if (c == '"' || c == '\\') { g += '\\'; g += (char) c; }
+            else if (c == '\n') g += "\\n";
+            else if (c == '\r') g += "\\r";
+            else if (c == '\t') g += "\\t";
+            else if (c < 0x20 || c == 0x7f) { char b[8]; std::snprintf(b, sizeof b, "\\x%02X", c); g += b; }
+            else g += (char) c;
+        }
+        g += '"';
+    }
+    g += "\n";
+    return g;
+}
+
+std::string token_piece(const llama_vocab *vocab, llama_token t) {
+    char buf[256];
+    int n = llama_token_to_piece(vocab, t, buf, sizeof buf, 0, false);
+    if (n >= 0) return std::string(buf, (size_t) n);
+    std::string s((size_t) -n, '\0');
+    n = llama_token_to_piece(vocab, t, &s[0], (int32_t) s.size(), 0, false);
+    s.resize(n > 0 ? (size_t) n : 0);
+    return s;
+}
+
+std::vector<llama_token> tokenize(const llama_vocab *vocab, const std::string &text) {
+    std::vector<llama_token> toks(text.size() + 16);
+    int n = llama_tokenize(vocab, text.data(), (int32_t) text.size(), toks.data(), (int32_t) toks.size(), true, true);
+    if (n < 0) {
+        toks.resize((size_t) -n);
+        n = llama_tokenize(vocab, text.data(), (int32_t) text.size(), toks.data(), (int32_t) toks.size(), true, true);
+    }
+    toks.resize(n > 0 ? (size_t) n : 0);
+    return toks;
+}
+
+std::string chat_prompt(const llama_model *model, const std::string &user) {
+    const char *tmpl = llama_model_chat_template(model, nullptr);
+    llama_chat_message msgs[2] = {{"system", kSystemPrompt}, {"user", user.c_str()}};
+    if (tmpl != nullptr) {
+        std::vector<char> buf(4096 + user.size() * 2);
+        int n = llama_chat_apply_template(tmpl, msgs, 2, true, buf.data(), (int32_t) buf.size());
+        if (n > (int) buf.size()) {
+            buf.resize((size_t) n);
+            n = llama_chat_apply_template(tmpl, msgs, 2, true, buf.data(), (int32_t) buf.size());
+        }
+        if (n >= 0) return std::string(buf.data(), (size_t) n);
+    }
+    return std::string(kSystemPrompt) + "\n\n" + user + "\nAnswer: ";
+}
+
+// ---- a sampler wrapper that times its inner stage's apply + accept -----------------------------------------
+
+struct StageTimer {
+    double ns = 0;
+};
+
+struct TimedCtx {
+    llama_sampler *inner;
+    StageTimer *timer;
+};
+
+llama_sampler *timed_init(llama_sampler *inner, StageTimer *timer);
+
+const char *timed_name(const llama_sampler *s) { return llama_sampler_name(((const TimedCtx *) s->ctx)->inner); }
+void timed_accept(llama_sampler *s, llama_token t) {
+    auto *c = (TimedCtx *) s->ctx;
+    auto t0 = clk::now();
+    llama_sampler_accept(c->inner, t);
+    c->timer->ns += std::chrono::duration<double, std::nano>(clk::now() - t0).count();
+}
+void timed_apply(llama_sampler *s, llama_token_data_array *p) {
+    auto *c = (TimedCtx *) s->ctx;
+    auto t0 = clk::now();
+    llama_sampler_apply(c->inner, p);
+    c->timer->ns += std::chrono::duration<double, std::nano>(clk::now() - t0).count();
+}
+void timed_reset(llama_sampler *s) { llama_sampler_reset(((TimedCtx *) s->ctx)->inner); }
+llama_sampler *timed_clone(const llama_sampler *s) {
+    auto *c = (const TimedCtx *) s->ctx;
+    return timed_init(llama_sampler_clone(c->inner), c->timer);
+}
+void timed_free(llama_sampler *s) {
+    auto *c = (TimedCtx *) s->ctx;
+    llama_sampler_free(c->inner);
+    delete c;
+}
+
+llama_sampler_i *timed_iface() {
+    static llama_sampler_i iface = [] {
+        llama_sampler_i i{};
+        i.name = timed_name;
+        i.accept = timed_accept;
+        i.apply = timed_apply;
+        i.reset = timed_reset;
+        i.clone = timed_clone;
+        i.free = timed_free;
+        return i;
+    }();
+    return &iface;
+}
+
+llama_sampler *timed_init(llama_sampler *inner, StageTimer *timer) {
+    if (inner == nullptr) return nullptr;
+    return llama_sampler_init(timed_iface(), new TimedCtx{inner, timer});
+}
+
+// ---- one mode over all prompts ------------------------------------------------------------------------------
+
+struct Prompt {
+    std::string text;
+    std::string gold;  // empty: none
+    std::vector<llama_token> tokens;
+};
+
+struct ModeResult {
+    std::string mode;
+    bool skipped = false;
+    std::string note;
+    size_t n = 0, valid = 0, n_gold = 0, correct = 0, truncated = 0;
+    double compile_ms = 0;       // trie: vocab + compile; gbnf: grammar sampler init (first sequence)
+    double vocab_ms = 0;         // trie only
+    double prefill_ms = 0, gen_ms = 0;
+    size_t gen_tokens = 0;
+    double stage_ns = 0;         // time inside the constraint stage (apply + accept)
+    std::vector<std::string> outputs;
+};
+
+void batch_add(llama_batch &b, llama_token t, llama_pos pos, llama_seq_id seq, bool logits) {
+    const int i = b.n_tokens;
+    b.token[i] = t;
+    b.pos[i] = pos;
+    b.n_seq_id[i] = 1;
+    b.seq_id[i][0] = seq;
+    b.logits[i] = logits;
+    b.n_tokens++;
+}
+
+struct Runner {
+    const Args &args;
+    llama_model *model;
+    const llama_vocab *vocab;
+    llama_context *ctx;
+    llama_batch batch;
+    std::vector<Prompt> &prompts;
+    const std::unordered_set<std::string> &members;
+
+    // Builds the chain of one sequence. `stage` (may be NULL) is the constraint, wrapped for timing.
+    llama_sampler *make_chain(llama_sampler *stage, StageTimer *timer) {
+        llama_sampler_chain_params cp = llama_sampler_chain_default_params();
+        cp.no_perf = true;
+        llama_sampler *chain = llama_sampler_chain_init(cp);
+        if (stage) llama_sampler_chain_add(chain, timed_init(stage, timer));
+        if (args.temp <= 0.0f) {
+            llama_sampler_chain_add(chain, llama_sampler_init_greedy());
+        } else {
+            llama_sampler_chain_add(chain, llama_sampler_init_temp(args.temp));
+            llama_sampler_chain_add(chain, llama_sampler_init_dist(args.seed));
+        }
+        return chain;
+    }
+
+    // stage_factory(seq) returns a new constraint stage or NULL.
+    template <class F>
+    bool run(ModeResult &r, F stage_factory) {
+        StageTimer timer;
+        const size_t P = prompts.size();
+        r.outputs.assign(P, std::string());
+        for (size_t g = 0; g < P; g += (size_t) args.batch) {
+            const size_t ns = std::min((size_t) args.batch, P - g);
+            llama_memory_clear(llama_get_memory(ctx), true);
+
+            std::vector<llama_sampler *> chains(ns);
+            for (size_t s = 0; s < ns; ++s) chains[s] = make_chain(stage_factory(), &timer);
+
+            // prefill: every prompt of the group in one batch, logits at each prompt's last token
+            batch.n_tokens = 0;
+            std::vector<int32_t> idx(ns);
+            std::vector<llama_pos> pos(ns);
+            for (size_t s = 0; s < ns; ++s) {
+                const auto &toks = prompts[g + s].tokens;
+                for (size_t j = 0; j < toks.size(); ++j) {
+                    batch_add(batch, toks[j], (llama_pos) j, (llama_seq_id) s, j + 1 == toks.size());
+                }
+                idx[s] = batch.n_tokens - 1;
+                pos[s] = (llama_pos) toks.size();
+            }
+            auto t0 = clk::now();
+            if (llama_decode(ctx, batch) != 0) {
+                std::fprintf(stderr, "llama_decode failed (prefill)\n");
+                return false;
+            }
+            r.prefill_ms += ms_since(t0);
+
+            std::vector<bool> active(ns, true);
+            std::vector<int> n_gen(ns, 0);
+            size_t n_active = ns;
+            t0 = clk::now();
+            while (n_active > 0) {
+                batch.n_tokens = 0;
+                for (size_t s = 0; s < ns; ++s) {
+                    if (!active[s]) continue;
+                    const llama_token t = llama_sampler_sample(chains[s], ctx, idx[s]);
+                    r.gen_tokens++;
+                    n_gen[s]++;
+                    if (llama_vocab_is_eog(vocab, t)) {
+                        active[s] = false;
+                        n_active--;
+                        continue;
+                    }
+                    r.outputs[g + s] += token_piece(vocab, t);
+                    if (n_gen[s] >= args.n_predict) {
+                        active[s] = false;
+                        n_active--;
+                        r.truncated++;
+                        continue;
+                    }
+                    idx[s] = batch.n_tokens;
+                    batch_add(batch, t, pos[s]++, (llama_seq_id) s, true);
+                }
+                if (batch.n_tokens > 0 && llama_decode(ctx, batch) != 0) {
+                    std::fprintf(stderr, "llama_decode failed (generation)\n");
+                    return false;
+                }
+            }
+            r.gen_ms += ms_since(t0);
+            for (auto *c : chains) llama_sampler_free(c);
+        }
+        r.stage_ns = timer.ns;
+
+        r.n = P;
+        for (size_t i = 0; i < P; ++i) {
+            const std::string &o = r.outputs[i];
+            const bool ok = members.count(o) > 0;
+            r.valid += ok;
+            if (!prompts[i].gold.empty()) {
+                r.n_gold++;
+                r.correct += (o == prompts[i].gold);
+            }
+            if (!args.quiet) {
+                std::printf("  [%-13s] #%-3zu %s %s%s%s\n", r.mode.c_str(), i, ok ? "member " : "INVALID",
+                            json_str(o).c_str(),
+                            prompts[i].gold.empty() ? "" : (o == prompts[i].gold ? "  (= gold)" : "  gold: "),
+                            prompts[i].gold.empty() || o == prompts[i].gold ? "" : prompts[i].gold.c_str());
+            }
+        }
+        std::fflush(stdout);
+        return true;
+    }
+};
+
+void log_cb(enum ggml_log_level level, const char *text, void *ud) {
+    const bool verbose = *(const bool *) ud;
+    if (verbose || level == GGML_LOG_LEVEL_ERROR) std::fputs(text, stderr);
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+    Args args;
+    if (!parse_args(argc, argv, args)) {
+        usage(argv[0]);
+        return 2;
+    }
+    static bool verbose_flag = false;
+    verbose_flag = args.verbose;
+    llama_log_set(log_cb, &verbose_flag);
+
+    std::vector<std::string> choices;
+    if (!read_lines(args.choices, choices) || choices.empty()) {
+        std::fprintf(stderr, "cannot read choices from %s (or it is empty)\n", args.choices.c_str());
+        return 2;
+    }
+    std::unordered_set<std::string> members(choices.begin(), choices.end());
+
+    std::vector<std::string> plines;
+    if (!read_lines(args.prompts, plines) || plines.empty()) {
+        std::fprintf(stderr, "cannot read prompts from %s (or it is empty)\n", args.prompts.c_str());
+        return 2;
+    }
+
+    llama_backend_init();
+    llama_model_params mp = llama_model_default_params();
+    mp.n_gpu_layers = args.n_gpu_layers;
+    auto t_load = clk::now();
+    llama_model *model = llama_model_load_from_file(args.model.c_str(), mp);
+    if (model == nullptr) {
+        std::fprintf(stderr, "cannot load model %s\n", args.model.c_str());
+        return 2;
+    }
+    const double load_ms = ms_since(t_load);
+    const llama_vocab *vocab = llama_model_get_vocab(model);
+
+    std::vector<Prompt> prompts;
+    size_t max_prompt = 0;
+    for (const auto &l : plines) {
+        Prompt p;
+        const auto tab = l.find('\t');
+        p.text = tab == std::string::npos ? l : l.substr(0, tab);
+        if (tab != std::string::npos) p.gold = l.substr(tab + 1);
+        p.tokens = tokenize(vocab, chat_prompt(model, p.text));
+        max_prompt = std::max(max_prompt, p.tokens.size());
+        prompts.push_back(std::move(p));
+    }
+    size_t gold_outside = 0;
+    for (const auto &p : prompts) gold_outside += !p.gold.empty() && !members.count(p.gold);
+
+    const int B = (int) std::min((size_t) args.batch, prompts.size());
+    const uint32_t per_seq = (uint32_t) (max_prompt + (size_t) args.n_predict + 8);
+    llama_context_params cp = llama_context_default_params();
+    cp.n_ctx = (uint32_t) B * per_seq;
+    cp.n_batch = cp.n_ctx;
+    cp.n_ubatch = std::min<uint32_t>(cp.n_ctx, 512);
+    cp.n_seq_max = (uint32_t) B;
+    cp.kv_unified = true;
+    cp.n_threads = args.threads;
+    cp.n_threads_batch = args.threads;
+    cp.no_perf = true;
+    llama_context *ctx = llama_init_from_model(model, cp);
+    if (ctx == nullptr) {
+        std::fprintf(stderr, "cannot create a llama context\n");
+        return 2;
+    }
+    llama_batch batch = llama_batch_init((int32_t) cp.n_ctx, 0, 1);
+
+    char desc[128];
+    llama_model_desc(model, desc, sizeof desc);
+    std::printf("trie-llama: model %s (%s, vocab %d, loaded in %.0f ms), libtrie %s\n", args.model.c_str(), desc,
+                llama_vocab_n_tokens(vocab), load_ms, trie_version());
+    std::printf("trie-llama: %zu choices from %s, %zu prompts from %s, batch %d, n_predict %d, %s, %d threads\n",
+                choices.size(), args.choices.c_str(), prompts.size(), args.prompts.c_str(), B, args.n_predict,
+                args.temp <= 0 ? "greedy" : "sampling", args.threads);
+    if (gold_outside) std::printf("trie-llama: warning: %zu gold labels are not in the choices\n", gold_outside);
+    std::fflush(stdout);
+
+    Runner runner{args, model, vocab, ctx, batch, prompts, members};
+    std::vector<ModeResult> results;
+    bool failed = false;
+    const bool all = args.mode == "all";
+
+    if (all || args.mode == "unconstrained") {
+        ModeResult r;
+        r.mode = "unconstrained";
+        std::printf("-- mode unconstrained\n");
+        if (!runner.run(r, [] { return (llama_sampler *) nullptr; })) failed = true;
+        results.push_back(std::move(r));
+    }
+
+    if (!failed && (all || args.mode == "trie")) {
+        ModeResult r;
+        r.mode = "trie";
+        std::printf("-- mode trie: building the vocabulary and compiling %zu strings\n", choices.size());
+        std::fflush(stdout);
+        auto t0 = clk::now();
+        trie_vocab *tv = nullptr;
+        trie_status st = trie_llama_vocab(vocab, &tv);
+        r.vocab_ms = ms_since(t0);
+        trie_automaton *automaton = nullptr;
+        if (st == TRIE_OK) {
+            std::vector<const uint8_t *> ptrs;
+            std::vector<size_t> lens;
+            for (const auto &c : choices) {
+                ptrs.push_back((const uint8_t *) c.data());
+                lens.push_back(c.size());
+            }
+            t0 = clk::now();
+            st = trie_compile(tv, ptrs.data(), lens.data(), choices.size(), nullptr, &automaton);
+            r.compile_ms = ms_since(t0);
+            trie_vocab_free(tv);
+        }
+        if (st != TRIE_OK) {
+            std::fprintf(stderr, "libtrie: %s: %s\n", trie_status_str(st), trie_last_error());
+            failed = true;
+        } else {
+            std::printf("   vocab %.1f ms, compile %.1f ms, %zu states\n", r.vocab_ms, r.compile_ms,
+                        trie_automaton_n_states(automaton));
+            std::fflush(stdout);
+            if (!runner.run(r, [&] { return trie_llama_sampler_init(automaton); })) failed = true;
+            trie_automaton_free(automaton);
+        }
+        results.push_back(std::move(r));
+    }
+
+    if (!failed && (all || args.mode == "gbnf")) {
+        ModeResult r;
+        r.mode = "gbnf";
+        if (choices.size() > args.gbnf_max_k) {
+            r.skipped = true;
+            r.note = "skipped: K > --gbnf-max-k " + std::to_string(args.gbnf_max_k);
+            std::printf("-- mode gbnf %s\n", r.note.c_str());
+        } else {
+            const std::string g = gbnf_of(choices);
+            std::printf("-- mode gbnf: grammar of %zu alternatives (%zu bytes)\n", choices.size(), g.size());
+            std::fflush(stdout);
+            bool first = true, bad = false;
+            auto factory = [&]() -> llama_sampler * {
+                auto t0 = clk::now();
+                llama_sampler *s = llama_sampler_init_grammar(vocab, g.c_str(), "root");
+                if (first) { r.compile_ms = ms_since(t0); first = false; }
+                if (s == nullptr) bad = true;
+                return s;
+            };
+            if (!runner.run(r, factory) || bad) {
+                std::fprintf(stderr, "gbnf mode failed (grammar did not parse?)\n");
+                failed = true;
+            }
+        }
+        results.push_back(std::move(r));
+    }
+
+    if (!args.out.empty()) {
+        std::FILE *f = std::fopen(args.out.c_str(), "wb");
+        if (!f) {
+            std::fprintf(stderr, "cannot write %s\n", args.out.c_str());
+            failed = true;
+        } else {
+            for (const auto &r : results) {
+                if (r.skipped) continue;
+                for (size_t i = 0; i < r.outputs.size(); ++i) {
+                    std::fprintf(f, "%s\t%zu\t%s\n", r.mode.c_str(), i, escape_field(r.outputs[i]).c_str());
+                }
+            }
+            std::fclose(f);
+        }
+    }
+
+    std::printf("\n%-14s %9s %9s %11s %11s %10s %14s %9s\n", "mode", "valid", "accuracy", "compile ms", "prefill ms",
+                "decode t/s", "stage us/token", "truncated");
+    for (const auto &r : results) {
+        if (r.skipped) {
+            std::printf("%-14s %s\n", r.mode.c_str(), r.note.c_str());
+            continue;
+        }
+        char acc[32] = "-", comp[32] = "-", stage[32] = "-";
+        if (r.n_gold) std::snprintf(acc, sizeof acc, "%.1f%%", 100.0 * r.correct / r.n_gold);
+        if (r.mode != "unconstrained") {
+            std::snprintf(comp, sizeof comp, "%.1f", r.compile_ms + r.vocab_ms);
+            std::snprintf(stage, sizeof stage, "%.1f", r.gen_tokens ? r.stage_ns / 1e3 / r.gen_tokens : 0.0);
+        }
+        std::printf("%-14s %8.1f%% %9s %11s %11.0f %10.1f %14s %9zu\n", r.mode.c_str(),
+                    r.n ? 100.0 * r.valid / r.n : 0.0, acc, comp, r.prefill_ms,
+                    r.gen_ms > 0 ? r.gen_tokens / (r.gen_ms / 1e3) : 0.0, stage, r.truncated);
+    }
+    std::printf("(valid: exact members; compile: trie = vocabulary %s + compile, gbnf = grammar sampler init;\n"
+                " decode t/s: generated tokens / generation wall time incl. sampling, %d sequences at once)\n",
+                "extraction", B);
+    if (args.json) {
+        for (const auto &r : results) {
+            std::printf("{\"mode\":%s,\"skipped\":%s,\"k\":%zu,\"n\":%zu,\"valid\":%zu,\"validity\":%.4f,"
+                        "\"n_gold\":%zu,\"correct\":%zu,\"accuracy\":%.4f,\"vocab_ms\":%.3f,\"compile_ms\":%.3f,"
+                        "\"prefill_ms\":%.3f,\"gen_ms\":%.3f,\"gen_tokens\":%zu,\"decode_tok_per_s\":%.3f,"
+                        "\"stage_us_per_token\":%.3f,\"truncated\":%zu,\"batch\":%d}\n",
+                        json_str(r.mode).c_str(), r.skipped ? "true" : "false", choices.size(), r.n, r.valid,
+                        r.n ? (double) r.valid / r.n : 0.0, r.n_gold, r.correct,
+                        r.n_gold ? (double) r.correct / r.n_gold : 0.0, r.vocab_ms, r.compile_ms, r.prefill_ms,
+                        r.gen_ms, r.gen_tokens, r.gen_ms > 0 ? r.gen_tokens / (r.gen_ms / 1e3) : 0.0,
+                        r.gen_tokens ? r.stage_ns / 1e3 / r.gen_tokens : 0.0, r.truncated, B);
+        }
+    }
+    std::fflush(stdout);
+
+    int rc = failed ? 1 : 0;
+    if (args.require_valid) {
+        for (const auto &r : results) {
+            if (r.mode == "trie" && !r.skipped && r.valid != r.n) {
+                std::fprintf(stderr, "trie-llama: --require-valid: %zu of %zu trie outputs are not members\n",
+                             r.n - r.valid, r.n);
+                rc = 1;
+            }
+        }
+        bool has_trie = false;
+        for (const auto &r : results) has_trie |= r.mode == "trie";
+        if (!has_trie) {
+            std::fprintf(stderr, "trie-llama: --require-valid without a trie run\n");
+            rc = 1;
+        }
+    }
+
+    llama_batch_free(batch);
+    llama_free(ctx);
+    llama_model_free(model);
+    llama_backend_free();
+    return rc;
+}

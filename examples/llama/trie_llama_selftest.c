@@ -1,0 +1,197 @@
+/* trie-llama-selftest: checks include/trie_llama.h (compiled as C99) against a real llama.cpp vocabulary.
+ *
+ *   trie-llama-selftest MODEL.gguf        (only the vocabulary is loaded)
+ *
+ * Random walks through a small set (prefixes, multi-byte UTF-8) drive the sampler stage the way
+ * llama_sampler_sample does, and compare its two apply paths: the full vocabulary in id order (compacted to the
+ * allowed tokens) and shuffled or partial candidate arrays (masked with -inf), against trie_allowed. Also
+ * checks accept of a rejected token, clone (state copied, independent), reset, and that each walk spells a
+ * member. Exit status 0 when every check passes. */
+#include "llama.h"
+#include "trie.h"
+#include "trie_llama.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int n_checks = 0, n_failed = 0;
+#define CHECK(cond, ...)                                                     \
+    do {                                                                     \
+        n_checks++;                                                          \
+        if (!(cond)) {                                                       \
+            n_failed++;                                                      \
+            fprintf(stderr, "selftest: FAILED %s:%d: ", __FILE__, __LINE__); \
+            fprintf(stderr, __VA_ARGS__);                                    \
+            fputc('\n', stderr);                                             \
+        }                                                                    \
+    } while (0)
+
+static uint64_t rng = 0x9E3779B97F4A7C15ull;
+static uint32_t rnd(void) {
+    rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17;
+    return (uint32_t) (rng >> 16);
+}
+
+static void quiet_log(enum ggml_log_level level, const char *text, void *ud) {
+    (void) ud;
+    if (level == GGML_LOG_LEVEL_ERROR) fputs(text, stderr);
+}
+
+static const char *MEMBERS[] = {
+    "github.create_issue", "github.create_issue_comment", "github.close_issue", "slack.send_message",
+    "東京", "東京都", "München", "Córdoba", "Москва", "서울", "a", "ab",
+};
+#define N_MEMBERS (sizeof MEMBERS / sizeof MEMBERS[0])
+
+static int is_member(const char *s, size_t n) {
+    for (size_t i = 0; i < N_MEMBERS; ++i)
+        if (strlen(MEMBERS[i]) == n && memcmp(MEMBERS[i], s, n) == 0) return 1;
+    return 0;
+}
+
+static int cmp_id(const void *a, const void *b) {
+    const llama_token x = *(const llama_token *) a, y = *(const llama_token *) b;
+    return (x > y) - (x < y);
+}
+
+int main(int argc, char **argv) {
+    if (argc != 2) {
+        fprintf(stderr, "usage: %s MODEL.gguf\n", argv[0]);
+        return 2;
+    }
+    llama_log_set(quiet_log, NULL);
+    llama_backend_init();
+    struct llama_model_params mp = llama_model_default_params();
+    mp.vocab_only = true;
+    struct llama_model *model = llama_model_load_from_file(argv[1], mp);
+    if (!model) { fprintf(stderr, "cannot load %s\n", argv[1]); return 2; }
+    const struct llama_vocab *vocab = llama_model_get_vocab(model);
+    const int32_t n_vocab = llama_vocab_n_tokens(vocab);
+
+    trie_vocab *tv = NULL;
+    trie_status st = trie_llama_vocab(vocab, &tv);
+    CHECK(st == TRIE_OK, "trie_llama_vocab: %s %s", trie_status_str(st), trie_last_error());
+    if (st != TRIE_OK) return 1;
+    CHECK(trie_vocab_n_tokens(tv) == (size_t) n_vocab, "vocab size %zu vs %d", trie_vocab_n_tokens(tv), n_vocab);
+
+    const uint8_t *ptrs[N_MEMBERS];
+    size_t lens[N_MEMBERS];
+    for (size_t i = 0; i < N_MEMBERS; ++i) { ptrs[i] = (const uint8_t *) MEMBERS[i]; lens[i] = strlen(MEMBERS[i]); }
+    trie_automaton *a = NULL;
+    st = trie_compile(tv, ptrs, lens, N_MEMBERS, NULL, &a);
+    trie_vocab_free(tv);
+    CHECK(st == TRIE_OK, "trie_compile: %s %s", trie_status_str(st), trie_last_error());
+    if (st != TRIE_OK) return 1;
+
+    struct llama_sampler *smpl = trie_llama_sampler_init(a);
+    trie_automaton_free(a);                       /* the sampler keeps its own reference */
+    CHECK(smpl != NULL, "trie_llama_sampler_init");
+    CHECK(trie_llama_sampler_is_trie(smpl), "is_trie");
+    CHECK(strcmp(llama_sampler_name(smpl), "trie") == 0, "name");
+    const trie_state start = trie_llama_sampler_state(smpl);
+
+    llama_token_data *full = (llama_token_data *) malloc(sizeof(llama_token_data) * (size_t) n_vocab);
+    llama_token_data *shuf = (llama_token_data *) malloc(sizeof(llama_token_data) * (size_t) n_vocab);
+    llama_token *ids = (llama_token *) malloc(sizeof(llama_token) * (size_t) n_vocab);
+    int n_walks = 0, n_members_hit = 0;
+
+    for (int walk = 0; walk < 200; ++walk) {
+        llama_sampler_reset(smpl);
+        CHECK(trie_llama_sampler_state(smpl) == start, "reset goes back to the start state");
+        char out[256];
+        size_t out_len = 0;
+        struct llama_sampler *cloned = NULL;
+        trie_state clone_expected = 0;
+        for (int step = 0; step < 64; ++step) {
+            /* fast path: the full vocabulary in id order */
+            for (int32_t i = 0; i < n_vocab; ++i) {
+                full[i].id = i; full[i].logit = (float) (rnd() % 1000) / 100.0f; full[i].p = 0.0f;
+            }
+            llama_token_data_array cur = { full, (size_t) n_vocab, -1, false };
+            llama_sampler_apply(smpl, &cur);
+            const size_t n_kept = cur.size;
+            for (size_t k = 0; k < n_kept; ++k) ids[k] = cur.data[k].id;
+
+            const int32_t *allowed = NULL;
+            size_t n_allowed = 0;
+            st = trie_allowed(a, trie_llama_sampler_state(smpl), &allowed, &n_allowed);
+            CHECK(st == TRIE_OK && n_allowed > 0, "trie_allowed");
+            CHECK(n_kept == n_allowed && memcmp(ids, allowed, n_kept * sizeof(llama_token)) == 0,
+                  "compacted candidates == allowed list (%zu vs %zu)", n_kept, n_allowed);
+            CHECK(cur.selected == -1, "selected reset");
+
+            /* general path: shuffled full vocabulary, then a partial array */
+            for (int32_t i = 0; i < n_vocab; ++i) { shuf[i].id = i; shuf[i].logit = 1.0f; shuf[i].p = 0.0f; }
+            for (int32_t i = n_vocab - 1; i > 0; --i) {
+                int32_t j = (int32_t) (rnd() % (uint32_t) (i + 1));
+                llama_token_data t = shuf[i]; shuf[i] = shuf[j]; shuf[j] = t;
+            }
+            size_t sizes[2] = { (size_t) n_vocab, (size_t) (n_vocab / 2) };
+            for (int v = 0; v < 2; ++v) {
+                for (int32_t i = 0; i < n_vocab; ++i) shuf[i].logit = 1.0f;
+                llama_token_data_array c2 = { shuf, sizes[v], -1, false };
+                llama_sampler_apply(smpl, &c2);
+                CHECK(c2.size == sizes[v], "mask path keeps the size");
+                size_t n_fin = 0;
+                for (size_t i = 0; i < c2.size; ++i) {
+                    if (isfinite(c2.data[i].logit)) ids[n_fin++] = c2.data[i].id;
+                }
+                qsort(ids, n_fin, sizeof(llama_token), cmp_id);
+                size_t n_expect = 0;
+                for (size_t k = 0; k < n_allowed; ++k) {
+                    for (size_t i = 0; i < c2.size; ++i) if (c2.data[i].id == allowed[k]) { n_expect++; break; }
+                }
+                CHECK(n_fin == n_expect, "masked candidates == allowed present (%zu vs %zu)", n_fin, n_expect);
+                for (size_t k = 0, j = 0; k < n_fin; ++k) {
+                    while (j < n_allowed && allowed[j] < ids[k]) ++j;
+                    CHECK(j < n_allowed && allowed[j] == ids[k], "finite logit on a token not allowed: %d", ids[k]);
+                }
+            }
+
+            /* a token not allowed (forced from elsewhere) leaves the state alone */
+            const trie_state before = trie_llama_sampler_state(smpl);
+            for (int32_t t = 0; t < n_vocab; ++t) {
+                int ok = 0;
+                for (size_t k = 0; k < n_allowed; ++k) if (allowed[k] == t) { ok = 1; break; }
+                if (!ok) {
+                    llama_sampler_accept(smpl, t);
+                    CHECK(trie_llama_sampler_state(smpl) == before, "rejected token changed the state");
+                    break;
+                }
+            }
+
+            const llama_token tok = (llama_token) allowed[rnd() % n_allowed];
+            if (step == 1 && cloned == NULL) {
+                cloned = llama_sampler_clone(smpl);
+                CHECK(cloned && trie_llama_sampler_state(cloned) == before, "clone copies the state");
+                clone_expected = before;
+            }
+            llama_sampler_accept(smpl, tok);
+            if (llama_vocab_is_eog(vocab, tok)) {
+                CHECK(trie_llama_sampler_state(smpl) == TRIE_STATE_FINISHED, "finished after EOG");
+                CHECK(is_member(out, out_len), "walk spelled a member: '%.*s'", (int) out_len, out);
+                n_members_hit++;
+                break;
+            }
+            char piece[128];
+            int32_t n = llama_token_to_piece(vocab, tok, piece, sizeof piece, 0, false);
+            CHECK(n >= 0 && out_len + (size_t) n < sizeof out, "piece");
+            if (n > 0 && out_len + (size_t) n < sizeof out) { memcpy(out + out_len, piece, (size_t) n); out_len += (size_t) n; }
+        }
+        if (cloned) {
+            CHECK(trie_llama_sampler_state(cloned) == clone_expected, "clone is independent");
+            llama_sampler_free(cloned);
+        }
+        n_walks++;
+    }
+    CHECK(n_members_hit == n_walks, "every walk ended with EOG (%d of %d)", n_members_hit, n_walks);
+
+    llama_sampler_free(smpl);
+    free(full); free(shuf); free(ids);
+    llama_model_free(model);
+    llama_backend_free();
+    printf("selftest: %d walks, %d checks, %d failed\n", n_walks, n_checks, n_failed);
+    return n_failed ? 1 : 0;
+}

@@ -1,0 +1,276 @@
+/*
+ * trie_llama.h - libtrie as a llama.cpp sampler stage (header-only, C99 and C++17).
+ *
+ * Include it after llama.h and trie.h:
+ *
+ *     #include "llama.h"
+ *     #include "trie.h"
+ *     #include "trie_llama.h"
+ *
+ *     trie_vocab *tv;     trie_llama_vocab(llama_model_get_vocab(model), &tv);
+ *     trie_automaton *a;  trie_compile(tv, strings, lens, n, NULL, &a);
+ *     trie_vocab_free(tv);                         // the automaton keeps its vocab alive
+ *
+ *     struct llama_sampler *chain = llama_sampler_chain_init(llama_sampler_chain_default_params());
+ *     llama_sampler_chain_add(chain, trie_llama_sampler_init(a));   // constraint first ...
+ *     llama_sampler_chain_add(chain, llama_sampler_init_greedy());   // ... then the selecting sampler
+ *     trie_automaton_free(a);                       // the sampler holds its own reference
+ *
+ * The sampler keeps one trie_state. apply() restricts the candidates to the tokens allowed in that state;
+ * accept() advances it (a token the automaton rejects, e.g. one forced by the caller, leaves the state as it
+ * is); reset() goes back to the start state; clone() copies the state. After an end-of-generation token the
+ * state is TRIE_STATE_FINISHED and apply() leaves the candidates untouched: stop generating at EOG.
+ *
+ * Put the stage before any truncating sampler (top-k, top-p, min-p ...) so those see only allowed tokens.
+ * Only the CPU sampler interface is used (the experimental backend members of llama_sampler_i stay NULL).
+ *
+ * All functions are static; the header has no link-time symbols of its own.
+ */
+#ifndef TRIE_LLAMA_H
+#define TRIE_LLAMA_H
+
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------------------------------------------------------
+ * Vocabulary: token bytes, kinds and end-of-generation ids of a llama.cpp vocabulary.
+ * ---------------------------------------------------------------------------------------------------------- */
+
+/* Maps llama.cpp's token attribute bits to libtrie's token kinds (GGUF numbering). */
+static inline uint32_t trie_llama_token_kind(enum llama_token_attr attr) {
+    const int a = (int) attr;
+    if (a & LLAMA_TOKEN_ATTR_CONTROL)      return TRIE_TOKEN_CONTROL;
+    if (a & LLAMA_TOKEN_ATTR_UNKNOWN)      return TRIE_TOKEN_UNKNOWN;
+    if (a & LLAMA_TOKEN_ATTR_UNUSED)       return TRIE_TOKEN_UNUSED;
+    if (a & LLAMA_TOKEN_ATTR_BYTE)         return TRIE_TOKEN_BYTE;
+    if (a & LLAMA_TOKEN_ATTR_USER_DEFINED) return TRIE_TOKEN_USER_DEFINED;
+    if (a & LLAMA_TOKEN_ATTR_NORMAL)       return TRIE_TOKEN_NORMAL;
+    /* LLAMA_TOKEN_ATTR_UNDEFINED: an id without a defined type (e.g. padding); never allow it. */
+    return TRIE_TOKEN_UNUSED;
+}
+
+/*
+ * Builds a trie_vocab from a llama.cpp vocabulary:
+ *   bytes of token id  = llama_token_to_piece(vocab, id, ..., lstrip 0, special false)
+ *                        (the exact text the token contributes to the output; empty for control tokens),
+ *   kind               = llama_vocab_get_attr mapped by trie_llama_token_kind,
+ *   end-of-generation  = every id with llama_vocab_is_eog.
+ * Returns TRIE_ERR_NULL_ARGUMENT, TRIE_ERR_LIMIT_EXCEEDED (allocation failure) or trie_vocab_new's status.
+ */
+static inline trie_status trie_llama_vocab(const struct llama_vocab *vocab, trie_vocab **out) {
+    if (vocab == NULL || out == NULL) return TRIE_ERR_NULL_ARGUMENT;
+    *out = NULL;
+
+    const int32_t n = llama_vocab_n_tokens(vocab);
+    if (n <= 0) return TRIE_ERR_INVALID_ARGUMENT;
+
+    size_t cap = (size_t) n * 8 + 1024;              /* all token bytes, grown on demand */
+    size_t used = 0;
+    uint8_t *arena = (uint8_t *) malloc(cap);
+    size_t *offs = (size_t *) malloc(sizeof(size_t) * (size_t) n);
+    size_t *lens = (size_t *) malloc(sizeof(size_t) * (size_t) n);
+    uint32_t *kinds = (uint32_t *) malloc(sizeof(uint32_t) * (size_t) n);
+    int32_t *eog = (int32_t *) malloc(sizeof(int32_t) * (size_t) n);
+    const uint8_t **ptrs = (const uint8_t **) malloc(sizeof(uint8_t *) * (size_t) n);
+    size_t n_eog = 0;
+    trie_status st = TRIE_OK;
+    int32_t bufsz = 256;
+    char *buf = (char *) malloc((size_t) bufsz);
+
+    if (!arena || !offs || !lens || !kinds || !eog || !ptrs || !buf) { st = TRIE_ERR_LIMIT_EXCEEDED; goto done; }
+
+    for (int32_t id = 0; id < n; ++id) {
+        int32_t len = llama_token_to_piece(vocab, id, buf, bufsz, 0, false);
+        if (len < 0) {                                  /* -len is the size needed */
+            int32_t need = -len;
+            char *nb = (char *) realloc(buf, (size_t) need);
+            if (!nb) { st = TRIE_ERR_LIMIT_EXCEEDED; goto done; }
+            buf = nb;
+            bufsz = need;
+            len = llama_token_to_piece(vocab, id, buf, bufsz, 0, false);
+            if (len < 0) { st = TRIE_ERR_UNSUPPORTED_VOCABULARY; goto done; }
+        }
+        if (used + (size_t) len > cap) {
+            size_t ncap = cap * 2 + (size_t) len;
+            uint8_t *na = (uint8_t *) realloc(arena, ncap);
+            if (!na) { st = TRIE_ERR_LIMIT_EXCEEDED; goto done; }
+            arena = na;
+            cap = ncap;
+        }
+        memcpy(arena + used, buf, (size_t) len);
+        offs[id] = used;
+        lens[id] = (size_t) len;
+        used += (size_t) len;
+        kinds[id] = trie_llama_token_kind(llama_vocab_get_attr(vocab, id));
+        if (llama_vocab_is_eog(vocab, id)) eog[n_eog++] = id;
+    }
+    for (int32_t id = 0; id < n; ++id) ptrs[id] = arena + offs[id];  /* arena no longer moves */
+
+    st = trie_vocab_new(ptrs, lens, kinds, (size_t) n, eog, n_eog, out);
+
+done:
+    free(buf); free(ptrs); free(eog); free(kinds); free(lens); free(offs); free(arena);
+    return st;
+}
+
+/* ------------------------------------------------------------------------------------------------------------
+ * Sampler stage.
+ * ---------------------------------------------------------------------------------------------------------- */
+
+typedef struct trie_llama_ctx {
+    trie_automaton *automaton;   /* own reference (trie_automaton_retain) */
+    trie_state      state;
+    size_t          n_vocab;     /* trie_automaton_n_vocab: the mask width */
+    uint32_t       *mask;        /* ceil(n_vocab / 32) words, filled on demand */
+} trie_llama_ctx;
+
+static inline const char *trie_llama__name(const struct llama_sampler *smpl) {
+    (void) smpl;
+    return "trie";
+}
+
+static inline void trie_llama__accept(struct llama_sampler *smpl, llama_token token) {
+    trie_llama_ctx *c = (trie_llama_ctx *) smpl->ctx;
+    trie_state next;
+    /* A token the automaton does not allow (one the caller forced) leaves the state unchanged. */
+    if (trie_advance(c->automaton, c->state, token, &next) == TRIE_OK) c->state = next;
+}
+
+static inline void trie_llama__apply(struct llama_sampler *smpl, llama_token_data_array *cur_p) {
+    trie_llama_ctx *c = (trie_llama_ctx *) smpl->ctx;
+    const int32_t *allowed = NULL;
+    size_t n_allowed = 0;
+
+    if (c->state == TRIE_STATE_FINISHED) return;
+    if (trie_allowed(c->automaton, c->state, &allowed, &n_allowed) != TRIE_OK || n_allowed == 0) return;
+
+    /* Fast path: the candidates are the whole vocabulary in id order (what llama_sampler_sample builds from
+     * the logits). Verify data[t].id == t for every allowed t (O(allowed)), then compact the allowed entries
+     * to the front in ascending id order (in place: the target index never exceeds the source index). */
+    if (!cur_p->sorted && cur_p->size >= c->n_vocab && cur_p->size > 0
+        && cur_p->data[0].id == 0 && cur_p->data[cur_p->size - 1].id == (llama_token) (cur_p->size - 1)) {
+        int in_order = 1;
+        for (size_t k = 0; k < n_allowed; ++k) {
+            const int32_t t = allowed[k];
+            if (t < 0 || (size_t) t >= cur_p->size || cur_p->data[t].id != t) { in_order = 0; break; }
+        }
+        if (in_order) {
+            for (size_t k = 0; k < n_allowed; ++k) cur_p->data[k] = cur_p->data[allowed[k]];
+            cur_p->size = n_allowed;
+            cur_p->selected = -1;            /* indices changed; the selecting sampler sets it */
+            return;
+        }
+    }
+
+    /* General path: any order, any subset. Mask out (logit = -inf) every id not allowed. */
+    {
+        const size_t n_words = (c->n_vocab + 31) / 32;
+        if (trie_mask(c->automaton, c->state, c->mask, n_words) != TRIE_OK) return;
+        for (size_t i = 0; i < cur_p->size; ++i) {
+            const llama_token id = cur_p->data[i].id;
+            const int ok = id >= 0 && (size_t) id < c->n_vocab
+                           && ((c->mask[(size_t) id >> 5] >> ((uint32_t) id & 31u)) & 1u);
+            if (!ok) cur_p->data[i].logit = -INFINITY;
+        }
+    }
+}
+
+static inline void trie_llama__reset(struct llama_sampler *smpl) {
+    trie_llama_ctx *c = (trie_llama_ctx *) smpl->ctx;
+    c->state = trie_start(c->automaton);
+}
+
+static inline struct llama_sampler *trie_llama_sampler_init(const trie_automaton *automaton);
+
+static inline struct llama_sampler *trie_llama__clone(const struct llama_sampler *smpl) {
+    const trie_llama_ctx *c = (const trie_llama_ctx *) smpl->ctx;
+    struct llama_sampler *copy = trie_llama_sampler_init(c->automaton);
+    if (copy != NULL) ((trie_llama_ctx *) copy->ctx)->state = c->state;
+    return copy;
+}
+
+static inline void trie_llama__free(struct llama_sampler *smpl) {
+    trie_llama_ctx *c = (trie_llama_ctx *) smpl->ctx;
+    if (c == NULL) return;
+    trie_automaton_free(c->automaton);
+    free(c->mask);
+    free(c);
+    smpl->ctx = NULL;
+}
+
+#ifdef __cplusplus
+} /* extern "C" */
+
+/* C++17 has no designated initializers: value-initialize (all members NULL, including any that newer llama.cpp
+ * versions append) and assign. A function-local static is initialized once, thread-safely. */
+static inline struct llama_sampler_i *trie_llama__iface(void) {
+    struct make {
+        static llama_sampler_i iface() {
+            llama_sampler_i i{};
+            i.name = trie_llama__name;
+            i.accept = trie_llama__accept;
+            i.apply = trie_llama__apply;
+            i.reset = trie_llama__reset;
+            i.clone = trie_llama__clone;
+            i.free = trie_llama__free;
+            return i;
+        }
+    };
+    static llama_sampler_i iface = make::iface();
+    return &iface;
+}
+
+extern "C" {
+#else
+/* C: designated initializers; members not named (the experimental backend interface) are NULL. */
+static struct llama_sampler_i trie_llama__iface_storage = {
+    .name = trie_llama__name,
+    .accept = trie_llama__accept,
+    .apply = trie_llama__apply,
+    .reset = trie_llama__reset,
+    .clone = trie_llama__clone,
+    .free = trie_llama__free,
+};
+static inline struct llama_sampler_i *trie_llama__iface(void) { return &trie_llama__iface_storage; }
+#endif
+
+/*
+ * Creates the sampler stage for `automaton`, in its start state. The sampler holds its own reference to the
+ * automaton; the caller may free its reference right away. Returns NULL on a NULL automaton or allocation
+ * failure. Free it with llama_sampler_free, or let a llama_sampler_chain own it.
+ */
+static inline struct llama_sampler *trie_llama_sampler_init(const trie_automaton *automaton) {
+    if (automaton == NULL) return NULL;
+    trie_llama_ctx *c = (trie_llama_ctx *) calloc(1, sizeof(trie_llama_ctx));
+    if (c == NULL) return NULL;
+    c->n_vocab = trie_automaton_n_vocab(automaton);
+    c->mask = (uint32_t *) calloc((c->n_vocab + 31) / 32 + 1, sizeof(uint32_t));
+    if (c->mask == NULL) { free(c); return NULL; }
+    c->automaton = trie_automaton_retain(automaton);
+    if (c->automaton == NULL) { free(c->mask); free(c); return NULL; }
+    c->state = trie_start(c->automaton);
+    return llama_sampler_init(trie_llama__iface(), c);
+}
+
+/* The stage's current state (TRIE_STATE_FINISHED after an end-of-generation token). `smpl` must be a sampler
+ * made by trie_llama_sampler_init (not the chain holding it: use llama_sampler_chain_get). */
+static inline trie_state trie_llama_sampler_state(const struct llama_sampler *smpl) {
+    return ((const trie_llama_ctx *) smpl->ctx)->state;
+}
+
+/* True when `smpl` is a sampler made by trie_llama_sampler_init. */
+static inline bool trie_llama_sampler_is_trie(const struct llama_sampler *smpl) {
+    return smpl != NULL && smpl->iface == trie_llama__iface();
+}
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* TRIE_LLAMA_H */

@@ -1,0 +1,144 @@
+#!/usr/bin/env bash
+# Fetch a pinned llama.cpp source tree and build it (shared libraries, CPU; CUDA when nvcc exists).
+#
+# Source: the PyPI source distribution llama-cpp-python==0.3.36, which vendors llama.cpp commit 0c1e57098
+# under vendor/llama.cpp (MIT). The sdist's sha256 is pinned below.
+#
+# Result (idempotent, stamped):
+#   $TRIE_CACHE/llama.cpp/src      the llama.cpp source tree
+#   $TRIE_CACHE/llama.cpp/build    the CMake build tree
+#   $TRIE_CACHE/llama.cpp/install  the install prefix (include/llama.h, lib/libllama.so, lib/cmake/llama)
+#   $TRIE_CACHE/venv               a Python venv holding pinned cmake and ninja from PyPI
+#
+# Environment: TRIE_CACHE (default <repo>/.cache), TRIE_JOBS (default 2), TRIE_LLAMA_CUDA=0|1 (default: auto),
+#              TRIE_FORCE=1 rebuilds.
+# Prints the install prefix as the last line of stdout.
+set -euo pipefail
+
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+CACHE="${TRIE_CACHE:-$REPO/.cache}"
+JOBS="${TRIE_JOBS:-2}"
+
+LCP_VERSION="0.3.36"
+LCP_SDIST="llama_cpp_python-${LCP_VERSION}.tar.gz"
+LCP_SHA256="832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e"
+LLAMA_COMMIT="0c1e57098"
+CMAKE_VERSION="3.31.10"
+NINJA_VERSION="1.11.1.4"
+# scikit-build-core is only needed so that `pip download` can read the sdist's metadata without build isolation
+# (with isolation and --no-binary :all:, pip would try to compile cmake from source).
+SKBUILD_VERSION="0.11.6"
+
+LLAMA_ROOT="$CACHE/llama.cpp"
+SRC="$LLAMA_ROOT/src"
+BUILD="$LLAMA_ROOT/build"
+PREFIX="$LLAMA_ROOT/install"
+STAMP="$PREFIX/.trie-stamp"
+
+log() { printf '[fetch-llama] %s\n' "$*" >&2; }
+
+# ---- tools -------------------------------------------------------------------------------------------------
+setup_venv() {
+  local venv="$CACHE/venv"
+  if [[ ! -x "$venv/bin/cmake" || ! -x "$venv/bin/ninja" ]] \
+     || ! "$venv/bin/cmake" --version 2>/dev/null | grep -q "version $CMAKE_VERSION"; then
+    log "creating venv with cmake==$CMAKE_VERSION ninja==$NINJA_VERSION in $venv"
+    python3 -m venv "$venv"
+    "$venv/bin/pip" install -q --disable-pip-version-check \
+      "cmake==$CMAKE_VERSION" "ninja==$NINJA_VERSION" "scikit-build-core==$SKBUILD_VERSION"
+  fi
+  CMAKE="$venv/bin/cmake"
+  NINJA="$venv/bin/ninja"
+  PIP="$venv/bin/pip"
+}
+
+sha256_of() { sha256sum "$1" | cut -d' ' -f1; }
+
+want_stamp() {
+  local cuda="$1"
+  printf 'llama-cpp-python=%s commit=%s sha256=%s cuda=%s cmake=%s\n' \
+    "$LCP_VERSION" "$LLAMA_COMMIT" "$LCP_SHA256" "$cuda" "$CMAKE_VERSION"
+}
+
+# ---- CUDA autodetect ---------------------------------------------------------------------------------------
+CUDA="${TRIE_LLAMA_CUDA:-auto}"
+if [[ "$CUDA" == auto ]]; then
+  if command -v nvcc >/dev/null 2>&1; then CUDA=1; else CUDA=0; fi
+fi
+
+if [[ "${TRIE_FORCE:-0}" != 1 && -f "$STAMP" && "$(cat "$STAMP")" == "$(want_stamp "$CUDA")" \
+      && -f "$PREFIX/include/llama.h" ]]; then
+  log "llama.cpp $LLAMA_COMMIT already built in $PREFIX (cuda=$CUDA)"
+  echo "$PREFIX"
+  exit 0
+fi
+
+mkdir -p "$CACHE/dl" "$LLAMA_ROOT"
+setup_venv
+
+# ---- download + verify -------------------------------------------------------------------------------------
+SDIST="$CACHE/dl/$LCP_SDIST"
+if [[ -f "$SDIST" && "$(sha256_of "$SDIST")" != "$LCP_SHA256" ]]; then
+  log "cached $SDIST has a wrong sha256; downloading again"
+  rm -f "$SDIST"
+fi
+if [[ ! -f "$SDIST" ]]; then
+  log "downloading llama-cpp-python==$LCP_VERSION sdist from PyPI (~77 MB)"
+  "$PIP" download -q --disable-pip-version-check --no-deps --no-binary :all: --no-build-isolation \
+    "llama-cpp-python==$LCP_VERSION" -d "$CACHE/dl"
+fi
+got="$(sha256_of "$SDIST")"
+if [[ "$got" != "$LCP_SHA256" ]]; then
+  log "sha256 mismatch for $SDIST: got $got, want $LCP_SHA256"
+  exit 1
+fi
+log "sdist sha256 ok ($LCP_SHA256)"
+
+# ---- extract -----------------------------------------------------------------------------------------------
+if [[ ! -f "$SRC/.trie-extracted" || "$(cat "$SRC/.trie-extracted")" != "$LCP_SHA256" ]]; then
+  log "extracting vendor/llama.cpp into $SRC"
+  rm -rf "$SRC" "$LLAMA_ROOT/tmp"
+  mkdir -p "$LLAMA_ROOT/tmp"
+  tar -xzf "$SDIST" -C "$LLAMA_ROOT/tmp" "llama_cpp_python-$LCP_VERSION/vendor/llama.cpp"
+  mv "$LLAMA_ROOT/tmp/llama_cpp_python-$LCP_VERSION/vendor/llama.cpp" "$SRC"
+  rm -rf "$LLAMA_ROOT/tmp"
+  echo "$LCP_SHA256" > "$SRC/.trie-extracted"
+fi
+
+# ---- configure + build + install ---------------------------------------------------------------------------
+cuda_flags=()
+if [[ "$CUDA" == 1 ]]; then
+  log "nvcc found: building with -DGGML_CUDA=ON"
+  cuda_flags+=(-DGGML_CUDA=ON)
+fi
+rm -f "$STAMP"
+log "configuring (cmake $CMAKE_VERSION, ninja, Release, shared, cuda=$CUDA)"
+"$CMAKE" -S "$SRC" -B "$BUILD" -G Ninja -DCMAKE_MAKE_PROGRAM="$NINJA" \
+  -DCMAKE_BUILD_TYPE=Release \
+  -DCMAKE_INSTALL_PREFIX="$PREFIX" \
+  -DCMAKE_INSTALL_LIBDIR=lib \
+  -DBUILD_SHARED_LIBS=ON \
+  -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF \
+  -DLLAMA_BUILD_COMMON=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_TOOLS=OFF \
+  -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF \
+  "${cuda_flags[@]}" \
+  --log-level=WARNING >"$LLAMA_ROOT/configure.log" 2>&1 \
+  || { log "configure failed; see $LLAMA_ROOT/configure.log"; tail -30 "$LLAMA_ROOT/configure.log" >&2; exit 1; }
+
+log "building target llama with $JOBS jobs (about 6 minutes on 2 cores for CPU; much longer with CUDA)"
+start=$(date +%s)
+# Ninja prints one "[n/N] ..." line per step; keep the progress visible but short.
+if ! "$CMAKE" --build "$BUILD" --target llama -j "$JOBS" 2>&1 \
+  | tee "$LLAMA_ROOT/build.log" \
+  | { grep --line-buffered -E '^\[[0-9]+/[0-9]+\]|error' || true; } \
+  | sed -u -E 's/^(\[[0-9]+\/[0-9]+\]) [A-Za-z ]+ (.*\/)?([^/ ]+)$/\1 \3/' >&2; then
+  log "build failed; see $LLAMA_ROOT/build.log"
+  exit 1
+fi
+log "built in $(( $(date +%s) - start )) s"
+
+"$CMAKE" --install "$BUILD" >"$LLAMA_ROOT/install.log" 2>&1 \
+  || { log "install failed; see $LLAMA_ROOT/install.log"; tail -20 "$LLAMA_ROOT/install.log" >&2; exit 1; }
+want_stamp "$CUDA" > "$STAMP"
+log "installed into $PREFIX"
+echo "$PREFIX"
