@@ -46,13 +46,15 @@ run() { # run EXE: with a vocabulary when the assets are there, else just the us
 step "C++ example: find_package(Trie 0.1 REQUIRED), Trie::trie"
 cmake -S "$root/examples/cpp" -B "$work/cpp" -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
 cmake --build "$work/cpp"
-ldd "$work/cpp/trie_example_cpp" | grep -q "libtrie.so.0 => $libdir/libtrie.so.0" || fail "C++ example does not load $libdir/libtrie.so.0"
+deps="$(ldd "$work/cpp/trie_example_cpp")" # (not piped into grep -q: SIGPIPE + pipefail)
+grep -qF "libtrie.so.0 => $libdir/libtrie.so.0" <<<"$deps" || fail "C++ example does not load $libdir/libtrie.so.0"
 run "$work/cpp/trie_example_cpp"
 
 step "C++ example: Trie::trie_static"
 cmake -S "$root/examples/cpp" -B "$work/cpp-static" -DCMAKE_PREFIX_PATH="$prefix" -DTRIE_EXAMPLE_STATIC=ON >/dev/null
 cmake --build "$work/cpp-static"
-if ldd "$work/cpp-static/trie_example_cpp" | grep -q libtrie; then fail "static C++ example links libtrie.so"; fi
+deps="$(ldd "$work/cpp-static/trie_example_cpp")"
+if grep -q libtrie <<<"$deps"; then fail "static C++ example links libtrie.so"; fi
 run "$work/cpp-static/trie_example_cpp"
 
 step "C example: pkg-config --cflags --libs trie"
@@ -68,7 +70,8 @@ step "C example: static, pkg-config --static"
 # shellcheck disable=SC2046
 "$cc" -std=c11 "$root/examples/c/main.c" -o "$work/example_c_static" $(pkg-config --cflags trie) \
     "$(pkg-config --variable=libdir trie)/libtrie.a" $(pkg-config --static --libs-only-l trie | sed 's/-ltrie//')
-if ldd "$work/example_c_static" | grep -q libtrie; then fail "static C example links libtrie.so"; fi
+deps="$(ldd "$work/example_c_static")"
+if grep -q libtrie <<<"$deps"; then fail "static C example links libtrie.so"; fi
 run "$work/example_c_static"
 
 echo
