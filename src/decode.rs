@@ -62,10 +62,12 @@ pub(crate) fn vocabulary_from_gguf(meta: &Metadata) -> Result<Vocabulary> {
         "no_vocab" | "none" => {
             return Err(Error::unsupported("the GGUF file has no vocabulary (tokenizer.ggml.model = none)"))
         }
-        other => return Err(Error::unsupported(format!(
+        other => {
+            return Err(Error::unsupported(format!(
             "tokenizer.ggml.model = {other:?} is not supported (libtrie reads gpt2, llama, gemma4, t5, plamo2, rwkv); \
                  load the tokens through trie_vocab_new / Vocabulary::new instead"
-        ))),
+        )))
+        }
     };
     let texts = match meta.get("tokenizer.ggml.tokens") {
         Some(Value::Array(items)) => items,
