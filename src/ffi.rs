@@ -815,9 +815,7 @@ pub unsafe extern "C" fn trie_mask(
     guard(|| {
         let a = automaton_ref(automaton)?;
         let s = check_state(a, state)?;
-        if bitmask.is_null() {
-            return Err(null("bitmask"));
-        }
+        // NULL with 0 words is an empty buffer: "too small", like any short buffer.
         let row = slice_mut(bitmask, n_words, "bitmask")?;
         a.fill_bitmask(s, row)
     })

@@ -281,7 +281,7 @@ static void test_decode(void) {
     CHECK(mask[0] == 0xAAAAAAAAu); /* nothing written */
     CHECK(strstr(trie_last_error(), "needs 2") != NULL);
     CHECK_ST(trie_mask(a, s0, NULL, 2), TRIE_ERR_NULL_ARGUMENT);
-    CHECK_ST(trie_mask(a, s0, NULL, 0), TRIE_ERR_NULL_ARGUMENT);
+    CHECK_ST(trie_mask(a, s0, NULL, 0), TRIE_ERR_BUFFER_TOO_SMALL);
     CHECK_ST(trie_mask(NULL, s0, mask, 2), TRIE_ERR_NULL_ARGUMENT);
     CHECK_ST(trie_mask(a, 99999, mask, 4), TRIE_ERR_INVALID_STATE);
     CHECK(mask[0] == 0xAAAAAAAAu);

@@ -1,0 +1,3 @@
+module github.com/libtrie/libtrie/bindings/go
+
+go 1.19
