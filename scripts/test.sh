@@ -38,6 +38,7 @@ stage "Python module over the C ABI (unittest)" \
 stage "C ABI: header drift, C/C++ tests (ASan, valgrind), examples, packaging" scripts/test-c.sh
 if [[ -x scripts/test-go.sh ]]; then stage "Go bindings" scripts/test-go.sh; fi
 if [[ -x scripts/test-swift-module.sh ]]; then stage "Swift module (clang modules)" scripts/test-swift-module.sh; fi
+stage "fuzz smoke (cargo-fuzz, every target 25 s, ASan)" scripts/fuzz-smoke.sh 25
 if [[ "${TRIE_SKIP_LLAMA:-0}" != 1 ]]; then
   stage "llama.cpp sampler on a real model (SmolLM2-135M)" tests/llama/run.sh
 fi
