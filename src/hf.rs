@@ -304,7 +304,9 @@ impl Vocabulary {
         serde_json::from_slice::<serde_json::Value>(bytes)
             .map_err(|e| Error::malformed(format!("not a valid tokenizer.json: {e}")))?;
         let tok = std::panic::catch_unwind(|| Tokenizer::from_bytes(bytes))
-            .map_err(|_| Error::malformed("not a valid tokenizer.json: the tokenizers crate panicked while reading it"))?
+            .map_err(|_| {
+                Error::malformed("not a valid tokenizer.json: the tokenizers crate panicked while reading it")
+            })?
             .map_err(|e| Error::malformed(format!("not a valid tokenizer.json: {e}")))?;
         vocabulary_from_tokenizer(&tok, options)
     }
