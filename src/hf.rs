@@ -299,11 +299,11 @@ impl Vocabulary {
 
     /// Like [`Vocabulary::from_tokenizer_json`], from the bytes of a `tokenizer.json` file.
     pub fn from_tokenizer_json_bytes(bytes: &[u8], options: &HfOptions) -> Result<Vocabulary> {
-        // tokenizers 0.22 panics (`expect`) on some syntax errors inside the "decoder" object: check the JSON
-        // first with the same parser, and contain any other panic of the crate as a malformed file.
-        serde_json::from_slice::<serde_json::Value>(bytes)
+        // tokenizers 0.22 panics (`expect`) on some syntax errors inside the "decoder" object: parse the JSON once
+        // here, hand the tree to the crate, and contain any other panic of the crate as a malformed file.
+        let json = serde_json::from_slice::<serde_json::Value>(bytes)
             .map_err(|e| Error::malformed(format!("not a valid tokenizer.json: {e}")))?;
-        let tok = std::panic::catch_unwind(|| Tokenizer::from_bytes(bytes))
+        let tok = std::panic::catch_unwind(move || serde_json::from_value::<Tokenizer>(json))
             .map_err(|_| {
                 Error::malformed("not a valid tokenizer.json: the tokenizers crate panicked while reading it")
             })?
