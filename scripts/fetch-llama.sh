@@ -19,15 +19,12 @@ REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 CACHE="${TRIE_CACHE:-$REPO/.cache}"
 JOBS="${TRIE_JOBS:-2}"
 
-LCP_VERSION="0.3.36"
-LCP_SDIST="llama_cpp_python-${LCP_VERSION}.tar.gz"
-LCP_SHA256="832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e"
+# The pinned sdist (version, sha256) is defined once, in scripts/fetch-sdist.sh.
+LCP_VERSION="$(sed -n 's/^LCP_VERSION="\(.*\)"$/\1/p' "$REPO/scripts/fetch-sdist.sh")"
+LCP_SHA256="$(sed -n 's/^LCP_SHA256="\(.*\)"$/\1/p' "$REPO/scripts/fetch-sdist.sh")"
 LLAMA_COMMIT="0c1e57098"
 CMAKE_VERSION="3.31.10"
 NINJA_VERSION="1.11.1.4"
-# scikit-build-core is only needed so that `pip download` can read the sdist's metadata without build isolation
-# (with isolation and --no-binary :all:, pip would try to compile cmake from source).
-SKBUILD_VERSION="0.11.6"
 
 LLAMA_ROOT="$CACHE/llama.cpp"
 SRC="$LLAMA_ROOT/src"
@@ -45,14 +42,12 @@ setup_venv() {
     log "creating venv with cmake==$CMAKE_VERSION ninja==$NINJA_VERSION in $venv"
     python3 -m venv "$venv"
     "$venv/bin/pip" install -q --disable-pip-version-check \
-      "cmake==$CMAKE_VERSION" "ninja==$NINJA_VERSION" "scikit-build-core==$SKBUILD_VERSION"
+      "cmake==$CMAKE_VERSION" "ninja==$NINJA_VERSION"
   fi
   CMAKE="$venv/bin/cmake"
   NINJA="$venv/bin/ninja"
-  PIP="$venv/bin/pip"
 }
 
-sha256_of() { sha256sum "$1" | cut -d' ' -f1; }
 
 want_stamp() {
   local cuda="$1"
@@ -73,25 +68,11 @@ if [[ "${TRIE_FORCE:-0}" != 1 && -f "$STAMP" && "$(cat "$STAMP")" == "$(want_sta
   exit 0
 fi
 
-mkdir -p "$CACHE/dl" "$LLAMA_ROOT"
+mkdir -p "$LLAMA_ROOT"
 setup_venv
 
-# ---- download + verify -------------------------------------------------------------------------------------
-SDIST="$CACHE/dl/$LCP_SDIST"
-if [[ -f "$SDIST" && "$(sha256_of "$SDIST")" != "$LCP_SHA256" ]]; then
-  log "cached $SDIST has a wrong sha256; downloading again"
-  rm -f "$SDIST"
-fi
-if [[ ! -f "$SDIST" ]]; then
-  log "downloading llama-cpp-python==$LCP_VERSION sdist from PyPI (~77 MB)"
-  "$PIP" download -q --disable-pip-version-check --no-deps --no-binary :all: --no-build-isolation \
-    "llama-cpp-python==$LCP_VERSION" -d "$CACHE/dl"
-fi
-got="$(sha256_of "$SDIST")"
-if [[ "$got" != "$LCP_SHA256" ]]; then
-  log "sha256 mismatch for $SDIST: got $got, want $LCP_SHA256"
-  exit 1
-fi
+# ---- download + verify (shared with scripts/fetch-assets.sh) ---------------------------------------------------
+SDIST="$("$REPO/scripts/fetch-sdist.sh")"
 log "sdist sha256 ok ($LCP_SHA256)"
 
 # ---- extract -----------------------------------------------------------------------------------------------

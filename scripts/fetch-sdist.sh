@@ -20,21 +20,15 @@ fi
 if [[ ! -f "$SDIST" ]]; then
   log "downloading llama-cpp-python==$LCP_VERSION sdist from PyPI (~77 MB)"
   tmp="$(mktemp -d)"
-  # --no-binary + --no-build-isolation + no build backend: pip only needs the file; it stops at metadata,
-  # which we do not need, so fetch through `pip download` with a metadata-free fallback.
-  if ! python3 -m pip download -q --disable-pip-version-check --no-deps --no-binary :all: --no-build-isolation \
-        "llama-cpp-python==$LCP_VERSION" -d "$tmp" 2>"$tmp/err"; then
-    # pip failed to read metadata (no scikit-build-core); the file was downloaded all the same if present.
-    :
-  fi
-  f="$(ls "$tmp"/llama_cpp_python-*.tar.gz 2>/dev/null | head -1 || true)"
-  if [[ -z "$f" ]]; then
+  # pip reads an sdist's metadata even for `download`; without build isolation it needs the build backend
+  # (scikit-build-core) at hand, and with isolation it would try to compile cmake from source.
+  if [[ ! -x "$CACHE/venv-dl/bin/pip" ]]; then
     python3 -m venv "$CACHE/venv-dl"
     "$CACHE/venv-dl/bin/pip" install -q --disable-pip-version-check "scikit-build-core==0.11.6"
-    "$CACHE/venv-dl/bin/pip" download -q --disable-pip-version-check --no-deps --no-binary :all: \
-      --no-build-isolation "llama-cpp-python==$LCP_VERSION" -d "$tmp"
-    f="$(ls "$tmp"/llama_cpp_python-*.tar.gz | head -1)"
   fi
+  "$CACHE/venv-dl/bin/pip" download -q --disable-pip-version-check --no-deps --no-binary :all: \
+    --no-build-isolation "llama-cpp-python==$LCP_VERSION" -d "$tmp"
+  f="$(ls "$tmp"/llama_cpp_python-*.tar.gz | head -1)"
   mv "$f" "$SDIST"
   rm -rf "$tmp"
 fi
