@@ -1,7 +1,7 @@
 """Driver of the side-by-side benchmark: every (engine, vocabulary, workload, form, K) case runs in its own process
 under a wall-clock cap; a time-out or a crash is recorded as a result. Appends JSON lines to OUT/results.jsonl.
 
-    python bench/bench.py --out docs/bench [--quick] [--cap 120] [--max-k 100000]
+    python bench/bench.py --out docs/bench [--quick] [--cap 120] [--max-k 100000] [--groups VOCAB:WORKLOAD:FORM,...]
 
 Engines: libtrie-c (libtrie natively through the C ABI, bench/trie_native.c), libtrie-py (the ctypes module
 python/libtrie), xgrammar, llguidance (default limits, and again with raised limits where the default ones fail),
@@ -78,6 +78,7 @@ def main() -> None:
     ap.add_argument("--cap", type=float, default=120.0, help="wall-clock cap of one case, seconds")
     ap.add_argument("--max-k", type=int, default=100_000)
     ap.add_argument("--engines", default=",".join(ENGINES))
+    ap.add_argument("--groups", default="", help="only these groups, e.g. llama-bpe:cities:raw,qwen2:words:json")
     a = ap.parse_args()
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -86,7 +87,10 @@ def main() -> None:
     compile_budget, mask_budget = (3.0, 2.0) if a.quick else (15.0, 8.0)
     n_paths = 50 if a.quick else 200
     with open(results, "a") as f:
+        only = {g for g in a.groups.split(",") if g}
         for vocab, workload, form, ks, group_engines in plan(a.quick, a.max_k):
+            if only and f"{vocab}:{workload}:{form}" not in only:
+                continue
             dead: Dict[str, str] = {}
             for k in ks:
                 C.make_paths(vocab, workload, form, k, n_paths)

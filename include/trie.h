@@ -478,6 +478,25 @@ enum trie_status trie_mask_batch(const struct trie_automaton *automaton,
                                  size_t row_words);
 
 /**
+ * Fills one bitmask row per `(automata[i], states[i])` pair: the batch of a serving engine whose sequences follow
+ * different sets. Row `i` is `bitmask[i * row_words .. (i + 1) * row_words]`; `row_words` must be at least every
+ * automaton's [`trie_automaton_mask_words`] and `n_words` (the buffer's length) at least `n_rows * row_words`. A
+ * NULL `automata[i]` marks an unconstrained sequence: its row is all ones. Every pair is checked before anything
+ * is written; on any error (the message names the row) nothing is written. `n_rows` 0 is a no-op. Parallel for
+ * large batches.
+ *
+ * # Safety
+ * `automata` and `states` NULL or `n_rows` elements, each automaton NULL or live; `bitmask` NULL or `n_words`
+ * writable words.
+ */
+enum trie_status trie_mask_rows(const struct trie_automaton *const *automata,
+                                const trie_state *states,
+                                size_t n_rows,
+                                uint32_t *bitmask,
+                                size_t n_words,
+                                size_t row_words);
+
+/**
  * The state after `token` in `*next` (`TRIE_STATE_FINISHED` after an end-of-generation token). A token not
  * allowed gives `TRIE_ERR_TOKEN_REJECTED` and leaves `*next` untouched (as every failure does); an id outside
  * `0..n_vocab` gives `TRIE_ERR_INVALID_ARGUMENT`, a bad state `TRIE_ERR_INVALID_STATE`.

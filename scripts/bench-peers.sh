@@ -3,7 +3,7 @@
 # same finite sets, vocabularies and token paths. Writes docs/bench/{results.jsonl,native.jsonl,results.csv,
 # RESULTS.md,machine.md,*.png}. Not part of the test command (.ci/run).
 #
-#   scripts/bench-peers.sh [--quick] [--max-k N] [--cap SECONDS] [--no-native]
+#   scripts/bench-peers.sh [--quick] [--max-k N] [--cap SECONDS] [--no-native] [--groups VOCAB:WORKLOAD:FORM,...]
 #
 # --quick: small K (≤ 1,000), few repeats, short budgets: proves the pipeline end to end in a few minutes.
 # Full run: K = 10 .. 100,000 for every engine (plus K = 1,000,000 for the engines that survive 100,000), each case
@@ -19,13 +19,14 @@ REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$REPO"
 CACHE="${TRIE_CACHE:-$REPO/.cache}"
 OUT="$REPO/docs/bench"
-QUICK=0; MAXK=100000; CAP=120; NATIVE=1
+QUICK=0; MAXK=100000; CAP=120; NATIVE=1; GROUPS=""
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --quick) QUICK=1 ;;
     --max-k) MAXK="$2"; shift ;;
     --cap) CAP="$2"; shift ;;
     --no-native) NATIVE=0 ;;
+    --groups) GROUPS="$2"; shift ;;  # rerun only these groups (the report keeps the newest row per case)
     *) echo "unknown argument $1" >&2; exit 2 ;;
   esac
   shift
@@ -83,6 +84,7 @@ if [[ $NATIVE == 1 ]]; then
 fi
 ARGS=(--out "$OUT" --cap "$CAP" --max-k "$MAXK")
 [[ $QUICK == 1 ]] && ARGS+=(--quick)
+[[ -n $GROUPS ]] && ARGS+=(--groups "$GROUPS")
 "$PY" bench/bench.py "${ARGS[@]}"
 "$PY" bench/report.py --out "$OUT" --run "$RUN"
 echo "$OUT/RESULTS.md"

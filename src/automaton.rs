@@ -296,6 +296,42 @@ impl Automaton {
         Ok(())
     }
 
+    /// Fills one row per `(automaton, state)` pair, for batches whose sequences follow different sets (a serving
+    /// engine's batch): row `i` is `out[i * row_words..(i + 1) * row_words]`. A `None` automaton marks an
+    /// unconstrained sequence: its row is all ones. `row_words` must be at least every automaton's
+    /// [`Automaton::mask_words`]. Every pair is checked before anything is written. Parallel for large batches.
+    pub fn fill_bitmask_rows(rows: &[(Option<&Automaton>, State)], out: &mut [u32], row_words: usize) -> Result<()> {
+        let need = rows.len().checked_mul(row_words).ok_or_else(|| Error::invalid("batch size overflows"))?;
+        if out.len() < need {
+            return Err(Error::new(
+                ErrorKind::BufferTooSmall,
+                format!("the batch buffer has {} words but {} rows of {row_words} need {need}", out.len(), rows.len()),
+            ));
+        }
+        for (i, &(a, s)) in rows.iter().enumerate() {
+            if let Some(a) = a {
+                if row_words < a.mask_words() {
+                    return Err(Error::new(
+                        ErrorKind::BufferTooSmall,
+                        format!("rows of {row_words} words are too short for row {i}: {} needed", a.mask_words()),
+                    ));
+                }
+                a.check(s).map_err(|e| Error::new(e.kind(), format!("row {i}: {}", e.message())))?;
+            }
+        }
+        let fill = |row: &mut [u32], &(a, s): &(Option<&Automaton>, State)| match a {
+            Some(a) => a.fill_row(s, row),
+            None => row.fill(u32::MAX),
+        };
+        let out = &mut out[..need];
+        if rows.len() >= 64 {
+            out.par_chunks_mut(row_words).zip(rows.par_iter()).with_min_len(32).for_each(|(row, r)| fill(row, r));
+        } else {
+            out.chunks_mut(row_words).zip(rows).for_each(|(row, r)| fill(row, r));
+        }
+        Ok(())
+    }
+
     /// When only one member remains below `state`: the rest of its bytes and a token path spelling them, so an
     /// engine can jump forward. `None` when several members remain or for `FINISHED`.
     pub fn forced(&self, state: State) -> Option<Forced> {

@@ -855,6 +855,44 @@ pub unsafe extern "C" fn trie_mask_batch(
     })
 }
 
+/// Fills one bitmask row per `(automata[i], states[i])` pair: the batch of a serving engine whose sequences follow
+/// different sets. Row `i` is `bitmask[i * row_words .. (i + 1) * row_words]`; `row_words` must be at least every
+/// automaton's [`trie_automaton_mask_words`] and `n_words` (the buffer's length) at least `n_rows * row_words`. A
+/// NULL `automata[i]` marks an unconstrained sequence: its row is all ones. Every pair is checked before anything
+/// is written; on any error (the message names the row) nothing is written. `n_rows` 0 is a no-op. Parallel for
+/// large batches.
+///
+/// # Safety
+/// `automata` and `states` NULL or `n_rows` elements, each automaton NULL or live; `bitmask` NULL or `n_words`
+/// writable words.
+#[no_mangle]
+pub unsafe extern "C" fn trie_mask_rows(
+    automata: *const *const trie_automaton,
+    states: *const trie_state,
+    n_rows: usize,
+    bitmask: *mut u32,
+    n_words: usize,
+    row_words: usize,
+) -> trie_status {
+    guard(|| {
+        let automata = slice(automata, n_rows, "automata")?;
+        let states = slice(states, n_rows, "states")?;
+        if n_rows == 0 {
+            return Ok(());
+        }
+        if bitmask.is_null() {
+            return Err(null("bitmask"));
+        }
+        let out = slice_mut(bitmask, n_words, "bitmask")?;
+        let rows: Vec<(Option<&Automaton>, State)> = automata
+            .iter()
+            .zip(states)
+            .map(|(&a, &s)| ((!a.is_null()).then(|| &*(a as *const Automaton)), State(s)))
+            .collect();
+        Automaton::fill_bitmask_rows(&rows, out, row_words)
+    })
+}
+
 /// The state after `token` in `*next` (`TRIE_STATE_FINISHED` after an end-of-generation token). A token not
 /// allowed gives `TRIE_ERR_TOKEN_REJECTED` and leaves `*next` untouched (as every failure does); an id outside
 /// `0..n_vocab` gives `TRIE_ERR_INVALID_ARGUMENT`, a bad state `TRIE_ERR_INVALID_STATE`.

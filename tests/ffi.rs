@@ -376,6 +376,45 @@ fn decode_masks_and_advance() {
             assert_eq!(row[0], if i % 2 == 1 { 0x104 } else { 0x63 });
         }
 
+        // Rows of different automata (and unconstrained rows) in one buffer.
+        let v2 = toy();
+        let (_, b) = compile(v2, &[b"e", b"de"], None);
+        trie_vocab_free(v2);
+        let automata = [a as *const trie_automaton, b, null(), a];
+        let states = [s0, 0, 12345, s_ab];
+        let mut rows = [0xAAAA_AAAAu32; 8];
+        assert_eq!(trie_mask_rows(automata.as_ptr(), states.as_ptr(), 4, rows.as_mut_ptr(), 8, 2), TRIE_OK);
+        assert_eq!(rows, [0x63, 0, 1 << 3 | 1 << 4, 0, u32::MAX, u32::MAX, 0x104, 0]);
+        let mut rows = [0xAAAA_AAAAu32; 8];
+        let bad_states = [s0, 0, 0, 424242];
+        assert_eq!(
+            trie_mask_rows(automata.as_ptr(), bad_states.as_ptr(), 4, rows.as_mut_ptr(), 8, 2),
+            TRIE_ERR_INVALID_STATE
+        );
+        assert!(last_error().contains("row 3"), "{}", last_error());
+        assert_eq!(
+            trie_mask_rows(automata.as_ptr(), states.as_ptr(), 4, rows.as_mut_ptr(), 8, 1),
+            TRIE_ERR_BUFFER_TOO_SMALL
+        );
+        assert_eq!(
+            trie_mask_rows(automata.as_ptr(), states.as_ptr(), 4, rows.as_mut_ptr(), 7, 2),
+            TRIE_ERR_BUFFER_TOO_SMALL
+        );
+        assert_eq!(trie_mask_rows(null(), states.as_ptr(), 4, rows.as_mut_ptr(), 8, 2), TRIE_ERR_NULL_ARGUMENT);
+        assert_eq!(trie_mask_rows(automata.as_ptr(), null(), 4, rows.as_mut_ptr(), 8, 2), TRIE_ERR_NULL_ARGUMENT);
+        assert_eq!(trie_mask_rows(automata.as_ptr(), states.as_ptr(), 4, null_mut(), 8, 2), TRIE_ERR_NULL_ARGUMENT);
+        assert_eq!(rows, [0xAAAA_AAAA; 8], "nothing written on failure");
+        assert_eq!(trie_mask_rows(null(), null(), 0, null_mut(), 0, 0), TRIE_OK);
+        let many_a: Vec<*const trie_automaton> =
+            (0..100).map(|i| if i % 3 == 0 { b as *const _ } else { a as *const _ }).collect();
+        let many_s: Vec<trie_state> = (0..100).map(|i| if i % 3 == 0 { 0 } else { s_ab }).collect();
+        let mut big = vec![0u32; 200];
+        assert_eq!(trie_mask_rows(many_a.as_ptr(), many_s.as_ptr(), 100, big.as_mut_ptr(), 200, 2), TRIE_OK);
+        for (i, row) in big.chunks(2).enumerate() {
+            assert_eq!(row[0], if i % 3 == 0 { 1 << 3 | 1 << 4 } else { 0x104 }, "row {i}");
+        }
+        trie_automaton_free(b);
+
         // Reference counting.
         let r = trie_automaton_retain(a);
         assert_eq!(r, a);

@@ -1,105 +1,84 @@
-"""libtrie from Python: a thin ctypes layer over the C ABI of ``libtrie.so`` (see ``include/trie.h``).
+"""libtrie for Python: force a language model to output exactly one string of a large finite set.
 
-libtrie forces a language model to output exactly one string of a large finite set. Compile the set once against a
-tokenizer vocabulary, then at each decoding step ask for the allowed tokens (a bitmask in the layout of XGrammar,
-LLGuidance, vLLM and SGLang: ``ceil(n_vocab / 32)`` little-endian 32-bit words, token ``t`` is bit ``t % 32`` of word
-``t // 32``) and advance a 32-bit state with the sampled token::
+Compile the set once against a tokenizer vocabulary; at each decoding step ask for the allowed tokens (a bitmask in
+the layout XGrammar, LLGuidance, vLLM and SGLang share: ``ceil(n_vocab / 32)`` 32-bit words per row, token ``t`` is
+bit ``t % 32`` of word ``t // 32``, 1 = allowed) and advance a state, which is a plain ``int``::
 
-    from libtrie import Vocab, Automaton, FINISHED
-    vocab = Vocab.from_gguf("ggml-vocab-qwen2.gguf")
-    a = Automaton(vocab, ["calendar.create_event", "maps.get_route"])
-    state = a.start()
-    row = a.new_mask()                # array('I') of a.mask_words words
-    a.fill_mask(state, row)           # or a.allowed(state) -> list of ids
-    state = a.advance(state, token)   # FINISHED after an end-of-generation token
+    import libtrie
+    vocab = libtrie.Vocab.from_gguf("ggml-vocab-qwen2.gguf")        # or from_tokenizer_json / from_tokens
+    tools = libtrie.compile(vocab, ["calendar.create_event", "maps.get_route"])
+    state = tools.start()
+    mask = torch.zeros(tools.mask_words, dtype=torch.int32)          # or numpy, array('i'), any writable buffer
+    tools.fill_bitmask(state, mask)                                  # or tools.allowed(state): a zero-copy view
+    state = tools.advance(state, token)                              # libtrie.FINISHED after an end-of-generation id
 
-The library is found in ``$TRIE_LIB`` (a file path) or else in ``<repo>/target/release/libtrie.so``. Pure Python, no
-dependency; the only per-call overhead is ctypes. Errors raise :class:`TrieError` carrying the status code and
-``trie_last_error()``. Objects free their native handle when garbage collected (or on :meth:`close`).
+A batch of sequences that follow different sets fills one ``[B, ceil(V / 32)]`` int32 tensor in one call with
+:func:`fill_bitmask_rows`. The serving integration for vLLM is :mod:`libtrie.vllm`.
+
+This package is a thin layer over the C ABI of ``libtrie.so`` (``include/trie.h``) through ctypes: the same library C,
+C++, Go and Swift use, one wheel for every CPython version, no copy where a view will do, and the GIL released
+during every native call (ctypes does it for ``CDLL`` functions), so batch fills of several threads run in
+parallel. Errors raise :class:`TrieError` with the C status code and the library's message. Handles are freed when
+the objects are collected, or at once with :meth:`close` / a ``with`` block. Objects may be shared across threads.
 """
 
 from __future__ import annotations
 
 import ctypes
+import enum
 import os
 from array import array
 from itertools import accumulate
-from pathlib import Path
-from typing import Iterable, List, Optional, Sequence, Union
+from typing import Any, Iterable, List, NamedTuple, Optional, Sequence, Tuple, Union
 
-__all__ = ["TrieError", "Vocab", "Automaton", "FINISHED", "library", "version"]
+from . import _native
+from ._native import i32p, library, sizep, u8p, vp
 
-#: The state after an end-of-generation token (``TRIE_STATE_FINISHED``).
+__all__ = [
+    "FINISHED", "Status", "TrieError", "Vocab", "Automaton", "Forced", "compile", "fill_bitmask_rows",
+    "bitmask_words", "library", "version", "TOKEN_NORMAL", "TOKEN_CONTROL", "TOKEN_UNKNOWN", "TOKEN_UNUSED",
+]
+
+#: The state after an end-of-generation token (``TRIE_STATE_FINISHED``): only end-of-generation ids are allowed.
 FINISHED = 0xFFFFFFFF
 
-_u8p = ctypes.POINTER(ctypes.c_uint8)
-_i32p = ctypes.POINTER(ctypes.c_int32)
-_u32p = ctypes.POINTER(ctypes.c_uint32)
-_sizep = ctypes.POINTER(ctypes.c_size_t)
+#: Token kinds for :meth:`Vocab.from_tokens` (``TRIE_TOKEN_*``): only normal tokens can spell a member.
+TOKEN_NORMAL, TOKEN_CONTROL, TOKEN_UNKNOWN, TOKEN_UNUSED = 0, 1, 2, 3
+
+StrOrBytes = Union[str, bytes]
+PathLike = Union[str, "os.PathLike[str]"]
 
 
-class _Options(ctypes.Structure):
-    _fields_ = [("drop_unreachable", ctypes.c_bool)]
+class Status(enum.IntEnum):
+    """``trie_status`` (``include/trie.h``): the code of every failure (0 is success)."""
+
+    OK = 0
+    NULL_ARGUMENT = 1
+    INVALID_ARGUMENT = 2
+    IO = 3
+    UNSUPPORTED_VOCABULARY = 4
+    UNREACHABLE_STRING = 5
+    BUFFER_TOO_SMALL = 6
+    TOKEN_REJECTED = 7
+    PANIC = 8
+    MALFORMED_FILE = 9
+    EMPTY_SET = 10
+    LIMIT_EXCEEDED = 11
+    INVALID_STATE = 12
 
 
 class TrieError(RuntimeError):
-    """A libtrie call failed: ``status`` is the ``trie_status`` code, the message is ``trie_last_error()``."""
+    """A libtrie call failed. ``status`` is the :class:`Status` (an ``int`` for an unknown code) and the message is
+    the library's ``trie_last_error()``, which names the argument, state, token or limit at fault."""
 
     def __init__(self, status: int, message: str) -> None:
-        super().__init__(f"libtrie status {status}: {message}")
-        self.status = status
-
-
-def _find_library() -> Path:
-    env = os.environ.get("TRIE_LIB")
-    if env:
-        return Path(env)
-    return Path(__file__).resolve().parents[2] / "target" / "release" / "libtrie.so"
-
-
-_lib: Optional[ctypes.CDLL] = None
-
-
-def library() -> ctypes.CDLL:
-    """The loaded ``libtrie.so`` with argument and result types declared (loaded on first use)."""
-    global _lib
-    if _lib is not None:
-        return _lib
-    lib = ctypes.CDLL(str(_find_library()))
-    vp, st = ctypes.c_void_p, ctypes.c_int
-    sigs = {
-        "trie_last_error": ([], ctypes.c_char_p),
-        "trie_status_str": ([ctypes.c_int], ctypes.c_char_p),
-        "trie_version": ([], ctypes.c_char_p),
-        "trie_vocab_from_gguf": ([ctypes.c_char_p, ctypes.POINTER(vp)], st),
-        "trie_vocab_from_tokenizer_json": ([ctypes.c_char_p, ctypes.POINTER(vp)], st),
-        "trie_vocab_free": ([vp], None),
-        "trie_vocab_n_tokens": ([vp], ctypes.c_size_t),
-        "trie_vocab_token": ([vp, ctypes.c_int32, ctypes.POINTER(_u8p), _sizep], st),
-        "trie_vocab_eog_ids": ([vp, ctypes.POINTER(_i32p), _sizep], st),
-        "trie_compile": ([vp, ctypes.POINTER(_u8p), _sizep, ctypes.c_size_t, ctypes.POINTER(_Options),
-                          ctypes.POINTER(vp)], st),
-        "trie_automaton_free": ([vp], None),
-        "trie_automaton_n_vocab": ([vp], ctypes.c_size_t),
-        "trie_automaton_mask_words": ([vp], ctypes.c_size_t),
-        "trie_automaton_n_states": ([vp], ctypes.c_size_t),
-        "trie_automaton_memory_usage": ([vp], ctypes.c_size_t),
-        "trie_start": ([vp], ctypes.c_uint32),
-        "trie_allowed": ([vp, ctypes.c_uint32, ctypes.POINTER(_i32p), _sizep], st),
-        "trie_mask": ([vp, ctypes.c_uint32, _u32p, ctypes.c_size_t], st),
-        "trie_advance": ([vp, ctypes.c_uint32, ctypes.c_int32, _u32p], st),
-    }
-    for name, (args, res) in sigs.items():
-        f = getattr(lib, name)
-        f.argtypes = args
-        f.restype = res
-    _lib = lib
-    return lib
-
-
-def version() -> str:
-    """The version string of the loaded library."""
-    return library().trie_version().decode()
+        try:
+            self.status: Union[Status, int] = Status(status)
+            name = self.status.name
+        except ValueError:
+            self.status, name = status, "UNKNOWN"
+        super().__init__(f"libtrie {name} ({status}): {message}")
+        self.message = message
 
 
 def _check(status: int) -> None:
@@ -108,122 +87,363 @@ def _check(status: int) -> None:
         raise TrieError(status, msg.decode("utf-8", "replace") if msg else "")
 
 
-class Vocab:
-    """A tokenizer vocabulary: token bytes, kinds and end-of-generation ids (``trie_vocab``)."""
+def version() -> str:
+    """The version of the loaded library (``trie_version()``)."""
+    return library().trie_version().decode()
 
-    def __init__(self, handle: int) -> None:
-        self._h = ctypes.c_void_p(handle)
+
+def bitmask_words(n_vocab: int) -> int:
+    """The number of 32-bit words of one bitmask row for a vocabulary of ``n_vocab`` ids."""
+    return (n_vocab + 31) // 32
+
+
+def _view_i32(address: int, n: int, owner: Any) -> memoryview:
+    """A read-only ``int32`` memoryview of ``n`` values at ``address`` that keeps ``owner`` alive."""
+    if n == 0:
+        return memoryview(b"").cast("i")
+    block = (ctypes.c_int32 * n).from_address(address)
+    block._owner = owner  # the view keeps the block, the block keeps the native object
+    return memoryview(block).cast("B").cast("i").toreadonly()
+
+
+def _words(out: Any, what: str = "bitmask") -> Tuple[int, int, int]:
+    """(address, length in words, row length in words: 0 for a flat buffer) of a writable buffer of 32-bit integers: a CPU torch tensor
+    (int32 or uint32, contiguous), or anything with the buffer protocol (numpy array, ``array('i')`` or
+    ``array('I')``, ctypes array, ``bytearray`` of a multiple of 4 bytes). The row length is the last dimension."""
+    if type(out).__module__.split(".")[0] == "torch":
+        import torch
+
+        if out.dtype not in (torch.int32, getattr(torch, "uint32", torch.int32)):
+            raise TypeError(f"{what} must be an int32 tensor, not {out.dtype}")
+        if out.device.type != "cpu":
+            raise ValueError(f"{what} must be on the CPU (fill a CPU tensor, then copy it to {out.device})")
+        if not out.is_contiguous():
+            raise ValueError(f"{what} must be contiguous")
+        row = int(out.shape[-1]) if out.dim() >= 2 else 0
+        return int(out.data_ptr()), int(out.numel()), row
+    try:
+        mv = memoryview(out)
+    except TypeError:
+        raise TypeError(f"{what} must be a torch tensor or a buffer of 32-bit integers, not {type(out).__name__}")
+    if mv.readonly:
+        raise ValueError(f"{what} is read-only")
+    if not mv.c_contiguous:
+        raise ValueError(f"{what} must be C-contiguous")
+    if mv.itemsize == 1 and mv.format in ("B", "b", "c"):
+        if mv.nbytes % 4:
+            raise ValueError(f"{what} has {mv.nbytes} bytes, not a whole number of 32-bit words")
+        n, row = mv.nbytes // 4, 0
+    elif mv.itemsize == 4 and mv.format.lstrip("<=@") in ("i", "I", "l", "L"):
+        n = mv.nbytes // 4
+        row = mv.shape[-1] if mv.ndim >= 2 else 0
+    else:
+        raise TypeError(f"{what} must hold 32-bit integers (format {mv.format!r}, item size {mv.itemsize})")
+    if n == 0:
+        return 0, 0, 0
+    return ctypes.addressof(ctypes.c_char.from_buffer(mv)), n, row
+
+
+class Vocab:
+    """A tokenizer vocabulary (``trie_vocab``): the exact bytes of every token id, their kinds and the
+    end-of-generation ids. Immutable; share it between threads and compiled sets."""
+
+    __slots__ = ("_h", "__weakref__")
+
+    def __init__(self, _handle: int) -> None:
+        """Internal: use :meth:`from_gguf`, :meth:`from_tokenizer_json` or :meth:`from_tokens`."""
+        self._h = vp(_handle)
 
     @classmethod
-    def from_gguf(cls, path: Union[str, os.PathLike]) -> "Vocab":
-        """Load the vocabulary of a GGUF file (a vocab-only GGUF is enough)."""
-        out = ctypes.c_void_p()
+    def from_gguf(cls, path: PathLike) -> "Vocab":
+        """The vocabulary of a GGUF file (a model or a vocab-only file; only the metadata is read)."""
+        out = vp()
         _check(library().trie_vocab_from_gguf(os.fsencode(path), ctypes.byref(out)))
         return cls(out.value or 0)
 
     @classmethod
-    def from_tokenizer_json(cls, path: Union[str, os.PathLike]) -> "Vocab":
-        """Load a Hugging Face ``tokenizer.json`` (end-of-generation ids inferred from the special tokens)."""
-        out = ctypes.c_void_p()
-        _check(library().trie_vocab_from_tokenizer_json(os.fsencode(path), ctypes.byref(out)))
+    def from_tokenizer_json(cls, path: PathLike, eog_ids: Optional[Iterable[int]] = None,
+                            n_vocab: int = 0) -> "Vocab":
+        """A Hugging Face ``tokenizer.json``. ``eog_ids``: the end-of-generation ids (e.g. ``eos_token_id`` of
+        ``generation_config.json``; ``None`` infers them from the special tokens' names). ``n_vocab``: the model's
+        logits width when it is larger than the tokenizer (padding, e.g. 151,936 for Qwen2); 0 for the largest
+        id + 1."""
+        out = vp()
+        if eog_ids is None:
+            ids, n = None, 0
+        else:
+            lst = [int(i) for i in eog_ids]
+            ids, n = (ctypes.c_int32 * max(len(lst), 1))(*lst), len(lst)
+        _check(library().trie_vocab_from_tokenizer_json_ex(os.fsencode(path), ids, n, n_vocab, ctypes.byref(out)))
         return cls(out.value or 0)
 
-    def __len__(self) -> int:
-        """The number of listed token ids."""
-        return int(library().trie_vocab_n_tokens(self._h))
-
-    def token_bytes(self, token: int) -> bytes:
-        """The bytes a token stands for (empty for padding ids)."""
-        p, n = _u8p(), ctypes.c_size_t()
-        _check(library().trie_vocab_token(self._h, token, ctypes.byref(p), ctypes.byref(n)))
-        return ctypes.string_at(p, n.value) if n.value else b""
-
-    def eog_ids(self) -> List[int]:
-        """The end-of-generation ids."""
-        p, n = _i32p(), ctypes.c_size_t()
-        _check(library().trie_vocab_eog_ids(self._h, ctypes.byref(p), ctypes.byref(n)))
-        return [p[i] for i in range(n.value)]
-
-    def close(self) -> None:
-        """Release the native handle now (automata compiled from it keep their own reference)."""
-        if self._h.value:
-            library().trie_vocab_free(self._h)
-            self._h = ctypes.c_void_p(0)
-
-    __del__ = close
-
-
-class Automaton:
-    """A set of strings compiled against a vocabulary (``trie_automaton``); states are plain ``int``."""
-
-    def __init__(self, vocab: Vocab, strings: Iterable[Union[str, bytes]], drop_unreachable: bool = False) -> None:
-        self._h = ctypes.c_void_p(0)
-        data = [s.encode("utf-8") if isinstance(s, str) else bytes(s) for s in strings]
+    @classmethod
+    def from_tokens(cls, tokens: Sequence[Optional[StrOrBytes]], eog_ids: Iterable[int] = (),
+                    kinds: Optional[Sequence[int]] = None, n_vocab: int = 0) -> "Vocab":
+        """A vocabulary from the bytes of every token id ``0..len(tokens)``: ``bytes`` as they are, ``str`` as
+        UTF-8, ``None`` for an id with no text (padding). ``kinds[i]`` is one of ``TOKEN_*`` (default: all
+        normal); only normal tokens spell members. ``n_vocab``: the logits width, at least ``len(tokens)``."""
+        data = [b"" if t is None else (t.encode("utf-8") if isinstance(t, str) else bytes(t)) for t in tokens]
         n = len(data)
-        # One buffer for all strings (kept alive during the call), pointers by offset: O(1) ctypes objects.
         blob = ctypes.create_string_buffer(b"".join(data), sum(map(len, data)) or 1)
         base = ctypes.addressof(blob)
-        lens = (ctypes.c_size_t * n)(*map(len, data))
-        ptrs = (ctypes.c_void_p * n)(*list(accumulate(map(len, data), initial=base))[:n])
-        opts = _Options(drop_unreachable)
-        out = ctypes.c_void_p()
-        lib = library()
-        _check(lib.trie_compile(vocab._h, ctypes.cast(ptrs, ctypes.POINTER(_u8p)), lens, n, ctypes.byref(opts),
-                                ctypes.byref(out)))
-        self._h = out
-        self.n_vocab: int = int(lib.trie_automaton_n_vocab(out))
-        self.mask_words: int = int(lib.trie_automaton_mask_words(out))
-        self._mask = lib.trie_mask
-        self._advance = lib.trie_advance
-        self._next = ctypes.c_uint32()
+        lens = (ctypes.c_size_t * max(n, 1))(*map(len, data))
+        ptrs = (ctypes.c_void_p * max(n, 1))(*list(accumulate(map(len, data), initial=base))[:n])
+        kind_arr = None
+        if kinds is not None:
+            if len(kinds) != n:
+                raise ValueError(f"kinds has {len(kinds)} entries for {n} tokens")
+            kind_arr = (ctypes.c_uint32 * max(n, 1))(*kinds)
+        eog = [int(i) for i in eog_ids]
+        eog_arr = (ctypes.c_int32 * max(len(eog), 1))(*eog)
+        out = vp()
+        _check(library().trie_vocab_new_ex(ctypes.cast(ptrs, ctypes.POINTER(u8p)), lens, kind_arr, n, eog_arr,
+                                           len(eog), n_vocab, ctypes.byref(out)))
+        return cls(out.value or 0)
 
     @property
-    def n_states(self) -> int:
-        return int(library().trie_automaton_n_states(self._h))
+    def n_vocab(self) -> int:
+        """The number of token ids, which is the mask width in bits."""
+        return int(library().trie_vocab_n_tokens(self._live()))
+
+    def __len__(self) -> int:
+        return self.n_vocab
 
     @property
     def memory_usage(self) -> int:
-        """Bytes held by the automaton (excluding the shared vocabulary)."""
-        return int(library().trie_automaton_memory_usage(self._h))
+        """Heap bytes held by the vocabulary and its token index."""
+        return int(library().trie_vocab_memory_usage(self._live()))
 
-    def start(self) -> int:
-        """The start state."""
-        return int(library().trie_start(self._h))
+    def token_bytes(self, token: int) -> bytes:
+        """The bytes token ``token`` stands for (empty for padding and for control tokens without text)."""
+        p, n = u8p(), ctypes.c_size_t()
+        _check(library().trie_vocab_token(self._live(), token, ctypes.byref(p), ctypes.byref(n)))
+        return ctypes.string_at(p, n.value) if n.value else b""
 
-    def new_mask(self) -> "array[int]":
-        """A zeroed bitmask row of :attr:`mask_words` 32-bit words."""
-        return array("I", bytes(4 * self.mask_words))
+    @property
+    def eog_ids(self) -> Tuple[int, ...]:
+        """The end-of-generation ids, ascending."""
+        p, n = i32p(), ctypes.c_size_t()
+        _check(library().trie_vocab_eog_ids(self._live(), ctypes.byref(p), ctypes.byref(n)))
+        return tuple(p[: n.value])
 
-    def fill_mask(self, state: int, row: "Union[array[int], object]", address: Optional[int] = None) -> None:
-        """Write the allowed-token bitmask of ``state`` into ``row`` (an ``array('I')`` of :attr:`mask_words`
-        words), or into the memory at ``address`` (e.g. ``numpy_array.ctypes.data``) when given."""
-        if address is None:
-            address, n = row.buffer_info()  # type: ignore[union-attr]
-            if n < self.mask_words:
-                raise ValueError("mask row too short")
-        _check(self._mask(self._h, state, ctypes.cast(address, _u32p), self.mask_words))
-
-    def allowed(self, state: int) -> List[int]:
-        """The allowed token ids of ``state``, ascending."""
-        p, n = _i32p(), ctypes.c_size_t()
-        _check(library().trie_allowed(self._h, state, ctypes.byref(p), ctypes.byref(n)))
-        return p[: n.value]
-
-    def advance(self, state: int, token: int) -> int:
-        """The state after ``token`` (:data:`FINISHED` after an end-of-generation token); raises
-        :class:`TrieError` (status 7) for a token that is not allowed."""
-        _check(self._advance(self._h, state, token, ctypes.byref(self._next)))
-        return int(self._next.value)
+    def _live(self) -> vp:
+        if not self._h.value:
+            raise ValueError("this Vocab was closed")
+        return self._h
 
     def close(self) -> None:
-        """Release the native handle now."""
-        if self._h.value:
+        """Release the native handle now (sets compiled from it keep their own reference)."""
+        h, self._h = self._h, vp(0)
+        if h.value:
+            library().trie_vocab_free(h)
+
+    def __enter__(self) -> "Vocab":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:  # interpreter shutdown
+            pass
+
+
+class Forced(NamedTuple):
+    """The rest of the only member left below a state: its bytes and a token path spelling them (no EOG)."""
+
+    bytes: bytes
+    tokens: Tuple[int, ...]
+
+
+class Automaton:
+    """A set of strings compiled against a vocabulary (``trie_automaton``). Immutable and thread-safe; the decoding
+    state of each sequence is a plain ``int`` (start: :meth:`start`; end: :data:`FINISHED`)."""
+
+    __slots__ = ("_h", "_pin", "vocab", "n_vocab", "mask_words", "_advance", "_mask", "__weakref__")
+
+    def __init__(self, vocab: Vocab, strings: Iterable[StrOrBytes], drop_unreachable: bool = False) -> None:
+        """Compile ``strings`` (``str`` as UTF-8, or ``bytes``; duplicates and prefixes allowed) against ``vocab``.
+        Raises :class:`TrieError`: ``EMPTY_SET``; ``UNREACHABLE_STRING`` naming the strings no token sequence can
+        spell (or pass ``drop_unreachable=True`` and read :attr:`dropped`); ``LIMIT_EXCEEDED``."""
+        self._h = vp(0)
+        self._pin: Optional[_Pin] = None
+        data = [s.encode("utf-8") if isinstance(s, str) else bytes(s) for s in strings]
+        n = len(data)
+        # One buffer for all strings (alive during the call), pointers by offset: O(1) ctypes objects.
+        blob = ctypes.create_string_buffer(b"".join(data), sum(map(len, data)) or 1)
+        base = ctypes.addressof(blob)
+        lens = (ctypes.c_size_t * max(n, 1))(*map(len, data))
+        ptrs = (ctypes.c_void_p * max(n, 1))(*list(accumulate(map(len, data), initial=base))[:n])
+        opts = _native.Options(drop_unreachable)
+        out = vp()
+        lib = library()
+        _check(lib.trie_compile(vocab._live(), ctypes.cast(ptrs, ctypes.POINTER(u8p)), lens, n, ctypes.byref(opts),
+                                ctypes.byref(out)))
+        self._h = out
+        #: The vocabulary this set was compiled against.
+        self.vocab = vocab
+        #: The mask width in bits (the vocabulary's size).
+        self.n_vocab: int = int(lib.trie_automaton_n_vocab(out))
+        #: 32-bit words per bitmask row: ``ceil(n_vocab / 32)``.
+        self.mask_words: int = int(lib.trie_automaton_mask_words(out))
+        self._advance = lib.trie_advance
+        self._mask = lib.trie_mask
+
+    # ---- facts -------------------------------------------------------------------------------------------------
+
+    @property
+    def n_states(self) -> int:
+        """The number of states (valid states: ``0..n_states`` and :data:`FINISHED`)."""
+        return int(library().trie_automaton_n_states(self._live()))
+
+    @property
+    def n_members(self) -> int:
+        """The number of distinct strings the automaton can produce."""
+        return int(library().trie_automaton_n_members(self._live()))
+
+    @property
+    def memory_usage(self) -> int:
+        """Heap bytes held by the automaton, not counting the shared vocabulary."""
+        return int(library().trie_automaton_memory_usage(self._live()))
+
+    @property
+    def dropped(self) -> Tuple[int, ...]:
+        """Input positions of the strings dropped as unreachable (with ``drop_unreachable=True``), ascending."""
+        p, n = sizep(), ctypes.c_size_t()
+        _check(library().trie_automaton_dropped(self._live(), ctypes.byref(p), ctypes.byref(n)))
+        return tuple(p[: n.value])
+
+    # ---- decoding ----------------------------------------------------------------------------------------------
+
+    def start(self) -> int:
+        """The start state (0)."""
+        return int(library().trie_start(self._live()))
+
+    def advance(self, state: int, token: int) -> int:
+        """The state after ``token`` (:data:`FINISHED` after an end-of-generation id). Raises :class:`TrieError`
+        ``TOKEN_REJECTED`` for a token the state does not allow, ``INVALID_STATE`` / ``INVALID_ARGUMENT`` for a
+        state or id that does not exist."""
+        nxt = ctypes.c_uint32()
+        _check(self._advance(self._live(), state, token, ctypes.byref(nxt)))
+        return nxt.value
+
+    def advance_many(self, state: int, tokens: Iterable[int]) -> int:
+        """:meth:`advance` over each token in turn."""
+        h, nxt, adv = self._live(), ctypes.c_uint32(), self._advance
+        ref = ctypes.byref(nxt)
+        for t in tokens:
+            _check(adv(h, state, t, ref))
+            state = nxt.value
+        return state
+
+    def is_accepting(self, state: int) -> bool:
+        """Whether a member may end in ``state`` (end-of-generation ids are allowed there); true for FINISHED."""
+        return bool(library().trie_is_accepting(self._live(), state))
+
+    def allowed(self, state: int) -> memoryview:
+        """The allowed token ids of ``state``, ascending, as a read-only ``int32`` memoryview into the automaton
+        (no copy; it keeps the automaton alive). ``numpy.frombuffer(view, numpy.int32)`` or ``view.tolist()``."""
+        p, n = i32p(), ctypes.c_size_t()
+        _check(library().trie_allowed(self._live(), state, ctypes.byref(p), ctypes.byref(n)))
+        if self._pin is None:
+            self._pin = _Pin(self._h)
+        return _view_i32(ctypes.cast(p, ctypes.c_void_p).value or 0, n.value, self._pin)
+
+    def fill_bitmask(self, state: int, out: Any) -> None:
+        """Write the bitmask of ``state`` into ``out``: a CPU int32 torch tensor row, a numpy int32/uint32 array,
+        an ``array('i')``, ... of at least :attr:`mask_words` words (every word is written; bits past the
+        vocabulary are 0). Raises :class:`TrieError` ``BUFFER_TOO_SMALL`` (nothing written) when it is short."""
+        address, n, _ = _words(out)
+        _check(self._mask(self._live(), state, address or None, n))
+
+    def fill_bitmask_batch(self, states: Sequence[int], out: Any) -> None:
+        """One row per state into ``out`` of shape ``[len(states), W]`` (``W >= mask_words``; a flat buffer is
+        taken as rows of :attr:`mask_words`). Every state is checked before anything is written."""
+        address, n, row = _words(out)
+        st = (ctypes.c_uint32 * max(len(states), 1))(*states)
+        _check(library().trie_mask_batch(self._live(), st, len(states), address or None, n, row or self.mask_words))
+
+    def new_bitmask(self, rows: Optional[int] = None) -> "array[int]":
+        """A zeroed ``array('i')`` of :attr:`mask_words` words (times ``rows``): a dependency-free buffer."""
+        return array("i", bytes(4 * self.mask_words * (rows or 1)))
+
+    def forced(self, state: int) -> Optional[Forced]:
+        """When exactly one member remains below ``state``: the rest of its bytes and a token path spelling them
+        (lets an engine emit several tokens at once). ``None`` when several remain, or for FINISHED."""
+        lib, h = library(), self._live()
+        nb, nt, is_forced = ctypes.c_size_t(), ctypes.c_size_t(), ctypes.c_bool()
+        st = lib.trie_forced(h, state, None, 0, ctypes.byref(nb), None, 0, ctypes.byref(nt), ctypes.byref(is_forced))
+        if st not in (0, Status.BUFFER_TOO_SMALL):
+            _check(st)
+        if not is_forced.value:
+            return None
+        buf = (ctypes.c_uint8 * max(nb.value, 1))()
+        toks = (ctypes.c_int32 * max(nt.value, 1))()
+        _check(lib.trie_forced(h, state, buf, nb.value, ctypes.byref(nb), toks, nt.value, ctypes.byref(nt),
+                               ctypes.byref(is_forced)))
+        return Forced(bytes(buf[: nb.value]), tuple(toks[: nt.value]))
+
+    # ---- lifetime ----------------------------------------------------------------------------------------------
+
+    def _live(self) -> vp:
+        if not self._h.value:
+            raise ValueError("this Automaton was closed")
+        return self._h
+
+    def close(self) -> None:
+        """Release the native handle now (views from :meth:`allowed` keep their own reference until they go)."""
+        self._pin = None
+        h, self._h = self._h, vp(0)
+        if h.value:
+            library().trie_automaton_free(h)
+
+    def __enter__(self) -> "Automaton":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:  # interpreter shutdown
+            pass
+
+
+class _Pin:
+    """A native reference to an automaton held by the views of :meth:`Automaton.allowed`, so that they stay valid
+    after the automaton is closed or collected."""
+
+    __slots__ = ("_h",)
+
+    def __init__(self, handle: vp) -> None:
+        self._h = vp(library().trie_automaton_retain(handle))
+
+    def __del__(self) -> None:
+        try:
             library().trie_automaton_free(self._h)
-            self._h = ctypes.c_void_p(0)
+        except Exception:  # interpreter shutdown
+            pass
 
-    __del__ = close
+
+def compile(vocab: Vocab, strings: Iterable[StrOrBytes], *, drop_unreachable: bool = False) -> Automaton:
+    """Compile ``strings`` against ``vocab``: ``Automaton(vocab, strings, drop_unreachable)``."""
+    return Automaton(vocab, strings, drop_unreachable)
 
 
-def compile_set(vocab: Vocab, strings: Sequence[Union[str, bytes]]) -> Automaton:
-    """Shorthand for ``Automaton(vocab, strings)``."""
-    return Automaton(vocab, strings)
+def fill_bitmask_rows(rows: Sequence[Tuple[Optional[Automaton], int]], out: Any) -> None:
+    """Fill one bitmask row per ``(automaton, state)`` pair into ``out`` of shape ``[len(rows), W]`` (a CPU int32
+    tensor, a numpy array, ...; ``W`` at least every automaton's :attr:`~Automaton.mask_words`) in one native call,
+    in parallel for large batches, with the GIL released. The sequences of a serving batch may follow different
+    sets; an automaton of ``None`` marks an unconstrained row (all ones). Every pair is checked first: on an error
+    nothing is written and the message names the row."""
+    n = len(rows)
+    address, words, row = _words(out)
+    if not row:  # a flat buffer: rows as wide as the widest automaton needs
+        row = max((a.mask_words for a, _ in rows if a is not None), default=0)
+    handles = (vp * max(n, 1))(*[(a._live().value if a is not None else None) for a, _ in rows])
+    states = (ctypes.c_uint32 * max(n, 1))(*[s for _, s in rows])
+    # Keep the automata referenced (they are, through `rows`) for the duration of the call.
+    _check(library().trie_mask_rows(handles, states, n, address or None, words, row))

@@ -1,0 +1,110 @@
+"""Loading ``libtrie.so`` and declaring the C ABI of ``include/trie.h`` for ctypes (private).
+
+Every function is called through :class:`ctypes.CDLL`, which releases the GIL for the duration of each foreign call:
+mask fills, batch fills and compiles run while other Python threads go on.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import sys
+from pathlib import Path
+from typing import List, Optional
+
+u8p = ctypes.POINTER(ctypes.c_uint8)
+i32p = ctypes.POINTER(ctypes.c_int32)
+u32p = ctypes.POINTER(ctypes.c_uint32)
+sizep = ctypes.POINTER(ctypes.c_size_t)
+vp = ctypes.c_void_p
+
+
+class Options(ctypes.Structure):
+    """``trie_options``."""
+
+    _fields_ = [("drop_unreachable", ctypes.c_bool)]
+
+
+def candidates() -> List[Path]:
+    """Where the library is looked for, in order: ``$TRIE_LIB`` (a file), the copy built into this package by
+    ``pip install`` (``_libtrie*.so``), then ``target/release/libtrie.so`` of the source tree this module sits in."""
+    here = Path(__file__).resolve().parent
+    found: List[Path] = []
+    env = os.environ.get("TRIE_LIB")
+    if env:
+        return [Path(env)]
+    suffix = {"darwin": ".dylib", "win32": ".dll"}.get(sys.platform, ".so")
+    found += sorted(here.glob("_libtrie*" + (".pyd" if sys.platform == "win32" else ".so")))
+    found.append(here.parents[1] / "target" / "release" / ("libtrie" + suffix if sys.platform != "win32" else "trie.dll"))
+    return found
+
+
+_SIGNATURES = {
+    "trie_last_error": ([], ctypes.c_char_p),
+    "trie_status_str": ([ctypes.c_int], ctypes.c_char_p),
+    "trie_version": ([], ctypes.c_char_p),
+    "trie_vocab_new_ex": ([ctypes.POINTER(u8p), sizep, u32p, ctypes.c_size_t, i32p, ctypes.c_size_t, ctypes.c_size_t,
+                           ctypes.POINTER(vp)], ctypes.c_int),
+    "trie_vocab_from_gguf": ([ctypes.c_char_p, ctypes.POINTER(vp)], ctypes.c_int),
+    "trie_vocab_from_tokenizer_json_ex": ([ctypes.c_char_p, i32p, ctypes.c_size_t, ctypes.c_size_t,
+                                           ctypes.POINTER(vp)], ctypes.c_int),
+    "trie_vocab_free": ([vp], None),
+    "trie_vocab_n_tokens": ([vp], ctypes.c_size_t),
+    "trie_vocab_memory_usage": ([vp], ctypes.c_size_t),
+    "trie_vocab_token": ([vp, ctypes.c_int32, ctypes.POINTER(u8p), sizep], ctypes.c_int),
+    "trie_vocab_eog_ids": ([vp, ctypes.POINTER(i32p), sizep], ctypes.c_int),
+    "trie_compile": ([vp, ctypes.POINTER(u8p), sizep, ctypes.c_size_t, ctypes.POINTER(Options), ctypes.POINTER(vp)],
+                     ctypes.c_int),
+    "trie_automaton_retain": ([vp], vp),
+    "trie_automaton_free": ([vp], None),
+    "trie_automaton_n_vocab": ([vp], ctypes.c_size_t),
+    "trie_automaton_mask_words": ([vp], ctypes.c_size_t),
+    "trie_automaton_n_states": ([vp], ctypes.c_size_t),
+    "trie_automaton_n_members": ([vp], ctypes.c_size_t),
+    "trie_automaton_memory_usage": ([vp], ctypes.c_size_t),
+    "trie_automaton_dropped": ([vp, ctypes.POINTER(sizep), sizep], ctypes.c_int),
+    "trie_start": ([vp], ctypes.c_uint32),
+    "trie_allowed": ([vp, ctypes.c_uint32, ctypes.POINTER(i32p), sizep], ctypes.c_int),
+    "trie_mask": ([vp, ctypes.c_uint32, vp, ctypes.c_size_t], ctypes.c_int),
+    "trie_mask_batch": ([vp, u32p, ctypes.c_size_t, vp, ctypes.c_size_t, ctypes.c_size_t], ctypes.c_int),
+    "trie_mask_rows": ([ctypes.POINTER(vp), u32p, ctypes.c_size_t, vp, ctypes.c_size_t, ctypes.c_size_t],
+                       ctypes.c_int),
+    "trie_advance": ([vp, ctypes.c_uint32, ctypes.c_int32, u32p], ctypes.c_int),
+    "trie_is_accepting": ([vp, ctypes.c_uint32], ctypes.c_bool),
+    "trie_forced": ([vp, ctypes.c_uint32, u8p, ctypes.c_size_t, sizep, i32p, ctypes.c_size_t, sizep,
+                     ctypes.POINTER(ctypes.c_bool)], ctypes.c_int),
+}
+
+_lib: Optional[ctypes.CDLL] = None
+
+
+def library() -> ctypes.CDLL:
+    """The loaded library with every signature declared (loaded on first use; raises ``OSError`` naming the paths
+    tried when none loads)."""
+    global _lib
+    if _lib is not None:
+        return _lib
+    tried = []
+    lib = None
+    for path in candidates():
+        if not path.exists():
+            tried.append(f"{path} (missing)")
+            continue
+        try:
+            lib = ctypes.CDLL(str(path))
+            break
+        except OSError as e:
+            tried.append(f"{path} ({e})")
+    if lib is None:
+        raise OSError("libtrie: no loadable libtrie shared library; tried " + "; ".join(tried) +
+                      ". Install the package with `pip install <repo>` (builds it with cargo), run `cargo build "
+                      "--release` in the source tree, or set TRIE_LIB to the file.")
+    missing = [name for name in _SIGNATURES if not hasattr(lib, name)]
+    if missing:
+        raise OSError(f"libtrie: the library at {lib._name} is too old for this module: it lacks {', '.join(missing)}")
+    for name, (args, res) in _SIGNATURES.items():
+        f = getattr(lib, name)
+        f.argtypes = args
+        f.restype = res
+    _lib = lib
+    return lib
