@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# The opt-in vLLM test (not part of scripts/test.sh): a real vLLM 0.32 engine on CPU with libtrie's logits
+# processor, plus the Python package's tests run against the pip-installed package with torch and numpy present.
+# First run: ~6 GB of pinned wheels and a model conversion (scripts/setup-vllm.sh); then about 2 minutes.
+set -euo pipefail
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$REPO"
+CACHE="${TRIE_CACHE:-$REPO/.cache}"
+mapfile -t OUT < <(scripts/setup-vllm.sh | tail -n 2)
+PY="${OUT[0]}" MODEL="${OUT[1]}"
+ASSETS="$(scripts/fetch-assets.sh | tail -n 1)"
+export HF_HUB_OFFLINE=1 VLLM_CPU_KVCACHE_SPACE="${VLLM_CPU_KVCACHE_SPACE:-1}" TOKENIZERS_PARALLELISM=false
+export LIBTRIE_TEST_MODEL="$MODEL" LIBTRIE_TEST_SETS="$CACHE/bench-sets" TRIE_ASSETS="$ASSETS"
+cd "$CACHE"  # not the repository root: `import libtrie` must find the installed package
+LIBTRIE_TEST_INSTALLED=1 "$PY" -m unittest discover -s "$REPO/tests/python" -v
+LOG="$CACHE/test-vllm.log"
+set +e
+"$PY" -m unittest discover -v -s "$REPO/tests/vllm" -p 'test_vllm.py' >"$LOG" 2>&1
+rc=$?
+set -e
+grep -v -E '^\((EngineCore|Worker|MainProcess) pid|it/s\]$' "$LOG" || true   # vLLM's own logging: see $LOG
+echo "vLLM test: exit $rc (full log: $LOG)"
+exit "$rc"
