@@ -141,7 +141,7 @@ class PeerVocab:
         meta = read_gguf_vocab(vocab_path(name))
         kinds = list(meta["tokenizer.ggml.token_type"])  # type: ignore[arg-type]
         self.n_vocab = len(v)
-        self.eog = v.eog_ids()
+        self.eog = list(v.eog_ids)
         self.eos = int(meta.get("tokenizer.ggml.eos_token_id", self.eog[0]))  # type: ignore[arg-type]
         self.tokens: List[bytes] = []
         self.special: List[int] = []

@@ -33,8 +33,9 @@ stage "clippy (all targets, warnings are errors)" cargo clippy --release --all-t
 stage "cargo test (unit, real vocabularies, tokenizer.json, C ABI from Rust)" cargo test --release
 stage "cargo test without default features" cargo test --release --no-default-features --lib --test real_vocab
 stage "benchmarks build" cargo bench --no-run -q
-stage "Python module over the C ABI (unittest)" \
+stage "Python package from the source tree (unittest)" \
   bash -c 'cargo build --release -q && python3 -m unittest discover -s tests/python -v'
+stage "Python package pip-installed into a fresh venv (unittest, numpy)" scripts/test-python.sh
 stage "C ABI: header drift, C/C++ tests (ASan, valgrind), examples, packaging" scripts/test-c.sh
 if [[ -x scripts/test-go.sh ]]; then stage "Go bindings" scripts/test-go.sh; fi
 if [[ -x scripts/test-swift-module.sh ]]; then stage "Swift module (clang modules)" scripts/test-swift-module.sh; fi
