@@ -301,6 +301,12 @@ impl Automaton {
     /// unconstrained sequence: its row is all ones. `row_words` must be at least every automaton's
     /// [`Automaton::mask_words`]. Every pair is checked before anything is written. Parallel for large batches.
     pub fn fill_bitmask_rows(rows: &[(Option<&Automaton>, State)], out: &mut [u32], row_words: usize) -> Result<()> {
+        if rows.is_empty() {
+            return Ok(());
+        }
+        if row_words == 0 {
+            return Err(Error::invalid("row_words is 0: a bitmask row needs at least one word"));
+        }
         let need = rows.len().checked_mul(row_words).ok_or_else(|| Error::invalid("batch size overflows"))?;
         if out.len() < need {
             return Err(Error::new(

@@ -405,6 +405,13 @@ fn decode_masks_and_advance() {
         assert_eq!(trie_mask_rows(automata.as_ptr(), states.as_ptr(), 4, null_mut(), 8, 2), TRIE_ERR_NULL_ARGUMENT);
         assert_eq!(rows, [0xAAAA_AAAA; 8], "nothing written on failure");
         assert_eq!(trie_mask_rows(null(), null(), 0, null_mut(), 0, 0), TRIE_OK);
+        let unconstrained = [null::<trie_automaton>(); 2];
+        assert_eq!(
+            trie_mask_rows(unconstrained.as_ptr(), states.as_ptr(), 2, rows.as_mut_ptr(), 8, 0),
+            TRIE_ERR_INVALID_ARGUMENT
+        );
+        assert_eq!(trie_mask_rows(unconstrained.as_ptr(), states.as_ptr(), 2, rows.as_mut_ptr(), 8, 4), TRIE_OK);
+        assert_eq!(rows, [u32::MAX; 8]);
         let many_a: Vec<*const trie_automaton> =
             (0..100).map(|i| if i % 3 == 0 { b as *const _ } else { a as *const _ }).collect();
         let many_s: Vec<trie_state> = (0..100).map(|i| if i % 3 == 0 { 0 } else { s_ab }).collect();

@@ -76,6 +76,12 @@ enum Op {
         null_states: bool,
         null_mask: bool,
     },
+    MaskRows {
+        rows: Vec<(Option<u8>, u32, bool)>,
+        extra_words: u8,
+        short: bool,
+        null_mask: bool,
+    },
     Advance {
         a: u8,
         state: u32,
@@ -367,6 +373,49 @@ fn run(pool: &mut Pool, op: Op) {
                     }
                 } else if st != TRIE_OK {
                     assert!(buf.iter().all(|&w| w == 0x5A5A_5A5A), "failed trie_mask_batch wrote into the buffer");
+                }
+            }
+            Op::MaskRows { rows, extra_words, short, null_mask } => {
+                // Rows of different automata (None: unconstrained), each state known or arbitrary.
+                let rows: Vec<(*const trie_automaton, u32)> = rows
+                    .into_iter()
+                    .take(80)
+                    .map(|(a, s, known)| match a {
+                        Some(i) => {
+                            let a = pool.automaton(i);
+                            (a, pool.state(a, s, known.then_some(s as u8)))
+                        }
+                        None => (null(), s),
+                    })
+                    .collect();
+                let widest = rows.iter().map(|&(a, _)| trie_automaton_mask_words(a)).max().unwrap_or(0);
+                let rw = widest + (extra_words % 3) as usize;
+                let cap = rows.len() * rw;
+                let mut buf = vec![0x3C3C_3C3Cu32; cap.max(1)];
+                let automata: Vec<*const trie_automaton> = rows.iter().map(|r| r.0).collect();
+                let states: Vec<u32> = rows.iter().map(|r| r.1).collect();
+                let n_words = if short { cap.saturating_sub(1) } else { cap };
+                let st = check(trie_mask_rows(
+                    automata.as_ptr(),
+                    states.as_ptr(),
+                    rows.len(),
+                    if null_mask { null_mut() } else { buf.as_mut_ptr() },
+                    n_words,
+                    rw,
+                ));
+                if st == TRIE_OK {
+                    for (i, &(a, s)) in rows.iter().enumerate() {
+                        let got = &buf[i * rw..(i + 1) * rw];
+                        if a.is_null() {
+                            assert!(got.iter().all(|&w| w == u32::MAX), "unconstrained row {i}");
+                        } else {
+                            let mut row = vec![0u32; rw.max(1)];
+                            assert_eq!(check(trie_mask(a, s, row.as_mut_ptr(), rw)), TRIE_OK);
+                            assert_eq!(got, &row[..rw], "row {i}");
+                        }
+                    }
+                } else {
+                    assert!(buf.iter().all(|&w| w == 0x3C3C_3C3C), "failed trie_mask_rows wrote into the buffer");
                 }
             }
             Op::Advance { a, state, known, token, pick, null_next } => {

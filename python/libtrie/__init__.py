@@ -441,8 +441,8 @@ def fill_bitmask_rows(rows: Sequence[Tuple[Optional[Automaton], int]], out: Any)
     nothing is written and the message names the row."""
     n = len(rows)
     address, words, row = _words(out)
-    if not row:  # a flat buffer: rows as wide as the widest automaton needs
-        row = max((a.mask_words for a, _ in rows if a is not None), default=0)
+    if not row:  # a flat buffer: rows as wide as the widest automaton needs (all unconstrained: split evenly)
+        row = max((a.mask_words for a, _ in rows if a is not None), default=words // n if n else 0)
     handles = (vp * max(n, 1))(*[(a._live().value if a is not None else None) for a, _ in rows])
     states = (ctypes.c_uint32 * max(n, 1))(*[s for _, s in rows])
     # Keep the automata referenced (they are, through `rows`) for the duration of the call.
