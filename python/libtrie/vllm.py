@@ -17,9 +17,11 @@ across vLLM's process boundary and over the OpenAI-compatible server's ``vllm_xa
 - optional ``"drop_unreachable": true``: drop members the vocabulary cannot spell instead of failing the request.
 
 Requests without the key are left alone (their logits are not touched). Each constrained request keeps one integer
-state, advanced from its live output token ids before each step; ``apply`` fills the bitmask rows of all constrained
-requests in one native call and applies them with xgrammar's ``apply_token_bitmask_inplace`` (the kernel vLLM's own
-structured outputs use; a torch fallback otherwise). At a state where a member is complete, the stop tokens of the
+state, advanced from its live output token ids before each step. ``apply`` masks the rows of the constrained requests
+in one of two ways (``$LIBTRIE_VLLM_APPLY``: ``auto``, the default, picks per step): *sparse* (while rows allow few
+tokens, which is the usual case in a trie: keep the allowed logits, fill the rows with -inf, put them back; O(allowed)
+plus a memset) or *bitmask* (all rows filled in one native call, then xgrammar's ``apply_token_bitmask_inplace``,
+the kernel vLLM's own structured outputs use, or plain torch with ``torch``). At a state where a member is complete, the stop tokens of the
 request (``SamplingParams.all_stop_token_ids``, which include the model's EOS ids) are allowed too.
 
 The vocabulary is read from the model's ``tokenizer.json`` (the tokenizer folder, or the Hugging Face cache when the
@@ -42,6 +44,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Set, Tuple
 
+import numpy as np
 import torch
 
 from . import FINISHED, Automaton, TrieError, Vocab, bitmask_words, fill_bitmask_rows
@@ -292,7 +295,13 @@ class TrieLogitsProcessor(LogitsProcessor):
         self.rows: Dict[int, _Row] = {}
         self._cache: Optional[SetCache] = None
         self._bitmask: Optional[torch.Tensor] = None
-        self.use_xgrammar = os.environ.get("LIBTRIE_VLLM_KERNEL", "xgrammar") != "torch"
+        #: How masks are applied: "auto" (sparse when rows allow few tokens on average, else the bitmask with
+        #: xgrammar's kernel), "sparse", "xgrammar" (bitmask, xgrammar's kernel) or "torch" (bitmask, plain torch).
+        self.mode = os.environ.get("LIBTRIE_VLLM_APPLY", "auto")
+        if self.mode not in ("auto", "sparse", "xgrammar", "torch"):
+            raise ValueError(f"LIBTRIE_VLLM_APPLY={self.mode!r}: expected auto, sparse, xgrammar or torch")
+        #: "auto" goes sparse while the batch averages at most this many allowed ids per row.
+        self.sparse_limit = int(os.environ.get("LIBTRIE_VLLM_SPARSE_LIMIT", "4096"))
 
     # vLLM asks this to route the processor: False, since masking changes the argmax.
     def is_argmax_invariant(self) -> bool:
@@ -370,14 +379,45 @@ class TrieLogitsProcessor(LogitsProcessor):
         if not indices:
             return logits
         rows = [self.rows[i] for i in indices]
+        allowed = [r.automaton.allowed(r.state) for r in rows]  # zero-copy views
+        extra = [r.stops if r.stops and (r.state == FINISHED or r.automaton.is_accepting(r.state)) else ()
+                 for r in rows]
+        n_allowed = sum(map(len, allowed)) + sum(map(len, extra))
+        if self.mode == "sparse" or (self.mode == "auto" and n_allowed <= self.sparse_limit * len(rows)):
+            _apply_sparse(logits, indices, allowed, extra)
+            return logits
         bitmask = self._buffer(len(indices))
         fill_bitmask_rows([(r.automaton, r.state) for r in rows], bitmask)
-        for i, r in enumerate(rows):
-            if r.stops and (r.state == FINISHED or r.automaton.is_accepting(r.state)):
-                for t in r.stops:
-                    bitmask[i, t >> 5] |= _bit(t & 31)
-        apply_bitmask(logits, bitmask, indices, self.use_xgrammar)
+        for i, stops in enumerate(extra):
+            for t in stops:
+                bitmask[i, t >> 5] |= _bit(t & 31)
+        apply_bitmask(logits, bitmask, indices, self.mode != "torch")
         return logits
+
+
+def _apply_sparse(logits: torch.Tensor, indices: Sequence[int], allowed: Sequence[memoryview],
+                  extra: Sequence[Any]) -> None:
+    """Mask rows by keeping only their allowed entries: save them, fill the rows with -inf, put them back. Costs
+    O(rows x V) for the fill (a memset) plus O(allowed), against a bit test per logit for a bitmask kernel: the
+    faster path when few tokens are allowed, which is the usual case deep in a trie."""
+    parts, counts = [], []
+    for v, e in zip(allowed, extra):  # per row: its allowed ids, then its extra stop ids
+        parts.append(np.frombuffer(v, dtype=np.int32))
+        if e:
+            parts.append(np.fromiter(e, dtype=np.int32, count=len(e)))
+        counts.append(len(v) + len(e))
+    cols = np.concatenate(parts)
+    row_ids = np.repeat(np.asarray(indices, dtype=np.int64), counts)
+    device = logits.device
+    r = torch.from_numpy(row_ids).to(device, non_blocking=True)
+    c = torch.from_numpy(cols.astype(np.int64)).to(device, non_blocking=True)
+    keep = logits[r, c]
+    start = 0  # fill runs of consecutive rows as slices (a plain memset; index_fill_ is several times slower)
+    for k in range(1, len(indices) + 1):
+        if k == len(indices) or indices[k] != indices[k - 1] + 1:
+            logits[indices[start]:indices[k - 1] + 1].fill_(float("-inf"))
+            start = k
+    logits[r, c] = keep
 
 
 def _bit(i: int) -> int:

@@ -85,6 +85,7 @@ class ProcessorTest(unittest.TestCase):
 
     def setUp(self):
         self.p = TrieLogitsProcessor(fake_config(), torch.device("cpu"), False)
+        self.p.mode = os.environ.get("LIBTRIE_TEST_APPLY", "auto")
 
     def params(self, members=None, **kw):
         return SamplingParams(extra_args={"libtrie": {"strings": members}} if members else None, **kw)
@@ -148,13 +149,13 @@ class ProcessorTest(unittest.TestCase):
             (0, self.params(), None, outs[0]), (1, self.params(self.cities), None, outs[1]),
             (2, self.params(self.tools), None, outs[2])]))
         logits = torch.randn(3, N_VOCAB)
-        a, b = logits.clone(), logits.clone()
-        p.use_xgrammar = True
-        p.apply(a)
-        p.use_xgrammar = False
-        p.apply(b)
-        self.assertTrue(torch.equal(a, b))
-        self.check_rows(logits, a, {i: r.automaton.allowed(r.state).tolist() for i, r in p.rows.items()})
+        results = {}
+        for mode in ("sparse", "xgrammar", "torch", "auto"):
+            p.mode = mode
+            results[mode] = p.apply(logits.clone())
+        for mode in ("xgrammar", "torch", "auto"):
+            self.assertTrue(torch.equal(results[mode], results["sparse"]), mode)
+        self.check_rows(logits, results["sparse"], {i: r.automaton.allowed(r.state).tolist() for i, r in p.rows.items()})
         # bf16 logits and a full batch go through the same paths
         for use_x in (True, False):
             c = logits[1:].to(torch.bfloat16)
@@ -171,11 +172,14 @@ class ProcessorTest(unittest.TestCase):
         tok_ab = next(t for t in a.allowed(0).tolist() if a.vocab.token_bytes(t) == b"ab")
         out.append(tok_ab)
         p.update_state(None)
-        logits = torch.zeros(1, N_VOCAB)
-        p.apply(logits)
-        allowed = finite_ids(logits[0])
-        self.assertIn(17, allowed)
-        self.assertIn(EOS, allowed)
+        for mode in ("sparse", "xgrammar", "torch"):
+            p.mode = mode
+            logits = torch.zeros(1, N_VOCAB)
+            p.apply(logits)
+            allowed = finite_ids(logits[0])
+            self.assertIn(17, allowed, mode)
+            self.assertIn(EOS, allowed, mode)
+            self.assertIn(next(t for t in a.allowed(a.advance(0, tok_ab)).tolist() if t != EOS), allowed, mode)
         out.append(17)
         p.update_state(None)
         self.assertEqual(p.rows[0].state, FINISHED)
