@@ -78,6 +78,7 @@ def main() -> None:
     ap.add_argument("--cap", type=float, default=120.0, help="wall-clock cap of one case, seconds")
     ap.add_argument("--max-k", type=int, default=100_000)
     ap.add_argument("--engines", default=",".join(ENGINES))
+    ap.add_argument("--min-k", type=int, default=0, help="skip the smaller K of each group")
     ap.add_argument("--groups", default="", help="only these groups, e.g. llama-bpe:cities:raw,qwen2:words:json")
     a = ap.parse_args()
     out = Path(a.out)
@@ -92,7 +93,7 @@ def main() -> None:
             if only and f"{vocab}:{workload}:{form}" not in only:
                 continue
             dead: Dict[str, str] = {}
-            for k in ks:
+            for k in [k for k in ks if k >= a.min_k]:
                 C.make_paths(vocab, workload, form, k, n_paths)
                 for engine in [e for e in engines if e in group_engines]:
                     variants = [engine]

