@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The Python package as users get it: `pip install .` into a fresh venv (.cache/py-venv; the build backend and numpy
-# pinned by tests/python/requirements.txt), then tests/python against the installed copy, which must load the
-# libtrie.so bundled inside it. (tests/python also runs against the source tree in the stage before this one.)
+# pinned by tests/python/requirements.txt), mypy --strict over the package, then tests/python against the installed
+# copy, which must load the libtrie.so bundled inside it. (tests/python also runs against the source tree in the stage before this one.)
 set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 CACHE="${TRIE_CACHE:-$REPO/.cache}"
@@ -17,5 +17,7 @@ fi
 rm -rf "$REPO/build"
 "$VENV/bin/pip" show -f libtrie | grep -E '^(Name|Version)|_libtrie|vllm.py|entry_points'
 grep -A1 'vllm.logits_processors' "$VENV"/lib/python3*/site-packages/libtrie-*.dist-info/entry_points.txt
+# Type annotations (the package ships py.typed): strict, with vLLM and torch (not installed here) treated as Any.
+"$VENV/bin/mypy" --strict --ignore-missing-imports --cache-dir "$CACHE/mypy" "$REPO/python/libtrie"
 cd "$CACHE"  # away from the source tree, so `import libtrie` finds the installed package
 env -u TRIE_LIB LIBTRIE_TEST_INSTALLED=1 "$VENV/bin/python" -m unittest discover -s "$REPO/tests/python" -v

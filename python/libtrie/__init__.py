@@ -89,7 +89,8 @@ def _check(status: int) -> None:
 
 def version() -> str:
     """The version of the loaded library (``trie_version()``)."""
-    return library().trie_version().decode()
+    v: bytes = library().trie_version()
+    return v.decode()
 
 
 def bitmask_words(n_vocab: int) -> int:
@@ -102,7 +103,7 @@ def _view_i32(address: int, n: int, owner: Any) -> memoryview:
     if n == 0:
         return memoryview(b"").cast("i")
     block = (ctypes.c_int32 * n).from_address(address)
-    block._owner = owner  # the view keeps the block, the block keeps the native object
+    block._owner = owner  # type: ignore[attr-defined]  # the view keeps the block, the block keeps the owner
     return memoryview(block).cast("B").cast("i").toreadonly()
 
 
@@ -111,7 +112,7 @@ def _words(out: Any, what: str = "bitmask") -> Tuple[int, int, int]:
     (int32 or uint32, contiguous), or anything with the buffer protocol (numpy array, ``array('i')`` or
     ``array('I')``, ctypes array, ``bytearray`` of a multiple of 4 bytes). The row length is the last dimension."""
     if type(out).__module__.split(".")[0] == "torch":
-        import torch
+        import torch  # type: ignore[import-not-found,unused-ignore]
 
         if out.dtype not in (torch.int32, getattr(torch, "uint32", torch.int32)):
             raise TypeError(f"{what} must be an int32 tensor, not {out.dtype}")
@@ -135,7 +136,7 @@ def _words(out: Any, what: str = "bitmask") -> Tuple[int, int, int]:
         n, row = mv.nbytes // 4, 0
     elif mv.itemsize == 4 and mv.format.lstrip("<=@") in ("i", "I", "l", "L"):
         n = mv.nbytes // 4
-        row = mv.shape[-1] if mv.ndim >= 2 else 0
+        row = mv.shape[-1] if mv.shape is not None and mv.ndim >= 2 else 0
     else:
         raise TypeError(f"{what} must hold 32-bit integers (format {mv.format!r}, item size {mv.itemsize})")
     if n == 0:

@@ -42,7 +42,7 @@ import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Set, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
 
 import numpy as np
 import torch
@@ -225,11 +225,12 @@ def _apply_bitmask_torch(logits: torch.Tensor, bitmask: torch.Tensor, indices: S
     logits.index_copy_(0, rows, sub)
 
 
-def _xgrammar_kernel():
+def _xgrammar_kernel() -> Optional[Callable[..., None]]:
     try:
         import xgrammar
 
-        return xgrammar.apply_token_bitmask_inplace
+        kernel: Callable[..., None] = xgrammar.apply_token_bitmask_inplace
+        return kernel
     except Exception:
         return None
 
@@ -272,7 +273,7 @@ class _Row:
         self.broken = False
 
 
-class TrieLogitsProcessor(LogitsProcessor):
+class TrieLogitsProcessor(LogitsProcessor):  # type: ignore[misc,unused-ignore]  # vLLM ships no type stubs
     """vLLM V1 logits processor: requests whose ``SamplingParams.extra_args`` name a set (``"libtrie"`` key, see the
     module doc) can only produce a member of that set. Not argmax-invariant (it changes greedy results)."""
 
