@@ -14,6 +14,8 @@ across vLLM's process boundary and over the OpenAI-compatible server's ``vllm_xa
   Compiled once per (path, size, modification time) and shared by every request that names it.
 - ``{"strings": ["yes", "no", ...]}``: the members inline; compiled once per distinct list (keyed by a digest).
 - ``{"set": "tools"}`` or just ``"tools"``: the file ``$LIBTRIE_SET_DIR/tools.txt``.
+- short forms, which also fit the OpenAI-compatible server's flat ``vllm_xargs``: a string with a ``/`` is a file
+  path, another string a set name, a list of strings the members (``extra_body={"vllm_xargs": {"libtrie": "tools"}}``).
 - optional ``"drop_unreachable": true``: drop members the vocabulary cannot spell instead of failing the request.
 
 Requests without the key are left alone (their logits are not touched). Each constrained request keeps one integer
@@ -39,6 +41,7 @@ import hashlib
 import logging
 import os
 import threading
+import weakref
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -80,10 +83,13 @@ class SetSpec:
 
 def parse_spec(value: Any) -> SetSpec:
     """Parse and check ``extra_args["libtrie"]`` (see the module doc). Raises ``ValueError`` naming what is wrong."""
-    if isinstance(value, str):
-        value = {"set": value}
+    if isinstance(value, str):  # the short forms, which also fit the OpenAI server's flat `vllm_xargs`
+        value = {"file": value} if "/" in value else {"set": value}
+    elif isinstance(value, list):
+        value = {"strings": value}
     if not isinstance(value, dict):
-        raise ValueError(f'extra_args["{EXTRA_KEY}"] must be a set name or a dict, not {type(value).__name__}')
+        raise ValueError(f'extra_args["{EXTRA_KEY}"] must be a set name, a path, a list of strings or a dict, '
+                         f"not {type(value).__name__}")
     unknown = set(value) - {"file", "strings", "set", "drop_unreachable"}
     if unknown:
         raise ValueError(f'extra_args["{EXTRA_KEY}"] has unknown keys {sorted(unknown)} '
@@ -286,7 +292,13 @@ class TrieLogitsProcessor(LogitsProcessor):  # type: ignore[misc,unused-ignore] 
         if EXTRA_KEY in extra:
             parse_spec(extra[EXTRA_KEY])
 
+    #: The active processor per engine (keyed by its config object): vLLM builds one instance per registration, and
+    #: the entry point plus an explicit `logits_processors=[...]` would otherwise mask every row twice.
+    _active: "weakref.WeakValueDictionary[int, TrieLogitsProcessor]" = weakref.WeakValueDictionary()
+
     def __init__(self, vllm_config: "VllmConfig", device: torch.device, is_pin_memory: bool) -> None:
+        #: False for a second registration in the same engine: it then does nothing.
+        self.active = self._active.setdefault(id(vllm_config), self) is self
         self.vllm_config = vllm_config
         self.device = torch.device(device)
         self.max_rows = int(vllm_config.scheduler_config.max_num_seqs)
@@ -330,6 +342,8 @@ class TrieLogitsProcessor(LogitsProcessor):  # type: ignore[misc,unused-ignore] 
         return _Row(automaton, output, {t for t in stops if 0 <= t < self.n_vocab})
 
     def update_state(self, batch_update: Optional[BatchUpdate]) -> None:
+        if not self.active:
+            return
         if batch_update is not None:
             for index in batch_update.removed:
                 self.rows.pop(index, None)

