@@ -23,7 +23,7 @@ from typing import Any, Dict, List, Tuple
 import common as C
 
 BIN = C.CACHE / "bench-bin"
-PY_ENGINES = ["libtrie-py", "xgrammar", "llguidance", "outlines"]
+PY_ENGINES = ["libtrie-py", "xgrammar", "llguidance", "llguidance-regex", "outlines"]
 ENGINES = ["libtrie-c"] + PY_ENGINES + ["gbnf"]
 
 
