@@ -148,7 +148,15 @@ class SetCache:
         self.capacity = max(1, capacity)
         self._sets: "OrderedDict[Tuple[Any, ...], Automaton]" = OrderedDict()
         self._lock = threading.Lock()
+        self._nothing: Optional[Automaton] = None
         self.compiles = 0
+
+    def nothing(self) -> Automaton:
+        """The set of the empty string only: end-of-generation at once (for requests whose set failed)."""
+        with self._lock:
+            if self._nothing is None:
+                self._nothing = Automaton(self.vocab, [""])
+            return self._nothing
 
     def get(self, spec: SetSpec) -> Automaton:
         with self._lock:
@@ -337,7 +345,12 @@ class TrieLogitsProcessor(LogitsProcessor):  # type: ignore[misc,unused-ignore] 
         extra = params.extra_args or {}
         if EXTRA_KEY not in extra:
             return None
-        automaton = self.cache.get(parse_spec(extra[EXTRA_KEY]))
+        try:
+            automaton = self.cache.get(parse_spec(extra[EXTRA_KEY]))
+        except Exception as e:  # an engine must not die of one request's set (empty file, unreadable, not UTF-8, ...)
+            log.error("libtrie: the set of a request cannot be compiled (%s); the request will end at once with an "
+                      "empty output", e)
+            automaton = self.cache.nothing()
         stops = set(getattr(params, "all_stop_token_ids", ()) or ()) - set(automaton.vocab.eog_ids)
         return _Row(automaton, output, {t for t in stops if 0 <= t < self.n_vocab})
 

@@ -204,6 +204,22 @@ class ProcessorTest(unittest.TestCase):
         p.apply(logits)
         self.assertEqual(finite_ids(logits[0]), [EOS])
 
+    def test_a_set_that_fails_to_compile_ends_its_request_not_the_engine(self):
+        with tempfile.TemporaryDirectory() as d:
+            empty = Path(d) / "empty.txt"
+            empty.write_text("")
+            bad_utf8 = Path(d) / "bad.txt"
+            bad_utf8.write_bytes(b"ok\n\xff\xfe\n")
+            for path in (empty, bad_utf8):
+                p = TrieLogitsProcessor(fake_config(), torch.device("cpu"), False)
+                with self.assertLogs("libtrie.vllm", logging.ERROR) as cm:
+                    p.update_state(BatchUpdate(batch_size=1, removed=[], moved=[],
+                                               added=[(0, SamplingParams(extra_args={"libtrie": {"file": str(path)}}), None, [])]))
+                self.assertIn("cannot be compiled", cm.output[0])
+                logits = torch.zeros(1, N_VOCAB)
+                p.apply(logits)
+                self.assertEqual(finite_ids(logits[0]), [EOS], path.name)
+
     def test_a_second_registration_in_one_engine_is_inert(self):
         # The entry point plus logits_processors=[...] make vLLM build two instances with the same config.
         cfg = fake_config()
