@@ -71,6 +71,10 @@ static trie_status gotrie_mask_batch(const trie_automaton *a, const trie_state *
 		size_t n_words, size_t row_words, char **err) {
 	trie_status st = trie_mask_batch(a, s, n_s, m, n_words, row_words); *err = gotrie_err(st); return st;
 }
+static trie_status gotrie_mask_rows(const trie_automaton *const *a, const trie_state *s, size_t n_rows, uint32_t *m,
+		size_t n_words, size_t row_words, char **err) {
+	trie_status st = trie_mask_rows(a, s, n_rows, m, n_words, row_words); *err = gotrie_err(st); return st;
+}
 static trie_status gotrie_advance(const trie_automaton *a, trie_state s, int32_t t, trie_state *next, char **err) {
 	trie_status st = trie_advance(a, s, t, next); *err = gotrie_err(st); return st;
 }
@@ -473,6 +477,48 @@ func (a *Automaton) MaskBatch(states []State, mask []uint32, rowWords int) error
 	var msg *C.char
 	st := C.gotrie_mask_batch(a.ptr, sp, C.size_t(len(states)), wordsPtr(mask), C.size_t(len(mask)), C.size_t(rowWords), &msg)
 	runtime.KeepAlive(a)
+	return check(st, msg)
+}
+
+// Row is one sequence of a serving batch for MaskRows: the set it follows (nil: unconstrained) and its state.
+type Row struct {
+	Automaton *Automaton
+	State     State
+}
+
+// MaskRows fills one bitmask row per sequence of a batch whose sequences follow different sets, in one call: row i
+// is mask[i*rowWords:(i+1)*rowWords]; a nil Automaton gives a row of all ones. rowWords must be at least every
+// automaton's MaskWords (0: the largest of them). Every row is checked first: on error (the message names the
+// row) nothing is written. Large batches are filled in parallel.
+func MaskRows(rows []Row, mask []uint32, rowWords int) error {
+	if rowWords < 0 {
+		return errorf(StatusInvalidArgument, "rowWords is negative")
+	}
+	if len(rows) == 0 {
+		return nil
+	}
+	automata := make([]*C.trie_automaton, len(rows))
+	states := make([]C.trie_state, len(rows))
+	widest := 0
+	for i, r := range rows {
+		if r.Automaton != nil {
+			if r.Automaton.ptr == nil {
+				return ErrClosed
+			}
+			automata[i] = r.Automaton.ptr
+			if w := r.Automaton.MaskWords(); w > widest {
+				widest = w
+			}
+		}
+		states[i] = C.trie_state(r.State)
+	}
+	if rowWords == 0 {
+		rowWords = widest
+	}
+	var msg *C.char
+	st := C.gotrie_mask_rows(&automata[0], &states[0], C.size_t(len(rows)), wordsPtr(mask), C.size_t(len(mask)),
+		C.size_t(rowWords), &msg)
+	runtime.KeepAlive(rows)
 	return check(st, msg)
 }
 

@@ -401,6 +401,54 @@ func TestMaskBufferTooShort(t *testing.T) {
 	}
 }
 
+func TestMaskRowsMixesSets(t *testing.T) {
+	v := loadVocab(t, "ggml-vocab-qwen2.gguf")
+	a, err := v.Compile(tools(t, 300), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b, err := v.Compile([]string{"東京", "大阪", "año"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	sb, err := b.Advance(b.Start(), b.Allowed(b.Start())[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := []trie.Row{{Automaton: a, State: a.Start()}, {Automaton: b, State: sb}, {Automaton: nil, State: 7},
+		{Automaton: b, State: trie.StateFinished}}
+	w := a.MaskWords()
+	mask := make([]uint32, len(rows)*w)
+	if err := trie.MaskRows(rows, mask, 0); err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range rows {
+		got := mask[i*w : (i+1)*w]
+		if r.Automaton == nil {
+			for _, word := range got {
+				if word != ^uint32(0) {
+					t.Fatalf("unconstrained row %d is not all ones", i)
+				}
+			}
+			continue
+		}
+		one := r.Automaton.NewMask()
+		r.Automaton.Mask(r.State, one)
+		if hashUint32s(one) != hashUint32s(got) {
+			t.Fatalf("MaskRows row %d differs from Mask", i)
+		}
+	}
+	bad := []trie.Row{{Automaton: a, State: 0}, {Automaton: b, State: 999999}}
+	if err := trie.MaskRows(bad, mask, 0); !errors.Is(err, trie.ErrInvalidState) || !strings.Contains(err.Error(), "row 1") {
+		t.Fatalf("MaskRows(bad state) = %v", err)
+	}
+	if err := trie.MaskRows(rows, mask[:len(mask)-1], 0); !errors.Is(err, trie.ErrBufferTooSmall) {
+		t.Fatalf("MaskRows(short) = %v", err)
+	}
+}
+
 func TestConcurrentUse(t *testing.T) {
 	members := tools(t, 4000)
 	v := loadVocab(t, "ggml-vocab-llama-bpe.gguf")

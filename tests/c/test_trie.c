@@ -345,6 +345,35 @@ static void test_decode(void) {
     for (int i = 0; i < 64; i++) ok &= many_rows[2 * i] == (i % 2 ? ((1u << 2) | (1u << 8)) : 0x63u);
     CHECK(ok);
 
+    /* Rows of different sets in one buffer (a serving batch); NULL = an unconstrained row (all ones). */
+    {
+        trie_vocab *v2 = toy_vocab();
+        const char *set2[] = {"e", "de"};
+        trie_automaton *b = compile_strs(v2, set2, 2, NULL, NULL);
+        trie_vocab_free(v2);
+        const trie_automaton *automata[4] = {a, b, NULL, a};
+        trie_state row_states[4] = {s0, 0, 12345, s_ab};
+        uint32_t mixed[8];
+        for (int i = 0; i < 8; i++) mixed[i] = 0xAAAAAAAAu;
+        CHECK_ST(trie_mask_rows(automata, row_states, 4, mixed, 8, 2), TRIE_OK);
+        CHECK(mixed[0] == 0x63u && mixed[1] == 0);
+        CHECK(mixed[2] == ((1u << 3) | (1u << 4)) && mixed[3] == 0);
+        CHECK(mixed[4] == UINT32_MAX && mixed[5] == UINT32_MAX);
+        CHECK(mixed[6] == ((1u << 2) | (1u << 8)) && mixed[7] == 0);
+        for (int i = 0; i < 8; i++) mixed[i] = 0xAAAAAAAAu;
+        trie_state bad_rows[4] = {s0, 0, 0, 424242};
+        CHECK_ST(trie_mask_rows(automata, bad_rows, 4, mixed, 8, 2), TRIE_ERR_INVALID_STATE);
+        CHECK(strstr(trie_last_error(), "row 3") != NULL);
+        CHECK_ST(trie_mask_rows(automata, row_states, 4, mixed, 8, 1), TRIE_ERR_BUFFER_TOO_SMALL);
+        CHECK_ST(trie_mask_rows(automata, row_states, 4, mixed, 7, 2), TRIE_ERR_BUFFER_TOO_SMALL);
+        CHECK_ST(trie_mask_rows(automata, row_states, 4, mixed, 8, 0), TRIE_ERR_INVALID_ARGUMENT);
+        CHECK_ST(trie_mask_rows(NULL, row_states, 4, mixed, 8, 2), TRIE_ERR_NULL_ARGUMENT);
+        CHECK_ST(trie_mask_rows(automata, row_states, 4, NULL, 8, 2), TRIE_ERR_NULL_ARGUMENT);
+        CHECK(mixed[0] == 0xAAAAAAAAu && mixed[7] == 0xAAAAAAAAu);
+        CHECK_ST(trie_mask_rows(NULL, NULL, 0, NULL, 0, 0), TRIE_OK);
+        trie_automaton_free(b);
+    }
+
     /* Retain: a second reference outlives the first. */
     trie_automaton *r = trie_automaton_retain(a);
     CHECK(r == a);
