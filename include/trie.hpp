@@ -269,6 +269,26 @@ private:
     trie_automaton *a_;
 };
 
+/// One sequence of a serving batch for mask_rows(): the set it follows (nullptr: unconstrained) and its state.
+struct Row {
+    const Automaton *automaton;
+    trie_state state;
+};
+
+/// Fills one bitmask row of `row_words` words per sequence into `bitmask` (`n_words` words in all), for a batch
+/// whose sequences follow different sets; an unconstrained row is all ones. Throws Error (nothing written) when a
+/// state is invalid, a row too short or the buffer too small; the message names the row.
+inline void mask_rows(const Row *rows, std::size_t n_rows, uint32_t *bitmask, std::size_t n_words,
+                      std::size_t row_words) {
+    std::vector<const trie_automaton *> automata(n_rows);
+    std::vector<trie_state> states(n_rows);
+    for (std::size_t i = 0; i < n_rows; i++) {
+        automata[i] = rows[i].automaton ? rows[i].automaton->get() : nullptr;
+        states[i] = rows[i].state;
+    }
+    detail::check(trie_mask_rows(automata.data(), states.data(), n_rows, bitmask, n_words, row_words));
+}
+
 } // namespace trie
 
 #endif // TRIE_HPP

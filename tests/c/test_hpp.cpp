@@ -68,6 +68,12 @@ int main() {
     std::vector<uint32_t> rows(4);
     a.mask_batch(states, 2, rows.data(), rows.size(), 2);
     CHECK(rows[0] == 0x7u && rows[2] == 0x8u);
+    trie::Row mixed[3] = {{&a, a.start()}, {nullptr, 0}, {&a, s}};
+    std::vector<uint32_t> mixed_rows(6);
+    trie::mask_rows(mixed, 3, mixed_rows.data(), mixed_rows.size(), 2);
+    CHECK(mixed_rows[0] == 0x7u && mixed_rows[2] == UINT32_MAX && mixed_rows[3] == UINT32_MAX && mixed_rows[4] == 0x8u);
+    trie::Row bad[1] = {{&a, 777}};
+    CHECK(status_of([&] { trie::mask_rows(bad, 1, mixed_rows.data(), mixed_rows.size(), 2); }) == TRIE_ERR_INVALID_STATE);
 
     trie::Automaton moved = std::move(a);
     CHECK(moved.n_states() > 0);
