@@ -270,29 +270,11 @@ impl Automaton {
                 format!("rows of {row_words} words are too short: {words} needed"),
             ));
         }
-        let need = states.len().checked_mul(row_words).ok_or_else(|| Error::invalid("batch size overflows"))?;
-        if out.len() < need {
-            return Err(Error::new(
-                ErrorKind::BufferTooSmall,
-                format!(
-                    "the batch buffer has {} words but {} rows of {row_words} need {need}",
-                    out.len(),
-                    states.len()
-                ),
-            ));
-        }
+        let out = batch_buffer(out, states.len(), row_words)?;
         for &s in states {
             self.check(s)?;
         }
-        let out = &mut out[..need];
-        if states.len() >= 64 {
-            out.par_chunks_mut(row_words)
-                .zip(states.par_iter())
-                .with_min_len(32)
-                .for_each(|(row, &s)| self.fill_row(s, row));
-        } else {
-            out.chunks_mut(row_words).zip(states).for_each(|(row, &s)| self.fill_row(s, row));
-        }
+        fill_rows(out, row_words, states, |row, &s| self.fill_row(s, row));
         Ok(())
     }
 
@@ -307,13 +289,7 @@ impl Automaton {
         if row_words == 0 {
             return Err(Error::invalid("row_words is 0: a bitmask row needs at least one word"));
         }
-        let need = rows.len().checked_mul(row_words).ok_or_else(|| Error::invalid("batch size overflows"))?;
-        if out.len() < need {
-            return Err(Error::new(
-                ErrorKind::BufferTooSmall,
-                format!("the batch buffer has {} words but {} rows of {row_words} need {need}", out.len(), rows.len()),
-            ));
-        }
+        let out = batch_buffer(out, rows.len(), row_words)?;
         for (i, &(a, s)) in rows.iter().enumerate() {
             if let Some(a) = a {
                 if row_words < a.mask_words() {
@@ -325,16 +301,10 @@ impl Automaton {
                 a.check(s).map_err(|e| Error::new(e.kind(), format!("row {i}: {}", e.message())))?;
             }
         }
-        let fill = |row: &mut [u32], &(a, s): &(Option<&Automaton>, State)| match a {
+        fill_rows(out, row_words, rows, |row, &(a, s)| match a {
             Some(a) => a.fill_row(s, row),
             None => row.fill(u32::MAX),
-        };
-        let out = &mut out[..need];
-        if rows.len() >= 64 {
-            out.par_chunks_mut(row_words).zip(rows.par_iter()).with_min_len(32).for_each(|(row, r)| fill(row, r));
-        } else {
-            out.chunks_mut(row_words).zip(rows).for_each(|(row, r)| fill(row, r));
-        }
+        });
         Ok(())
     }
 
@@ -545,6 +515,27 @@ fn single_members(trie: &StringTrie, keep: &[bool], kept_nodes: &[u32]) -> Vec<u
         }
     }
     kept_nodes.iter().map(|&node| if count[node as usize] == 1 { some[node as usize] } else { NONE }).collect()
+}
+
+/// The first `n_rows * row_words` words of `out`, or `BufferTooSmall` naming the sizes.
+fn batch_buffer(out: &mut [u32], n_rows: usize, row_words: usize) -> Result<&mut [u32]> {
+    let need = n_rows.checked_mul(row_words).ok_or_else(|| Error::invalid("batch size overflows"))?;
+    if out.len() < need {
+        return Err(Error::new(
+            ErrorKind::BufferTooSmall,
+            format!("the batch buffer has {} words but {n_rows} rows of {row_words} need {need}", out.len()),
+        ));
+    }
+    Ok(&mut out[..need])
+}
+
+/// Fills row `i` of `out` (rows of `row_words`, `row_words > 0`) from `items[i]`; in parallel for 64 rows or more.
+fn fill_rows<T: Sync>(out: &mut [u32], row_words: usize, items: &[T], fill: impl Fn(&mut [u32], &T) + Sync) {
+    if items.len() >= 64 {
+        out.par_chunks_mut(row_words).zip(items.par_iter()).with_min_len(32).for_each(|(row, it)| fill(row, it));
+    } else {
+        out.chunks_mut(row_words).zip(items).for_each(|(row, it)| fill(row, it));
+    }
 }
 
 #[cfg(test)]

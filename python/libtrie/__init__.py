@@ -29,7 +29,7 @@ import enum
 import os
 from array import array
 from itertools import accumulate
-from typing import Any, Iterable, List, NamedTuple, Optional, Sequence, Tuple, Union
+from typing import Any, Iterable, List, NamedTuple, Optional, Sequence, Tuple, TypeVar, Union
 
 from . import _native
 from ._native import i32p, library, sizep, u8p, vp
@@ -46,6 +46,7 @@ FINISHED = 0xFFFFFFFF
 TOKEN_NORMAL, TOKEN_CONTROL, TOKEN_UNKNOWN, TOKEN_UNUSED = 0, 1, 2, 3
 
 StrOrBytes = Union[str, bytes]
+_H = TypeVar("_H", bound="_Handle")
 PathLike = Union[str, "os.PathLike[str]"]
 
 
@@ -144,11 +145,56 @@ def _words(out: Any, what: str = "bitmask") -> Tuple[int, int, int]:
     return ctypes.addressof(ctypes.c_char.from_buffer(mv)), n, row
 
 
-class Vocab:
+def _byte_strings(data: Sequence[bytes]) -> Tuple[Any, Any, Any]:
+    """``(pointers, lengths, buffer)`` for an array of byte strings of the C ABI: one buffer holds them all (keep it
+    alive during the call), pointers by offset, so O(1) ctypes objects whatever the number of strings."""
+    n = len(data)
+    buffer = ctypes.create_string_buffer(b"".join(data), sum(map(len, data)) or 1)
+    lens = (ctypes.c_size_t * max(n, 1))(*map(len, data))
+    ptrs = (ctypes.c_void_p * max(n, 1))(*list(accumulate(map(len, data), initial=ctypes.addressof(buffer)))[:n])
+    return ctypes.cast(ptrs, ctypes.POINTER(u8p)), lens, buffer
+
+
+class _Handle:
+    """A native handle, released once: by :meth:`close`, at the end of a ``with`` block, or when collected."""
+
+    __slots__ = ("_h", "__weakref__")
+    _h: vp
+    _kind = "object"
+
+    def _live(self) -> vp:
+        if not self._h.value:
+            raise ValueError(f"this {self._kind} was closed")
+        return self._h
+
+    def _release(self, handle: vp) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Release the native handle now."""
+        h, self._h = self._h, vp(0)
+        if h.value:
+            self._release(h)
+
+    def __enter__(self: _H) -> _H:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:  # interpreter shutdown
+            pass
+
+
+class Vocab(_Handle):
     """A tokenizer vocabulary (``trie_vocab``): the exact bytes of every token id, their kinds and the
     end-of-generation ids. Immutable; share it between threads and compiled sets."""
 
-    __slots__ = ("_h", "__weakref__")
+    __slots__ = ()
+    _kind = "Vocab"
 
     def __init__(self, _handle: int) -> None:
         """Internal: use :meth:`from_gguf`, :meth:`from_tokenizer_json` or :meth:`from_tokens`."""
@@ -185,10 +231,7 @@ class Vocab:
         normal); only normal tokens spell members. ``n_vocab``: the logits width, at least ``len(tokens)``."""
         data = [b"" if t is None else (t.encode("utf-8") if isinstance(t, str) else bytes(t)) for t in tokens]
         n = len(data)
-        blob = ctypes.create_string_buffer(b"".join(data), sum(map(len, data)) or 1)
-        base = ctypes.addressof(blob)
-        lens = (ctypes.c_size_t * max(n, 1))(*map(len, data))
-        ptrs = (ctypes.c_void_p * max(n, 1))(*list(accumulate(map(len, data), initial=base))[:n])
+        ptrs, lens, _keep = _byte_strings(data)
         kind_arr = None
         if kinds is not None:
             if len(kinds) != n:
@@ -197,7 +240,7 @@ class Vocab:
         eog = [int(i) for i in eog_ids]
         eog_arr = (ctypes.c_int32 * max(len(eog), 1))(*eog)
         out = vp()
-        _check(library().trie_vocab_new_ex(ctypes.cast(ptrs, ctypes.POINTER(u8p)), lens, kind_arr, n, eog_arr,
+        _check(library().trie_vocab_new_ex(ptrs, lens, kind_arr, n, eog_arr,
                                            len(eog), n_vocab, ctypes.byref(out)))
         return cls(out.value or 0)
 
@@ -227,28 +270,9 @@ class Vocab:
         _check(library().trie_vocab_eog_ids(self._live(), ctypes.byref(p), ctypes.byref(n)))
         return tuple(p[: n.value])
 
-    def _live(self) -> vp:
-        if not self._h.value:
-            raise ValueError("this Vocab was closed")
-        return self._h
-
-    def close(self) -> None:
-        """Release the native handle now (sets compiled from it keep their own reference)."""
-        h, self._h = self._h, vp(0)
-        if h.value:
-            library().trie_vocab_free(h)
-
-    def __enter__(self) -> "Vocab":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def __del__(self) -> None:
-        try:
-            self.close()
-        except Exception:  # interpreter shutdown
-            pass
+    def _release(self, handle: vp) -> None:
+        """Sets compiled from this vocabulary keep their own reference."""
+        library().trie_vocab_free(handle)
 
 
 class Forced(NamedTuple):
@@ -258,11 +282,12 @@ class Forced(NamedTuple):
     tokens: Tuple[int, ...]
 
 
-class Automaton:
+class Automaton(_Handle):
     """A set of strings compiled against a vocabulary (``trie_automaton``). Immutable and thread-safe; the decoding
     state of each sequence is a plain ``int`` (start: :meth:`start`; end: :data:`FINISHED`)."""
 
-    __slots__ = ("_h", "_pin", "vocab", "n_vocab", "mask_words", "_advance", "_mask", "__weakref__")
+    __slots__ = ("_pin", "vocab", "n_vocab", "mask_words", "_advance", "_mask")
+    _kind = "Automaton"
 
     def __init__(self, vocab: Vocab, strings: Iterable[StrOrBytes], drop_unreachable: bool = False) -> None:
         """Compile ``strings`` (``str`` as UTF-8, or ``bytes``; duplicates and prefixes allowed) against ``vocab``.
@@ -272,15 +297,11 @@ class Automaton:
         self._pin: Optional[_Pin] = None
         data = [s.encode("utf-8") if isinstance(s, str) else bytes(s) for s in strings]
         n = len(data)
-        # One buffer for all strings (alive during the call), pointers by offset: O(1) ctypes objects.
-        blob = ctypes.create_string_buffer(b"".join(data), sum(map(len, data)) or 1)
-        base = ctypes.addressof(blob)
-        lens = (ctypes.c_size_t * max(n, 1))(*map(len, data))
-        ptrs = (ctypes.c_void_p * max(n, 1))(*list(accumulate(map(len, data), initial=base))[:n])
+        ptrs, lens, _keep = _byte_strings(data)
         opts = _native.Options(drop_unreachable)
         out = vp()
         lib = library()
-        _check(lib.trie_compile(vocab._live(), ctypes.cast(ptrs, ctypes.POINTER(u8p)), lens, n, ctypes.byref(opts),
+        _check(lib.trie_compile(vocab._live(), ptrs, lens, n, ctypes.byref(opts),
                                 ctypes.byref(out)))
         self._h = out
         #: The vocabulary this set was compiled against.
@@ -388,29 +409,13 @@ class Automaton:
 
     # ---- lifetime ----------------------------------------------------------------------------------------------
 
-    def _live(self) -> vp:
-        if not self._h.value:
-            raise ValueError("this Automaton was closed")
-        return self._h
+    def _release(self, handle: vp) -> None:
+        library().trie_automaton_free(handle)
 
     def close(self) -> None:
         """Release the native handle now (views from :meth:`allowed` keep their own reference until they go)."""
         self._pin = None
-        h, self._h = self._h, vp(0)
-        if h.value:
-            library().trie_automaton_free(h)
-
-    def __enter__(self) -> "Automaton":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def __del__(self) -> None:
-        try:
-            self.close()
-        except Exception:  # interpreter shutdown
-            pass
+        super().close()
 
 
 class _Pin:
