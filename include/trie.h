@@ -45,14 +45,14 @@
 
 
 /**
- * Major version of libtrie (the `0` of `0.1.0`).
+ * Major version of libtrie (the `0` of `0.2.0`).
  */
 #define TRIE_VERSION_MAJOR 0
 
 /**
  * Minor version of libtrie.
  */
-#define TRIE_VERSION_MINOR 1
+#define TRIE_VERSION_MINOR 2
 
 /**
  * Patch version of libtrie.
@@ -472,15 +472,20 @@ enum trie_status trie_automaton_dropped(const struct trie_automaton *automaton,
 trie_state trie_start(const struct trie_automaton *automaton);
 
 /**
- * The tokens allowed in `state`, ascending, without copying: a view into the automaton (valid while it lives).
- * In `TRIE_STATE_FINISHED` these are the end-of-generation ids. On failure `*tokens` is NULL and `*n_tokens` 0.
+ * Copies the tokens allowed in `state`, ascending, into `tokens` (room for `capacity` ids) and sets `*n_tokens`
+ * to their number. In `TRIE_STATE_FINISHED` these are the end-of-generation ids. When `capacity` is short the
+ * call returns `TRIE_ERR_BUFFER_TOO_SMALL`, still sets `*n_tokens` to the number needed, and writes nothing into
+ * `tokens`: call with `tokens` NULL and `capacity` 0 to learn it. A buffer of [`trie_automaton_n_vocab`] ids is
+ * always large enough. On other failures `*n_tokens` is 0.
  *
  * # Safety
- * `automaton` must be NULL or a live automaton; `tokens` and `n_tokens` NULL or writable.
+ * `automaton` must be NULL or a live automaton; `tokens` NULL (with `capacity` 0) or `capacity` writable ids;
+ * `n_tokens` NULL or writable.
  */
 enum trie_status trie_allowed(const struct trie_automaton *automaton,
                               trie_state state,
-                              const int32_t **tokens,
+                              int32_t *tokens,
+                              size_t capacity,
                               size_t *n_tokens);
 
 /**

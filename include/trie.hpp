@@ -216,12 +216,24 @@ public:
     trie_state start() const noexcept { return trie_start(a_); }
     bool is_accepting(trie_state state) const noexcept { return trie_is_accepting(a_, state); }
 
-    /// The tokens allowed in `state`, ascending (a view into the automaton).
-    View<int32_t> allowed(trie_state state) const {
-        const int32_t *tokens = nullptr;
+    /// The tokens allowed in `state`, ascending (a copy).
+    std::vector<int32_t> allowed(trie_state state) const {
+        std::vector<int32_t> tokens;
+        allowed(state, tokens);
+        return tokens;
+    }
+    /// The tokens allowed in `state`, ascending, into `tokens` (resized; reuse it across steps to decode
+    /// without allocating).
+    void allowed(trie_state state, std::vector<int32_t> &tokens) const {
         std::size_t n = 0;
-        detail::check(trie_allowed(a_, state, &tokens, &n));
-        return View<int32_t>(tokens, n);
+        tokens.resize(tokens.capacity() ? tokens.capacity() : 64);
+        trie_status st = trie_allowed(a_, state, tokens.data(), tokens.size(), &n);
+        if (st == TRIE_ERR_BUFFER_TOO_SMALL) {
+            tokens.resize(n);
+            st = trie_allowed(a_, state, tokens.data(), tokens.size(), &n);
+        }
+        detail::check(st);
+        tokens.resize(n);
     }
 
     /// Writes the bitmask of `state` into `bitmask` (at least mask_words() words).

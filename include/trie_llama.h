@@ -128,6 +128,7 @@ typedef struct trie_llama_ctx {
     trie_state      state;
     size_t          n_vocab;     /* trie_automaton_n_vocab: the mask width */
     uint32_t       *mask;        /* ceil(n_vocab / 32) words, filled on demand */
+    int32_t        *allowed;     /* n_vocab ids (always enough for trie_allowed), filled on demand */
 } trie_llama_ctx;
 
 static inline const char *trie_llama__name(const struct llama_sampler *smpl) {
@@ -144,11 +145,12 @@ static inline void trie_llama__accept(struct llama_sampler *smpl, llama_token to
 
 static inline void trie_llama__apply(struct llama_sampler *smpl, llama_token_data_array *cur_p) {
     trie_llama_ctx *c = (trie_llama_ctx *) smpl->ctx;
-    const int32_t *allowed = NULL;
+    const int32_t *allowed = c->allowed;
     size_t n_allowed = 0;
 
     if (c->state == TRIE_STATE_FINISHED) return;
-    if (trie_allowed(c->automaton, c->state, &allowed, &n_allowed) != TRIE_OK || n_allowed == 0) return;
+    if (trie_allowed(c->automaton, c->state, c->allowed, c->n_vocab, &n_allowed) != TRIE_OK || n_allowed == 0)
+        return;
 
     /* Fast path: the candidates are the whole vocabulary in id order (what llama_sampler_sample builds from
      * the logits). Verify data[t].id == t for every allowed t (O(allowed)), then compact the allowed entries
@@ -200,6 +202,7 @@ static inline void trie_llama__free(struct llama_sampler *smpl) {
     if (c == NULL) return;
     trie_automaton_free(c->automaton);
     free(c->mask);
+    free(c->allowed);
     free(c);
     smpl->ctx = NULL;
 }
@@ -251,9 +254,10 @@ static inline struct llama_sampler *trie_llama_sampler_init(const trie_automaton
     if (c == NULL) return NULL;
     c->n_vocab = trie_automaton_n_vocab(automaton);
     c->mask = (uint32_t *) calloc((c->n_vocab + 31) / 32 + 1, sizeof(uint32_t));
-    if (c->mask == NULL) { free(c); return NULL; }
+    c->allowed = (int32_t *) malloc((c->n_vocab + 1) * sizeof(int32_t));
+    if (c->mask == NULL || c->allowed == NULL) { free(c->mask); free(c->allowed); free(c); return NULL; }
     c->automaton = trie_automaton_retain(automaton);
-    if (c->automaton == NULL) { free(c->mask); free(c); return NULL; }
+    if (c->automaton == NULL) { free(c->mask); free(c->allowed); free(c); return NULL; }
     c->state = trie_start(c->automaton);
     return llama_sampler_init(trie_llama__iface(), c);
 }

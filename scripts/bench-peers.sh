@@ -50,7 +50,7 @@ log "llama.cpp: $LLAMA"
 cargo build --release --lib --example dump_sets
 BIN="$CACHE/bench-bin"
 mkdir -p "$BIN" "$OUT"
-ln -sf "$REPO/target/release/libtrie.so" "$BIN/libtrie.so.0"   # the SONAME libtrie.so links with
+ln -sf "$REPO/target/release/libtrie.so" "$BIN/$(readelf -d "$REPO/target/release/libtrie.so" | sed -n 's/.*soname: \[\(.*\)\].*/\1/p')"   # the SONAME libtrie.so links with
 cc -O2 -o "$BIN/trie_native" bench/trie_native.c -Iinclude -Ltarget/release -ltrie \
    -Wl,--disable-new-dtags,-rpath,"$BIN" -lm
 cc -O2 -o "$BIN/gbnf_bench" bench/gbnf_bench.c -I"$LLAMA/include" -L"$LLAMA/lib" -lllama \

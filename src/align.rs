@@ -1,16 +1,17 @@
-//! Alignment of the string trie with the vocabulary: for every trie node `n`, the tokens whose bytes spell a
-//! path starting at `n`, and the node each one reaches.
+//! Alignment of the string trie with the vocabulary: for every explicit node `n`, the tokens whose bytes spell
+//! a path starting at `n`, and the position (explicit node or chain position) each one reaches. Chain positions
+//! are never sources: their tokens are found at decoding time by walking the token trie along the member.
 //!
 //! Two equivalent methods (they give identical edges; tests check it):
-//! - [`align_token_trie`] (default): from every node, walk the string trie and the vocabulary's token trie
-//!   together; each token-trie node with a pattern reached at string node `m` is an edge. Nodes are split
+//! - [`align_token_trie`] (default): from every explicit node, walk the string trie and the vocabulary's token
+//!   trie together; each token-trie node with a pattern reached at a position is an edge. Nodes are split
 //!   across threads and edges come out grouped by source.
 //! - [`align_aho_corasick`], the paper's reduction to multi-pattern matching: the vocabulary's Aho-Corasick
-//!   automaton over all distinct token byte strings is walked along every root-to-node path of the trie (each
-//!   node is visited once, with the automaton state of its parent). A match of pattern `p` (length `L`) ending
-//!   at node `m` means the token bytes spell the path from `m`'s ancestor at depth `depth(m) - L` down to `m`:
-//!   an edge `ancestor --p--> m`. Walks are split across threads by ranges of members; each node is visited by
-//!   the member that created it; edges are then counting-sorted by source.
+//!   automaton over all distinct token byte strings is walked along every member's path (each position once,
+//!   by the member that created it, to at most the longest pattern's length past the member's last explicit
+//!   node). A match of pattern `p` (length `L`) ending at depth `e` means the token spells the path from the
+//!   ancestor at depth `e - L` down to depth `e`: an edge when that ancestor is explicit. Walks are split across
+//!   threads by ranges of members; edges are then counting-sorted by source.
 
 use crate::budget::Budget;
 use crate::string_trie::{StringTrie, NONE};
@@ -19,11 +20,16 @@ use aho_corasick::automaton::Automaton as _;
 use aho_corasick::Anchored;
 use rayon::prelude::*;
 
-/// Edges grouped by source node (CSR): node `n`'s edges are `pattern[offsets[n]..offsets[n + 1]]` with the
-/// matching `target`s. Every target is a proper descendant of its source.
+/// Marks an edge target that is a chain position (the low bits are its chain index); other targets are
+/// explicit nodes.
+pub(crate) const CHAIN: u32 = 1 << 31;
+
+/// Edges grouped by source node (CSR): node `n`'s edges are `code[offsets[n]..offsets[n + 1]]` (token codes:
+/// [`crate::vocab::TokenIndex::code_tokens`]) with the matching `target`s. Every target is a proper descendant of its source: an explicit node (larger id) or a
+/// chain position (`CHAIN | index`).
 pub(crate) struct Edges {
     pub(crate) offsets: Vec<u32>,
-    pub(crate) pattern: Vec<u32>,
+    pub(crate) code: Vec<u32>,
     pub(crate) target: Vec<u32>,
 }
 
@@ -31,7 +37,7 @@ impl Edges {
     #[inline]
     pub(crate) fn edges(&self, node: usize) -> impl Iterator<Item = (u32, u32)> + '_ {
         let r = self.offsets[node] as usize..self.offsets[node + 1] as usize;
-        self.pattern[r.clone()].iter().copied().zip(self.target[r].iter().copied())
+        self.code[r.clone()].iter().copied().zip(self.target[r].iter().copied())
     }
 }
 
@@ -45,8 +51,15 @@ struct Found {
 /// Members per parallel work unit.
 const CHUNK_MEMBERS: usize = 2048;
 
-/// Nodes per parallel work unit of the token-trie method.
-const CHUNK_NODES: usize = 4096;
+/// Explicit nodes per parallel work unit of the token-trie method.
+const CHUNK_NODES: usize = 2048;
+
+/// The chain index of member `chain_member[k]` at depth `d`.
+#[inline]
+fn chain_position(trie: &StringTrie, k: u32, d: usize) -> u32 {
+    let m = trie.chain_member[k as usize] as usize;
+    trie.chain_base[k as usize] + (d - trie.explicit_depth[m] as usize - 1) as u32
+}
 
 pub(crate) fn align_token_trie(trie: &StringTrie, vocab: &Vocabulary, budget: &Budget) -> crate::Result<Edges> {
     let tt = &vocab.index.trie;
@@ -59,25 +72,41 @@ pub(crate) fn align_token_trie(trie: &StringTrie, vocab: &Vocabulary, budget: &B
         let mut counts = Vec::with_capacity(b - a);
         let mut pattern = Vec::new();
         let mut target = Vec::new();
+        // (explicit node, token-trie node after its byte).
         let mut stack: Vec<(u32, u32)> = Vec::new();
         for source in a as u32..b as u32 {
             let before = pattern.len();
-            for c in trie.children(source) {
-                let u = tt.root[trie.byte[c as usize] as usize];
-                if u != NONE {
-                    stack.push((c, u));
-                }
-            }
+            stack.push((source, 0));
             while let Some((m, u)) = stack.pop() {
-                let p = tt.pattern_at[u as usize];
-                if p != NONE {
-                    pattern.push(p);
-                    target.push(m);
+                if m != source {
+                    let p = tt.code(u);
+                    if p != NONE {
+                        pattern.push(p);
+                        target.push(m);
+                    }
                 }
                 for c in trie.children(m) {
                     let v = tt.child(u, trie.byte[c as usize]);
                     if v != NONE {
                         stack.push((c, v));
+                    }
+                }
+                // The chains below `m`: one member each, walked byte by byte.
+                for &k in trie.hanging(m) {
+                    let member = trie.chain_member[k as usize] as usize;
+                    let s = trie.member(member);
+                    let h = trie.explicit_depth[member] as usize;
+                    let mut v = u;
+                    for (d, &byte) in s.iter().enumerate().skip(h) {
+                        v = tt.child(v, byte);
+                        if v == NONE {
+                            break;
+                        }
+                        let p = tt.code(v);
+                        if p != NONE {
+                            pattern.push(p);
+                            target.push(CHAIN | chain_position(trie, k, d + 1));
+                        }
                     }
                 }
             }
@@ -104,7 +133,7 @@ pub(crate) fn align_token_trie(trie: &StringTrie, vocab: &Vocabulary, budget: &B
         pattern.extend_from_slice(&p);
         target.extend_from_slice(&t);
     }
-    Ok(Edges { offsets, pattern, target })
+    Ok(Edges { offsets, code: pattern, target })
 }
 
 fn check_total(total: usize) -> crate::Result<()> {
@@ -148,44 +177,60 @@ pub(crate) fn align_aho_corasick(trie: &StringTrie, vocab: &Vocabulary, budget: 
             *c += 1;
         }
     }
-    Ok(Edges { offsets, pattern, target })
+    Ok(Edges { offsets, code: pattern, target })
 }
 
-/// Walks members `a..b`, emitting the edges that end at nodes these members created.
+/// Walks members `a..b`, emitting the edges that end at positions these members created.
 fn walk(trie: &StringTrie, vocab: &Vocabulary, ac: &aho_corasick::nfa::contiguous::NFA, a: usize, b: usize) -> Found {
     let plen = &vocab.index.pattern_len;
+    let max_len = vocab.index.max_pattern_len as usize;
     let start = ac.start_state(Anchored::No).expect("unanchored search is supported");
     let mut out = Found { source: Vec::new(), pattern: Vec::new(), target: Vec::new() };
-    // path[d] and states[d]: node and automaton state after d bytes of the current member.
-    let mut path = trie.path_of(a);
-    let mut states = Vec::with_capacity(path.len());
-    states.push(start);
+    // path[d]: the explicit node at depth d of the current member (depths 0..=explicit_depth); states[d]: the
+    // automaton state after d bytes.
     let first = trie.member(a);
+    let h = trie.explicit_depth[a] as usize;
+    let mut path: Vec<u32> = (0..=h).map(|d| trie.explicit_node(a, d)).collect();
+    let mut states = Vec::with_capacity(first.len() + 1);
+    states.push(start);
     let l = trie.lcp[a] as usize;
     for &byte in &first[..l] {
         let s = ac.next_state(Anchored::No, *states.last().unwrap(), byte);
         states.push(s);
     }
+    // The chain index of each member's first chain position, found by walking the chains in order.
+    let mut k = trie.chain_member.partition_point(|&m| (m as usize) < a);
     for m in a..b {
         let s = trie.member(m);
         let l = trie.lcp[m] as usize;
+        let h = trie.explicit_depth[m] as usize;
         if m > a {
             path.truncate(l + 1);
             let first = trie.first_new[m];
-            path.extend(first..first + (s.len() - l) as u32);
+            path.extend(first..first + (h.max(l) - l) as u32);
         }
+        let chain = (h < s.len()).then(|| {
+            debug_assert_eq!(trie.chain_member[k] as usize, m);
+            k += 1;
+            trie.chain_base[k - 1]
+        });
         states.truncate(l + 1);
-        for d in l..s.len() {
+        for d in l..s.len().min(h + max_len) {
             let st = ac.next_state(Anchored::No, states[d], s[d]);
             states.push(st);
-            if ac.is_match(st) {
-                let node = path[d + 1];
-                for k in 0..ac.match_len(st) {
-                    let p = ac.match_pattern(st, k).as_u32();
-                    let len = plen[p as usize] as usize;
-                    out.source.push(path[d + 1 - len]);
-                    out.pattern.push(p);
-                    out.target.push(node);
+            if !ac.is_match(st) {
+                continue;
+            }
+            let end = d + 1;
+            let target =
+                if end <= h { path[end] } else { crate::align::CHAIN | (chain.unwrap() + (end - h - 1) as u32) };
+            for i in 0..ac.match_len(st) {
+                let p = ac.match_pattern(st, i).as_u32();
+                let len = plen[p as usize] as usize;
+                if end - len <= h {
+                    out.source.push(path[end - len]);
+                    out.pattern.push(vocab.index.pattern_code[p as usize]);
+                    out.target.push(target);
                 }
             }
         }

@@ -1,15 +1,22 @@
 //! The frozen trie automaton: compile a set once, then decode with a plain integer state.
 //!
+//! Two kinds of states (see [`crate::string_trie`]):
+//! - *explicit* states `0..n_explicit`: the trie's shared prefixes (and tails the vocabulary cannot spell byte
+//!   by byte), materialised as CSR rows: state `s` allows exactly `tokens[offsets[s]..offsets[s + 1]]`
+//!   (ascending, no repeats), the token at position `i` leading to `targets[i]`;
+//! - *chain* states `n_explicit..n_states()`: a position `(member, depth)` in the unary tail of one member,
+//!   numbered `n_explicit + chain_base[k] + depth - chain_first_depth[k]` for chain `k`. Nothing is stored per
+//!   chain state: its tokens are the text tokens whose bytes are a prefix of the rest of the member (found by a
+//!   walk of the vocabulary's token trie), plus the end-of-generation ids at the member's end.
+//!
 //! Invariants of an [`Automaton`]:
 //! - states are `0..n_states()` plus [`State::FINISHED`]; the start state is 0;
-//! - every state can still complete a member (pruned: no token leads to a dead end), and every kept member
-//!   is reachable from the start;
-//! - state `s` allows exactly the tokens `tokens[offsets[s]..offsets[s + 1]]` (ascending, no repeats), and the
-//!   token at position `i` leads to `targets[i]`; end-of-generation ids appear only in accepting states and
-//!   lead to `FINISHED`;
+//! - every state that can be reached can still complete a member (pruned: no token leads to a dead end), and
+//!   every kept member is reachable from the start;
+//! - end-of-generation ids are allowed exactly in accepting states and lead to `FINISHED`;
 //! - `FINISHED` allows only the end-of-generation ids and stays `FINISHED`.
 
-use crate::align::{align_aho_corasick, align_token_trie, Edges};
+use crate::align::{align_aho_corasick, align_token_trie, Edges, CHAIN};
 use crate::budget::Budget;
 use crate::error::{show_bytes, Error, ErrorKind, Result};
 use crate::mask::{dense_row, fill_sparse};
@@ -118,20 +125,117 @@ pub struct Forced {
     pub tokens: Vec<TokenId>,
 }
 
+/// The tokens allowed in a state, ascending: borrowed from the automaton for explicit states, computed for chain
+/// states (a handful of ids, kept inline). Dereferences to `[TokenId]`.
+#[derive(Clone, Debug)]
+pub struct Allowed<'a>(AllowedRepr<'a>);
+
+#[derive(Clone, Debug)]
+enum AllowedRepr<'a> {
+    Borrowed(&'a [TokenId]),
+    Inline([TokenId; INLINE], u8),
+    Heap(Vec<TokenId>),
+}
+
+/// Allowed lists of chain states up to this long are kept inline.
+const INLINE: usize = 30;
+
+impl<'a> Allowed<'a> {
+    fn collect(mut ids: Vec<TokenId>) -> Allowed<'a> {
+        ids.sort_unstable();
+        if ids.len() <= INLINE {
+            let mut inline = [0; INLINE];
+            inline[..ids.len()].copy_from_slice(&ids);
+            Allowed(AllowedRepr::Inline(inline, ids.len() as u8))
+        } else {
+            Allowed(AllowedRepr::Heap(ids))
+        }
+    }
+}
+
+impl std::ops::Deref for Allowed<'_> {
+    type Target = [TokenId];
+    #[inline]
+    fn deref(&self) -> &[TokenId] {
+        match &self.0 {
+            AllowedRepr::Borrowed(s) => s,
+            AllowedRepr::Inline(a, n) => &a[..*n as usize],
+            AllowedRepr::Heap(v) => v,
+        }
+    }
+}
+
+impl PartialEq<[TokenId]> for Allowed<'_> {
+    fn eq(&self, other: &[TokenId]) -> bool {
+        **self == *other
+    }
+}
+
+impl<const N: usize> PartialEq<&[TokenId; N]> for Allowed<'_> {
+    fn eq(&self, other: &&[TokenId; N]) -> bool {
+        **self == other[..]
+    }
+}
+
+impl<const N: usize> PartialEq<[TokenId; N]> for Allowed<'_> {
+    fn eq(&self, other: &[TokenId; N]) -> bool {
+        **self == other[..]
+    }
+}
+
+impl PartialEq<Vec<TokenId>> for Allowed<'_> {
+    fn eq(&self, other: &Vec<TokenId>) -> bool {
+        **self == other[..]
+    }
+}
+
+impl PartialEq<&[TokenId]> for Allowed<'_> {
+    fn eq(&self, other: &&[TokenId]) -> bool {
+        **self == **other
+    }
+}
+
+impl PartialEq<Allowed<'_>> for Vec<TokenId> {
+    fn eq(&self, other: &Allowed<'_>) -> bool {
+        self[..] == **other
+    }
+}
+
+impl PartialEq for Allowed<'_> {
+    fn eq(&self, other: &Allowed<'_>) -> bool {
+        **self == **other
+    }
+}
+
+impl Eq for Allowed<'_> {}
+
+impl<'b> IntoIterator for &'b Allowed<'_> {
+    type Item = &'b TokenId;
+    type IntoIter = std::slice::Iter<'b, TokenId>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.iter()
+    }
+}
+
 /// A set of strings compiled against a vocabulary. Immutable, `Send + Sync`; keeps its vocabulary alive.
 pub struct Automaton {
     vocab: Arc<Vocabulary>,
-    /// CSR over states: allowed tokens (ascending) and the state each leads to.
+    /// CSR over the explicit states: allowed tokens (ascending) and the state each leads to.
     offsets: Vec<u32>,
     tokens: Vec<TokenId>,
     targets: Vec<u32>,
     accepting: BitVec<u64, Lsb0>,
-    /// Depth (bytes of text so far) of each state.
+    /// Depth (bytes of text so far) of each explicit state.
     depth: Vec<u32>,
-    /// The only member below each state, or `NONE` when several remain.
+    /// The only member below each explicit state, or `NONE` when several remain.
     single_member: Vec<u32>,
-    /// Precomputed rows for states with many allowed tokens: (state, row), sorted by state.
+    /// Precomputed rows for explicit states with many allowed tokens: (state, row), sorted by state.
     dense: Vec<(u32, Box<[u32]>)>,
+    /// Chains: chain `k` covers states `n_explicit + chain_base[k] .. n_explicit + chain_base[k + 1]`, the
+    /// positions of member `chain_member[k]` at depths `chain_first_depth[k]..`.
+    chain_base: Vec<u32>,
+    chain_member: Vec<u32>,
+    chain_first_depth: Vec<u32>,
     /// Members (sorted, distinct): `member_bytes[member_offsets[i]..member_offsets[i + 1]]`.
     member_offsets: Vec<usize>,
     member_bytes: Vec<u8>,
@@ -141,18 +245,25 @@ pub struct Automaton {
     n_dropped_members: usize,
 }
 
+/// What a state is.
+enum Kind {
+    Explicit(usize),
+    /// A chain state: member, depth.
+    Chain(usize, usize),
+}
+
 impl Automaton {
     /// Compiles `strings` (arbitrary bytes; duplicates and prefixes allowed; the empty string allowed) against
     /// `vocab`. Errors: an empty set ([`ErrorKind::EmptySet`]); a string no token sequence can produce
     /// ([`ErrorKind::UnreachableString`], naming it, unless `options.drop_unreachable`); sizes over the 32-bit
-    /// limits ([`ErrorKind::LimitExceeded`]).
+    /// limits or the options' bounds ([`ErrorKind::LimitExceeded`]).
     pub fn compile<S: AsRef<[u8]> + Sync>(
         vocab: Arc<Vocabulary>,
         strings: &[S],
         options: &CompileOptions,
     ) -> Result<Automaton> {
         let budget = Budget::new(options.max_bytes);
-        let trie = StringTrie::build(strings, &budget, options.max_states)?;
+        let trie = StringTrie::build(strings, &vocab.index.single_byte, &budget, options.max_states)?;
         let edges = match options.alignment {
             AlignmentMethod::TokenTrie => align_token_trie(&trie, &vocab, &budget)?,
             AlignmentMethod::AhoCorasick => align_aho_corasick(&trie, &vocab, &budget)?,
@@ -170,12 +281,17 @@ impl Automaton {
         State(0)
     }
 
-    /// Number of states (not counting `FINISHED`).
+    /// Number of states (not counting `FINISHED`): explicit and chain states.
     pub fn n_states(&self) -> usize {
+        self.n_explicit() + *self.chain_base.last().unwrap() as usize
+    }
+
+    /// Number of explicit (materialised) states; the others are chain states.
+    pub fn n_explicit(&self) -> usize {
         self.depth.len()
     }
 
-    /// Number of transitions (allowed (state, token) pairs) over all states.
+    /// Number of materialised transitions (allowed (state, token) pairs of the explicit states).
     pub fn allowed_total(&self) -> usize {
         self.tokens.len()
     }
@@ -191,7 +307,7 @@ impl Automaton {
     }
 
     /// Input indices of the strings dropped because the vocabulary cannot produce them (with
-    /// [`CompileOptions::drop_unreachable`]), ascending.
+    /// [`CompileOptions::drop_unreachable`]), ascending; every copy of a duplicated string is listed.
     pub fn dropped(&self) -> &[usize] {
         &self.dropped
     }
@@ -207,26 +323,90 @@ impl Automaton {
         }
     }
 
+    /// Member `m`'s bytes.
     #[inline]
-    fn range(&self, state: State) -> std::ops::Range<usize> {
-        self.offsets[state.0 as usize] as usize..self.offsets[state.0 as usize + 1] as usize
+    fn member(&self, m: usize) -> &[u8] {
+        &self.member_bytes[self.member_offsets[m]..self.member_offsets[m + 1]]
     }
 
-    /// The tokens allowed in `state`, ascending, without copying. Empty for an invalid state.
+    /// What `state` (`< n_states()`) is.
     #[inline]
-    pub fn allowed(&self, state: State) -> &[TokenId] {
+    fn kind(&self, state: State) -> Kind {
+        let s = state.0 as usize;
+        let e = self.n_explicit();
+        if s < e {
+            return Kind::Explicit(s);
+        }
+        let idx = (s - e) as u32;
+        let k = self.chain_base.partition_point(|&b| b <= idx) - 1;
+        Kind::Chain(self.chain_member[k] as usize, (self.chain_first_depth[k] + idx - self.chain_base[k]) as usize)
+    }
+
+    /// The state of member `m`'s chain position at depth `d`, given the state of a position at depth `d0`.
+    #[inline]
+    fn chain_step(state: State, from_depth: usize, to_depth: usize) -> State {
+        State(state.0 + (to_depth - from_depth) as u32)
+    }
+
+    #[inline]
+    fn range(&self, s: usize) -> std::ops::Range<usize> {
+        self.offsets[s] as usize..self.offsets[s + 1] as usize
+    }
+
+    /// Calls `f(tokens, length)` for every text-token byte string that is a prefix of `rest` (with the ids that
+    /// stand for it), shortest first.
+    #[inline]
+    fn prefix_tokens(&self, rest: &[u8], mut f: impl FnMut(&[TokenId], usize)) {
+        let tt = &self.vocab.index.trie;
+        let mut u = 0;
+        for (i, &b) in rest.iter().enumerate() {
+            u = tt.child(u, b);
+            if u == NONE {
+                return;
+            }
+            let code = tt.code(u);
+            if code != NONE {
+                f(self.vocab.index.code_tokens(&code), i + 1);
+            }
+        }
+    }
+
+    /// The tokens allowed in `state`, ascending (without copying for explicit states). Empty for an invalid
+    /// state.
+    #[inline]
+    pub fn allowed(&self, state: State) -> Allowed<'_> {
         if state == State::FINISHED {
-            return self.vocab.eog_ids();
+            return Allowed(AllowedRepr::Borrowed(self.vocab.eog_ids()));
         }
         if state.0 as usize >= self.n_states() {
-            return &[];
+            return Allowed(AllowedRepr::Borrowed(&[]));
         }
-        &self.tokens[self.range(state)]
+        match self.kind(state) {
+            Kind::Explicit(s) => Allowed(AllowedRepr::Borrowed(&self.tokens[self.range(s)])),
+            Kind::Chain(m, d) => {
+                let rest = &self.member(m)[d..];
+                let mut ids = Vec::new();
+                self.prefix_tokens(rest, |t, _| ids.extend_from_slice(t));
+                if rest.is_empty() {
+                    ids.extend_from_slice(self.vocab.eog_ids());
+                }
+                Allowed::collect(ids)
+            }
+        }
     }
 
     /// Whether a member may end in `state` (end-of-generation tokens are allowed there).
     pub fn is_accepting(&self, state: State) -> bool {
-        state == State::FINISHED || self.accepting.get(state.0 as usize).map(|b| *b).unwrap_or(false)
+        if state == State::FINISHED {
+            return true;
+        }
+        if state.0 as usize >= self.n_states() {
+            return false;
+        }
+        match self.kind(state) {
+            Kind::Explicit(s) => self.accepting[s],
+            Kind::Chain(m, d) => d == self.member(m).len(),
+        }
     }
 
     /// The state after `token`, [`Step::Finished`] after an end-of-generation token, or an error:
@@ -241,13 +421,29 @@ impl Automaton {
             return Err(self.rejected(state, token));
         }
         self.check(state)?;
-        let r = self.range(state);
-        match self.tokens[r.clone()].binary_search(&token) {
-            Ok(i) => {
-                let t = self.targets[r.start + i];
-                Ok(if t == State::FINISHED.0 { Step::Finished } else { Step::Next(State(t)) })
+        match self.kind(state) {
+            Kind::Explicit(s) => {
+                let r = self.range(s);
+                match self.tokens[r.clone()].binary_search(&token) {
+                    Ok(i) => {
+                        let t = self.targets[r.start + i];
+                        Ok(if t == State::FINISHED.0 { Step::Finished } else { Step::Next(State(t)) })
+                    }
+                    Err(_) => Err(self.rejected(state, token)),
+                }
             }
-            Err(_) => Err(self.rejected(state, token)),
+            Kind::Chain(m, d) => {
+                let rest = &self.member(m)[d..];
+                if self.vocab.is_eog(token) {
+                    return if rest.is_empty() { Ok(Step::Finished) } else { Err(self.rejected(state, token)) };
+                }
+                let bytes = self.vocab.token_bytes(token);
+                if self.vocab.is_text_token(token) && rest.starts_with(bytes) {
+                    Ok(Step::Next(Self::chain_step(state, d, d + bytes.len())))
+                } else {
+                    Err(self.rejected(state, token))
+                }
+            }
         }
     }
 
@@ -258,10 +454,9 @@ impl Automaton {
                 self.vocab.n_vocab()
             ));
         }
-        let at = if state == State::FINISHED {
-            "after the end of generation".to_string()
-        } else {
-            format!("in state {} (after {} bytes of text)", state.0, self.depth[state.0 as usize])
+        let at = match self.depth(state) {
+            None => "after the end of generation".to_string(),
+            Some(d) => format!("in state {} (after {d} bytes of text)", state.0),
         };
         Error::new(
             ErrorKind::TokenRejected,
@@ -291,16 +486,36 @@ impl Automaton {
 
     #[inline]
     fn fill_row(&self, state: State, row: &mut [u32]) {
-        let allowed = self.allowed(state);
-        if allowed.len() >= self.dense_threshold() {
-            if let Ok(i) = self.dense.binary_search_by_key(&state.0, |(s, _)| *s) {
-                let words = self.dense[i].1.len();
-                row[..words].copy_from_slice(&self.dense[i].1);
-                row[words..].fill(0);
-                return;
+        if state == State::FINISHED {
+            return fill_sparse(self.vocab.eog_ids(), row);
+        }
+        match self.kind(state) {
+            Kind::Explicit(s) => {
+                let allowed = &self.tokens[self.range(s)];
+                if allowed.len() >= self.dense_threshold() {
+                    if let Ok(i) = self.dense.binary_search_by_key(&(s as u32), |(s, _)| *s) {
+                        let words = self.dense[i].1.len();
+                        row[..words].copy_from_slice(&self.dense[i].1);
+                        row[words..].fill(0);
+                        return;
+                    }
+                }
+                fill_sparse(allowed, row);
+            }
+            Kind::Chain(m, d) => {
+                row.fill(0);
+                let rest = &self.member(m)[d..];
+                let set = |row: &mut [u32], ids: &[TokenId]| {
+                    for &t in ids {
+                        row[(t >> 5) as usize] |= 1u32 << (t & 31);
+                    }
+                };
+                self.prefix_tokens(rest, |t, _| set(row, t));
+                if rest.is_empty() {
+                    set(row, self.vocab.eog_ids());
+                }
             }
         }
-        fill_sparse(allowed, row);
     }
 
     /// States with at least this many allowed tokens get a precomputed row.
@@ -357,35 +572,52 @@ impl Automaton {
         Ok(())
     }
 
-    /// When only one member remains below `state`: the rest of its bytes and a token path spelling them, so an
-    /// engine can jump forward. `None` when several members remain or for `FINISHED`.
-    pub fn forced(&self, state: State) -> Option<Forced> {
+    /// The only member left below `state`, if one is.
+    fn single_member_of(&self, state: State) -> Option<usize> {
         if state == State::FINISHED || state.0 as usize >= self.n_states() {
             return None;
         }
-        let m = self.single_member[state.0 as usize];
-        if m == NONE {
-            return None;
+        match self.kind(state) {
+            Kind::Explicit(s) => (self.single_member[s] != NONE).then_some(self.single_member[s] as usize),
+            Kind::Chain(m, _) => Some(m),
         }
-        let member = &self.member_bytes[self.member_offsets[m as usize]..self.member_offsets[m as usize + 1]];
-        let bytes = member[self.depth[state.0 as usize] as usize..].to_vec();
+    }
+
+    /// When only one member remains below `state`: the rest of its bytes and a token path spelling them, so an
+    /// engine can jump forward. `None` when several members remain or for `FINISHED`.
+    pub fn forced(&self, state: State) -> Option<Forced> {
+        let m = self.single_member_of(state)?;
+        let member = self.member(m);
+        let bytes = member[self.depth(state)?..].to_vec();
         let mut tokens = Vec::new();
         let mut s = state;
-        while (self.depth[s.0 as usize] as usize) < member.len() {
+        while self.depth(s)? < member.len() {
             // Every allowed text token leads to a live state on the member's path: take the longest.
-            let r = self.range(s);
-            let best = (r.start..r.end)
-                .filter(|&i| self.targets[i] != State::FINISHED.0)
-                .max_by_key(|&i| (self.vocab.token_bytes(self.tokens[i]).len(), std::cmp::Reverse(self.tokens[i])))?;
-            tokens.push(self.tokens[best]);
-            s = State(self.targets[best]);
+            let best = self
+                .allowed(s)
+                .iter()
+                .copied()
+                .filter(|&t| !self.vocab.is_eog(t))
+                .max_by_key(|&t| (self.vocab.token_bytes(t).len(), std::cmp::Reverse(t)))?;
+            tokens.push(best);
+            match self.advance(s, best).ok()? {
+                Step::Next(next) => s = next,
+                Step::Finished => return None,
+            }
         }
         Some(Forced { bytes, tokens })
     }
 
-    /// The text produced so far in `state` is `depth(state)` bytes long.
+    /// The text produced so far in `state` is `depth(state)` bytes long (`None` for `FINISHED` and invalid
+    /// states).
     pub fn depth(&self, state: State) -> Option<usize> {
-        self.depth.get(state.0 as usize).map(|&d| d as usize)
+        if state.0 as usize >= self.n_states() {
+            return None;
+        }
+        Some(match self.kind(state) {
+            Kind::Explicit(s) => self.depth[s] as usize,
+            Kind::Chain(_, d) => d,
+        })
     }
 
     /// Heap bytes held by the automaton (not counting the shared vocabulary).
@@ -394,6 +626,7 @@ impl Automaton {
             + self.accepting.capacity() / 8
             + (self.depth.capacity() + self.single_member.capacity()) * 4
             + self.dense.iter().map(|(_, r)| r.len() * 4 + 16).sum::<usize>()
+            + (self.chain_base.capacity() + self.chain_member.capacity() + self.chain_first_depth.capacity()) * 4
             + self.member_offsets.capacity() * 8
             + self.member_bytes.capacity()
             + self.dropped.capacity() * 8
@@ -404,6 +637,7 @@ impl std::fmt::Debug for Automaton {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Automaton")
             .field("n_states", &self.n_states())
+            .field("n_explicit", &self.n_explicit())
             .field("n_members", &self.n_members())
             .field("n_edges", &self.tokens.len())
             .field("memory_usage", &self.memory_usage())
@@ -411,7 +645,7 @@ impl std::fmt::Debug for Automaton {
     }
 }
 
-/// Prunes the alignment to live, reachable nodes and lays out the flat arrays.
+/// Prunes the alignment to live, reachable explicit nodes, numbers the states and lays out the flat arrays.
 fn freeze(
     vocab: Arc<Vocabulary>,
     trie: StringTrie,
@@ -420,27 +654,47 @@ fn freeze(
     budget: &Budget,
 ) -> Result<Automaton> {
     let n = trie.n_nodes();
-    budget.charge(n * 9, "pruning")?;
-    // live[n]: some member can be completed from n with tokens. Targets are descendants (larger ids).
+    let n_chain = trie.n_chain_positions();
+    budget.charge(n * 9 + n_chain / 8, "pruning")?;
+    // live[n]: some member can be completed from explicit node n with tokens. Chain positions are all live;
+    // explicit targets are descendants (larger ids).
     let mut live = vec![false; n];
     for node in (0..n).rev() {
-        live[node] = trie.end_member[node] != NONE || al.edges(node).any(|(_, t)| live[t as usize]);
+        live[node] = trie.end_member[node] != NONE || al.edges(node).any(|(_, t)| t & CHAIN != 0 || live[t as usize]);
     }
-    // keep[n]: live and reachable from the root through live nodes.
+    // keep[n]: live and reachable from the root through live nodes; entered: chain positions some kept node's
+    // token leads to.
     let mut keep = vec![false; n];
+    let mut entered = vec![false; n_chain];
     keep[0] = live[0];
     for node in 0..n {
         if keep[node] {
             for (_, t) in al.edges(node) {
-                if live[t as usize] {
+                if t & CHAIN != 0 {
+                    entered[(t & !CHAIN) as usize] = true;
+                } else if live[t as usize] {
                     keep[t as usize] = true;
                 }
             }
         }
     }
     drop(live);
-    // Members whose end node cannot be reached.
-    let mut unreachable: Vec<usize> = (0..trie.n_members()).filter(|&m| !keep[trie.end_node(m) as usize]).collect();
+    let chain_entered: Vec<bool> = (0..trie.chain_member.len())
+        .map(|k| entered[trie.chain_base[k] as usize..trie.chain_base[k + 1] as usize].contains(&true))
+        .collect();
+    drop(entered);
+    // Members that cannot be produced: their end node is not kept, or their chain is never entered.
+    let mut reachable = vec![false; trie.n_members()];
+    for node in 0..n {
+        if keep[node] && trie.end_member[node] != NONE {
+            reachable[trie.end_member[node] as usize] = true;
+        }
+    }
+    for (k, &m) in trie.chain_member.iter().enumerate() {
+        reachable[m as usize] = chain_entered[k];
+    }
+    let mut unreachable: Vec<usize> = (0..trie.n_members()).filter(|&m| !reachable[m]).collect();
+    drop(reachable);
     if !unreachable.is_empty() && (!options.drop_unreachable || unreachable.len() == trie.n_members()) {
         let names: Vec<String> = unreachable.iter().take(5).map(|&m| trie.describe_member(m)).collect();
         let more = if unreachable.len() > 5 { format!(" and {} more", unreachable.len() - 5) } else { String::new() };
@@ -468,20 +722,20 @@ fn freeze(
     let n_dropped_members = unreachable.len();
     unreachable.clear();
 
-    // State numbering: kept nodes in preorder.
+    // State numbering: kept explicit nodes in preorder, then the chain positions.
     let mut state_of = vec![NONE; n];
     let mut kept_nodes = Vec::new();
     for node in (0..n).filter(|&node| keep[node]) {
         state_of[node] = kept_nodes.len() as u32;
         kept_nodes.push(node as u32);
     }
-    let n_states = kept_nodes.len();
+    let n_explicit = kept_nodes.len() as u32;
     let eog = vocab.eog_ids();
     let idx = &vocab.index;
 
-    // Allowed tokens of every state, in parallel blocks of states, then concatenated.
-    const BLOCK: usize = 4096;
-    let blocks: Vec<(Vec<u32>, Vec<TokenId>, Vec<u32>)> = (0..n_states)
+    // Allowed tokens of every explicit state, in parallel blocks of states, then concatenated.
+    const BLOCK: usize = 2048;
+    let blocks: Vec<(Vec<u32>, Vec<TokenId>, Vec<u32>)> = (0..kept_nodes.len())
         .step_by(BLOCK)
         .collect::<Vec<_>>()
         .into_par_iter()
@@ -489,7 +743,7 @@ fn freeze(
             if budget.exhausted() {
                 return Err(Error::limit("compiling stopped: max_bytes was exceeded"));
             }
-            let b = (a + BLOCK).min(n_states);
+            let b = (a + BLOCK).min(kept_nodes.len());
             let mut counts = Vec::with_capacity(b - a);
             let mut tokens = Vec::new();
             let mut targets = Vec::new();
@@ -497,10 +751,10 @@ fn freeze(
             for &node in &kept_nodes[a..b] {
                 let node = node as usize;
                 pairs.clear();
-                for (p, t) in al.edges(node) {
-                    let target = state_of[t as usize];
+                for (code, t) in al.edges(node) {
+                    let target = if t & CHAIN != 0 { n_explicit + (t & !CHAIN) } else { state_of[t as usize] };
                     if target != NONE {
-                        pairs.extend(idx.tokens_of(p as usize).iter().map(|&tok| (tok, target)));
+                        pairs.extend(idx.code_tokens(&code).iter().map(|&tok| (tok, target)));
                     }
                 }
                 if trie.end_member[node] != NONE {
@@ -523,7 +777,7 @@ fn freeze(
             u32::MAX - 1
         )));
     }
-    let mut offsets = Vec::with_capacity(n_states + 1);
+    let mut offsets = Vec::with_capacity(kept_nodes.len() + 1);
     offsets.push(0u32);
     let mut tokens = Vec::with_capacity(total);
     let mut targets = Vec::with_capacity(total);
@@ -536,14 +790,15 @@ fn freeze(
     }
     drop(al);
 
-    // Accepting states, depths, and the single member below each state.
-    let mut accepting = bitvec![u64, Lsb0; 0; n_states];
-    let mut depth = Vec::with_capacity(n_states);
+    // Accepting states, depths, and the single member below each explicit state.
+    let mut accepting = bitvec![u64, Lsb0; 0; kept_nodes.len()];
+    let mut depth = Vec::with_capacity(kept_nodes.len());
     for (s, &node) in kept_nodes.iter().enumerate() {
         accepting.set(s, trie.end_member[node as usize] != NONE);
         depth.push(trie.depth[node as usize]);
     }
-    let single_member = single_members(&trie, &keep, &kept_nodes);
+    let single_member = single_members(&trie, &keep, &chain_entered, &kept_nodes);
+    let chain_first_depth: Vec<u32> = trie.chain_member.iter().map(|&m| trie.explicit_depth[m as usize] + 1).collect();
 
     let mut automaton = Automaton {
         vocab,
@@ -554,6 +809,9 @@ fn freeze(
         depth,
         single_member,
         dense: Vec::new(),
+        chain_base: trie.chain_base,
+        chain_member: trie.chain_member,
+        chain_first_depth,
         member_offsets: trie.member_offsets,
         member_bytes: trie.member_bytes,
         dropped,
@@ -561,15 +819,16 @@ fn freeze(
     };
     let threshold = automaton.dense_threshold();
     let words = automaton.mask_words();
-    automaton.dense = (0..n_states as u32)
-        .filter(|&s| automaton.allowed(State(s)).len() >= threshold)
-        .map(|s| (s, dense_row(automaton.allowed(State(s)), words)))
+    automaton.dense = (0..automaton.n_explicit())
+        .filter(|&s| automaton.range(s).len() >= threshold)
+        .map(|s| (s as u32, dense_row(&automaton.tokens[automaton.range(s)], words)))
         .collect();
     Ok(automaton)
 }
 
-/// For each kept node: the only reachable member in its subtree, or `NONE`.
-fn single_members(trie: &StringTrie, keep: &[bool], kept_nodes: &[u32]) -> Vec<u32> {
+/// For each kept explicit node: the only reachable member below it (ending there, ending at a kept descendant, or
+/// in an entered chain hanging below), or `NONE`.
+fn single_members(trie: &StringTrie, keep: &[bool], chain_entered: &[bool], kept_nodes: &[u32]) -> Vec<u32> {
     let n = trie.n_nodes();
     // count (saturated at 2) of reachable members per subtree, and one of them.
     let mut count = vec![0u8; n];
@@ -579,6 +838,12 @@ fn single_members(trie: &StringTrie, keep: &[bool], kept_nodes: &[u32]) -> Vec<u
         if m != NONE && keep[node] {
             count[node] = (count[node] + 1).min(2);
             some[node] = m;
+        }
+        for &k in trie.hanging(node as u32) {
+            if chain_entered[k as usize] {
+                count[node] = (count[node] + 1).min(2);
+                some[node] = trie.chain_member[k as usize];
+            }
         }
         let p = trie.parent[node];
         if p != NONE && count[node] > 0 {

@@ -17,17 +17,17 @@ use std::ffi::{c_char, c_int, CStr, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 
-/// Major version of libtrie (the `0` of `0.1.0`).
+/// Major version of libtrie (the `0` of `0.2.0`).
 pub const TRIE_VERSION_MAJOR: u32 = 0;
 /// Minor version of libtrie.
-pub const TRIE_VERSION_MINOR: u32 = 1;
+pub const TRIE_VERSION_MINOR: u32 = 2;
 /// Patch version of libtrie.
 pub const TRIE_VERSION_PATCH: u32 = 0;
 /// The version as a string, `"MAJOR.MINOR.PATCH"` (in C, `TRIE_VERSION_STRING` is built from the numbers);
 /// [`trie_version`] returns the version of the library linked at run time.
 ///
 /// cbindgen:ignore
-pub const TRIE_VERSION_STRING: &str = "0.1.0";
+pub const TRIE_VERSION_STRING: &str = "0.2.0";
 
 /// Token kind numbers (GGUF's `tokenizer.ggml.token_type`) for `token_kinds` of [`trie_vocab_new`]. 0 also means normal.
 pub const TRIE_TOKEN_NORMAL: u32 = 1;
@@ -851,29 +851,42 @@ pub unsafe extern "C" fn trie_start(automaton: *const trie_automaton) -> trie_st
     guard_value(0, || automaton_ref(automaton).map(|a| a.start().0).unwrap_or(0))
 }
 
-/// The tokens allowed in `state`, ascending, without copying: a view into the automaton (valid while it lives).
-/// In `TRIE_STATE_FINISHED` these are the end-of-generation ids. On failure `*tokens` is NULL and `*n_tokens` 0.
+/// Copies the tokens allowed in `state`, ascending, into `tokens` (room for `capacity` ids) and sets `*n_tokens`
+/// to their number. In `TRIE_STATE_FINISHED` these are the end-of-generation ids. When `capacity` is short the
+/// call returns `TRIE_ERR_BUFFER_TOO_SMALL`, still sets `*n_tokens` to the number needed, and writes nothing into
+/// `tokens`: call with `tokens` NULL and `capacity` 0 to learn it. A buffer of [`trie_automaton_n_vocab`] ids is
+/// always large enough. On other failures `*n_tokens` is 0.
 ///
 /// # Safety
-/// `automaton` must be NULL or a live automaton; `tokens` and `n_tokens` NULL or writable.
+/// `automaton` must be NULL or a live automaton; `tokens` NULL (with `capacity` 0) or `capacity` writable ids;
+/// `n_tokens` NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn trie_allowed(
     automaton: *const trie_automaton,
     state: trie_state,
-    tokens: *mut *const i32,
+    tokens: *mut i32,
+    capacity: usize,
     n_tokens: *mut usize,
 ) -> trie_status {
     guard(|| {
-        if tokens.is_null() || n_tokens.is_null() {
-            return Err(null(if tokens.is_null() { "tokens" } else { "n_tokens" }));
+        if n_tokens.is_null() {
+            return Err(null("n_tokens"));
         }
-        tokens.write(std::ptr::null());
         n_tokens.write(0);
         let a = automaton_ref(automaton)?;
         let s = check_state(a, state)?;
+        let buf = slice_mut(tokens, capacity, "tokens")?;
         let allowed = a.allowed(s);
-        tokens.write(as_i32_ptr(allowed));
         n_tokens.write(allowed.len());
+        if buf.len() < allowed.len() {
+            return Err(Error::new(
+                ErrorKind::BufferTooSmall,
+                format!("state {state} allows {} tokens; the buffer holds {}", allowed.len(), buf.len()),
+            ));
+        }
+        for (dst, &t) in buf.iter_mut().zip(allowed.iter()) {
+            *dst = t as i32;
+        }
         Ok(())
     })
 }

@@ -37,6 +37,6 @@ mod string_trie;
 mod token_trie;
 pub mod vocab;
 
-pub use automaton::{AlignmentMethod, Automaton, CompileOptions, Forced, State, Step};
+pub use automaton::{AlignmentMethod, Allowed, Automaton, CompileOptions, Forced, State, Step};
 pub use error::{Error, ErrorKind, Result};
 pub use vocab::{TokenId, TokenKind, Vocabulary};

@@ -1,9 +1,20 @@
-//! The byte trie of the set's strings.
+//! The byte trie of the set's strings, with unary tails left implicit.
 //!
-//! Invariants: members are sorted and distinct; nodes are numbered in preorder (root = 0) with children in
-//! byte order, so every descendant of a node has a larger id than the node; member `i` creates the nodes of
-//! its path at depths `lcp[i] + 1 ..= len(i)` (its longest common prefix with member `i - 1`), consecutively
-//! from `first_new[i]`.
+//! Members are sorted and distinct. The trie has two kinds of positions:
+//! - *explicit nodes*: every prefix shared by two or more members (and the root), plus every node of a member
+//!   whose tail the vocabulary cannot spell byte by byte. They are materialised: numbered in preorder (root = 0,
+//!   children in byte order, so every descendant of a node has a larger id), with parent, depth and byte;
+//! - *chains*: below its last explicit node (depth `explicit_depth[i]`), a member whose remaining bytes are all
+//!   single-byte text tokens of the vocabulary continues as a chain of positions `(i, d)`,
+//!   `explicit_depth[i] < d <= len(i)`, that are never materialised. Exactly one member lies below each chain
+//!   position, and every chain position is live (the rest of the member can be spelled byte by byte).
+//!
+//! With sorted members and `lcp[i]` (the longest common prefix of members `i - 1` and `i`), the prefixes shared
+//! by two members are those of length `<= max(lcp[i], lcp[i + 1])` of member `i`; member `i` creates the explicit
+//! nodes of its path at depths `lcp[i] + 1 ..= explicit_depth[i]`, consecutively from `first_new[i]`.
+//!
+//! Chain positions are numbered by the *chain index*: chain `k` (of member `chain_member[k]`) holds indices
+//! `chain_base[k] .. chain_base[k + 1]`, the position at depth `d` being `chain_base[k] + d - explicit_depth - 1`.
 
 use crate::budget::Budget;
 use crate::error::{show_bytes, Error, ErrorKind, Result};
@@ -12,8 +23,11 @@ use rayon::prelude::*;
 /// Node or member index that means "none".
 pub(crate) const NONE: u32 = u32::MAX;
 
-/// Heap bytes per trie node (parent, depth, end member, byte, subtree end).
-const NODE_BYTES: usize = 17;
+/// Heap bytes per explicit node (parent, depth, end member, byte, subtree end, hanging list).
+const NODE_BYTES: usize = 21;
+
+/// Heap bytes per member (offsets, input index, lcp, explicit depth, first new node, chain bookkeeping).
+const MEMBER_BYTES: usize = 36;
 
 pub(crate) struct StringTrie {
     /// Member `i` is `member_bytes[member_offsets[i]..member_offsets[i + 1]]`, sorted ascending, distinct.
@@ -25,26 +39,94 @@ pub(crate) struct StringTrie {
     pub(crate) duplicates: Vec<(u32, u32)>,
     /// Longest common prefix of member `i` with member `i - 1` (0 for the first).
     pub(crate) lcp: Vec<u32>,
-    /// Id of the first node member `i` creates (meaningless when it creates none).
+    /// Depth of member `i`'s last explicit node; its chain (if any) covers the depths after it.
+    pub(crate) explicit_depth: Vec<u32>,
+    /// Id of the first explicit node member `i` creates (meaningless when it creates none).
     pub(crate) first_new: Vec<u32>,
-    /// Parent of each node (`NONE` for the root).
+    /// Parent of each explicit node (`NONE` for the root).
     pub(crate) parent: Vec<u32>,
-    /// Depth of each node (root = 0).
+    /// Depth of each explicit node (root = 0).
     pub(crate) depth: Vec<u32>,
-    /// Member that ends at each node, or `NONE`.
+    /// Member that ends at each explicit node, or `NONE`.
     pub(crate) end_member: Vec<u32>,
-    /// The byte on the edge into each node (0 for the root).
+    /// The byte on the edge into each explicit node (0 for the root).
     pub(crate) byte: Vec<u8>,
-    /// Node `n`'s subtree is `n..subtree_end[n]`; its children are `n + 1`, then `subtree_end` of each child
-    /// while below `subtree_end[n]`.
+    /// Node `n`'s explicit subtree is `n..subtree_end[n]`; its explicit children are `n + 1`, then `subtree_end`
+    /// of each child while below `subtree_end[n]`.
     pub(crate) subtree_end: Vec<u32>,
+    /// The chains hanging below explicit node `n` are `hanging[hang_offsets[n]..hang_offsets[n + 1]]` (chain
+    /// indices `k`, ascending).
+    pub(crate) hang_offsets: Vec<u32>,
+    pub(crate) hanging: Vec<u32>,
+    /// Member of chain `k`, ascending.
+    pub(crate) chain_member: Vec<u32>,
+    /// First chain index of chain `k`; `chain_base[n_chains]` is the number of chain positions.
+    pub(crate) chain_base: Vec<u32>,
+}
+
+/// The input indices of `strings` in byte order (equal strings by index): a stable LSD radix sort on the first
+/// 8 bytes (big-endian, zero-padded, which orders like the bytes themselves), then a comparison sort of each run
+/// of equal prefixes.
+fn sorted_order<S: AsRef<[u8]>>(strings: &[S]) -> Vec<u32> {
+    let prefix = |s: &[u8]| {
+        let mut b = [0u8; 8];
+        let n = s.len().min(8);
+        b[..n].copy_from_slice(&s[..n]);
+        u64::from_be_bytes(b)
+    };
+    let mut items: Vec<(u64, u32)> = strings.iter().enumerate().map(|(i, s)| (prefix(s.as_ref()), i as u32)).collect();
+    let full = |a: &(u64, u32), b: &(u64, u32)| {
+        a.0.cmp(&b.0)
+            .then_with(|| strings[a.1 as usize].as_ref().cmp(strings[b.1 as usize].as_ref()))
+            .then(a.1.cmp(&b.1))
+    };
+    if items.len() < 1024 {
+        items.sort_unstable_by(full);
+        return items.into_iter().map(|(_, i)| i).collect();
+    }
+    let mut counts = vec![[0u32; 256]; 8];
+    for &(key, _) in &items {
+        for (digit, c) in counts.iter_mut().enumerate() {
+            c[(key >> (8 * digit)) as u8 as usize] += 1;
+        }
+    }
+    let mut scratch = vec![(0u64, 0u32); items.len()];
+    for (digit, c) in counts.iter().enumerate() {
+        if c.iter().any(|&n| n as usize == items.len()) {
+            continue; // every key has the same byte here
+        }
+        let mut start = [0u32; 256];
+        for b in 1..256 {
+            start[b] = start[b - 1] + c[b - 1];
+        }
+        for &item in &items {
+            let b = (item.0 >> (8 * digit)) as u8 as usize;
+            scratch[start[b] as usize] = item;
+            start[b] += 1;
+        }
+        std::mem::swap(&mut items, &mut scratch);
+    }
+    let mut a = 0;
+    while a < items.len() {
+        let mut b = a + 1;
+        while b < items.len() && items[b].0 == items[a].0 {
+            b += 1;
+        }
+        if b - a > 1 {
+            items[a..b].sort_unstable_by(full);
+        }
+        a = b;
+    }
+    items.into_iter().map(|(_, i)| i).collect()
 }
 
 impl StringTrie {
-    /// Builds the trie of `strings` (duplicates merged), charging its memory to `budget` and refusing more than
-    /// `max_nodes` nodes.
+    /// Builds the trie of `strings` (duplicates merged). `single_byte[b]` tells whether byte `b` is a text token
+    /// of the vocabulary on its own (tails made only of such bytes become chains). Charges its memory to
+    /// `budget` and refuses more than `max_nodes` positions (explicit and chain).
     pub(crate) fn build<S: AsRef<[u8]> + Sync>(
         strings: &[S],
+        single_byte: &[bool; 256],
         budget: &Budget,
         max_nodes: Option<usize>,
     ) -> Result<StringTrie> {
@@ -55,14 +137,8 @@ impl StringTrie {
             return Err(Error::limit(format!("{} strings exceed the limit of {}", strings.len(), NONE - 1)));
         }
         budget.charge(strings.len().saturating_mul(std::mem::size_of::<(&[u8], u32)>()), "sorting the strings")?;
-        let mut keyed: Vec<(&[u8], u32)> = strings.iter().enumerate().map(|(i, s)| (s.as_ref(), i as u32)).collect();
-        if !keyed.windows(2).all(|w| w[0] <= w[1]) {
-            if keyed.len() >= 1 << 18 {
-                keyed.par_sort_unstable();
-            } else {
-                keyed.sort_unstable();
-            }
-        }
+        let order = sorted_order(strings);
+        let mut keyed: Vec<(&[u8], u32)> = order.into_iter().map(|i| (strings[i as usize].as_ref(), i)).collect();
         // Merge duplicates, remembering the later input indices of each member.
         let mut duplicates = Vec::new();
         let mut kept = 0;
@@ -75,7 +151,6 @@ impl StringTrie {
             }
         }
         keyed.truncate(kept);
-        // One pass over the sorted strings copies them into contiguous memory; the rest reads only that.
         let total: usize = keyed.iter().map(|(s, _)| s.len()).sum();
         if let Some((s, i)) = keyed.iter().find(|(s, _)| s.len() >= NONE as usize) {
             return Err(Error::limit(format!(
@@ -84,7 +159,8 @@ impl StringTrie {
                 NONE - 1
             )));
         }
-        budget.charge(total.saturating_add(keyed.len().saturating_mul(32)), "copying the strings")?;
+        // One pass over the sorted strings copies them into contiguous memory; the rest reads only that.
+        budget.charge(total.saturating_add(keyed.len().saturating_mul(MEMBER_BYTES)), "copying the strings")?;
         let mut member_offsets = Vec::with_capacity(keyed.len() + 1);
         let mut member_bytes = Vec::with_capacity(total);
         let mut order = Vec::with_capacity(keyed.len());
@@ -94,10 +170,11 @@ impl StringTrie {
             member_offsets.push(member_bytes.len());
             order.push(i);
         }
+        let k = order.len();
         let member = |m: usize| &member_bytes[member_offsets[m]..member_offsets[m + 1]];
-        let lcp: Vec<u32> = (0..order.len())
+        let lcp: Vec<u32> = (0..k)
             .into_par_iter()
-            .with_min_len(1 << 14)
+            .with_min_len(1 << 13)
             .map(|i| {
                 if i == 0 {
                     return 0;
@@ -105,51 +182,92 @@ impl StringTrie {
                 member(i - 1).iter().zip(member(i)).take_while(|(x, y)| x == y).count() as u32
             })
             .collect();
-        let n_nodes: usize = 1 + (0..order.len()).map(|m| member(m).len() - lcp[m] as usize).sum::<usize>();
-        if n_nodes >= (NONE - 1) as usize {
-            return Err(Error::limit(format!(
-                "the set needs {n_nodes} trie nodes, more than the limit of {}; split the set",
-                NONE - 2
-            )));
-        }
+        // The last explicit depth of each member: its deepest shared prefix, or its whole length when the
+        // vocabulary cannot spell its tail byte by byte.
+        let explicit_depth: Vec<u32> = (0..k)
+            .into_par_iter()
+            .with_min_len(1 << 13)
+            .map(|i| {
+                let shared = lcp[i].max(lcp.get(i + 1).copied().unwrap_or(0));
+                let s = member(i);
+                if s[shared as usize..].iter().all(|&b| single_byte[b as usize]) {
+                    shared
+                } else {
+                    s.len() as u32
+                }
+            })
+            .collect();
+        let n_explicit: usize = 1 + (0..k).map(|m| (explicit_depth[m] - lcp[m]) as usize).sum::<usize>();
+        let n_chain: usize = (0..k).map(|m| member(m).len() - explicit_depth[m] as usize).sum();
+        let n_positions = n_explicit + n_chain;
         if let Some(max) = max_nodes {
-            if n_nodes > max {
+            if n_positions > max {
                 return Err(Error::limit(format!(
-                    "the set needs {n_nodes} trie nodes (states before pruning), over max_states = {max}; raise \
-                     max_states or split the set"
+                    "the set needs {n_positions} trie nodes (states before pruning), over max_states = {max}; \
+                     raise max_states or split the set"
                 )));
             }
         }
-        budget.charge(n_nodes.saturating_mul(NODE_BYTES), "the trie's nodes")?;
-        let mut first_new = Vec::with_capacity(order.len());
-        let mut parent = Vec::with_capacity(n_nodes);
-        let mut depth = Vec::with_capacity(n_nodes);
-        let mut end_member = vec![NONE; n_nodes];
-        let mut byte = Vec::with_capacity(n_nodes);
+        if n_positions >= (NONE / 2) as usize {
+            return Err(Error::limit(format!(
+                "the set needs {n_positions} trie nodes, more than the limit of {}; split the set",
+                NONE / 2 - 1
+            )));
+        }
+        budget.charge(n_explicit.saturating_mul(NODE_BYTES), "the trie's nodes")?;
+
+        let mut first_new = Vec::with_capacity(k);
+        let mut parent = Vec::with_capacity(n_explicit);
+        let mut depth = Vec::with_capacity(n_explicit);
+        let mut end_member = vec![NONE; n_explicit];
+        let mut byte = Vec::with_capacity(n_explicit);
         byte.push(0u8);
         parent.push(NONE);
         depth.push(0u32);
-        // path[d] = node at depth d on the current member's path.
+        let mut chain_member = Vec::new();
+        let mut chain_base = vec![0u32];
+        // (node, chain) pairs, made in chain order; grouped by node below.
+        let mut hang_node = Vec::new();
+        // path[d] = explicit node at depth d on the current member's path.
         let mut path: Vec<u32> = vec![0];
-        for (m, &l) in lcp.iter().enumerate() {
+        for m in 0..k {
             let s = member(m);
-            let l = l as usize;
+            let (l, h) = (lcp[m] as usize, explicit_depth[m] as usize);
             path.truncate(l + 1);
             first_new.push(parent.len() as u32);
-            for d in l..s.len() {
+            for d in l..h {
                 let id = parent.len() as u32;
                 parent.push(path[d]);
                 byte.push(s[d]);
                 depth.push(d as u32 + 1);
                 path.push(id);
             }
-            end_member[path[s.len()] as usize] = m as u32;
+            if h == s.len() {
+                end_member[path[h] as usize] = m as u32;
+            } else {
+                hang_node.push(path[h]);
+                chain_member.push(m as u32);
+                chain_base.push(chain_base.last().unwrap() + (s.len() - h) as u32);
+            }
         }
-        debug_assert_eq!(parent.len(), n_nodes);
-        let mut subtree_end: Vec<u32> = (1..=n_nodes as u32).collect();
-        for n in (1..n_nodes).rev() {
+        debug_assert_eq!(parent.len(), n_explicit);
+        let mut subtree_end: Vec<u32> = (1..=n_explicit as u32).collect();
+        for n in (1..n_explicit).rev() {
             let p = parent[n] as usize;
             subtree_end[p] = subtree_end[p].max(subtree_end[n]);
+        }
+        let mut hang_offsets = vec![0u32; n_explicit + 1];
+        for &n in &hang_node {
+            hang_offsets[n as usize + 1] += 1;
+        }
+        for i in 0..n_explicit {
+            hang_offsets[i + 1] += hang_offsets[i];
+        }
+        let mut cursor = hang_offsets.clone();
+        let mut hanging = vec![0u32; hang_node.len()];
+        for (c, &n) in hang_node.iter().enumerate() {
+            hanging[cursor[n as usize] as usize] = c as u32;
+            cursor[n as usize] += 1;
         }
         Ok(StringTrie {
             member_offsets,
@@ -157,16 +275,21 @@ impl StringTrie {
             member_input: order,
             duplicates,
             lcp,
+            explicit_depth,
             first_new,
             parent,
             depth,
             end_member,
             byte,
             subtree_end,
+            hang_offsets,
+            hanging,
+            chain_member,
+            chain_base,
         })
     }
 
-    /// The children of `node`, ascending by byte.
+    /// The explicit children of `node`, ascending by byte.
     #[inline]
     pub(crate) fn children(&self, node: u32) -> impl Iterator<Item = u32> + '_ {
         let end = self.subtree_end[node as usize];
@@ -182,8 +305,20 @@ impl StringTrie {
         })
     }
 
+    /// The chains hanging below explicit node `node`.
+    #[inline]
+    pub(crate) fn hanging(&self, node: u32) -> &[u32] {
+        &self.hanging[self.hang_offsets[node as usize] as usize..self.hang_offsets[node as usize + 1] as usize]
+    }
+
+    /// Number of explicit nodes.
     pub(crate) fn n_nodes(&self) -> usize {
         self.parent.len()
+    }
+
+    /// Number of chain positions.
+    pub(crate) fn n_chain_positions(&self) -> usize {
+        *self.chain_base.last().unwrap() as usize
     }
 
     pub(crate) fn n_members(&self) -> usize {
@@ -194,27 +329,28 @@ impl StringTrie {
         &self.member_bytes[self.member_offsets[m]..self.member_offsets[m + 1]]
     }
 
-    /// The node where member `m` ends.
-    pub(crate) fn end_node(&self, m: usize) -> u32 {
-        let len = self.member(m).len();
-        let l = self.lcp[m] as usize;
-        if len == 0 {
-            0
-        } else {
-            debug_assert!(len > l);
-            self.first_new[m] + (len - l - 1) as u32
+    /// The explicit node of member `m` at depth `d <= explicit_depth[m]`.
+    pub(crate) fn explicit_node(&self, m: usize, d: usize) -> u32 {
+        debug_assert!(d <= self.explicit_depth[m] as usize);
+        // A member that creates no node shares its explicit path with the member before it.
+        let mut m = m;
+        while m > 0 && self.explicit_depth[m] == self.lcp[m] {
+            m -= 1;
         }
-    }
-
-    /// The nodes of member `m`'s path, depths `0..=len`.
-    pub(crate) fn path_of(&self, m: usize) -> Vec<u32> {
-        let mut path = vec![0u32; self.member(m).len() + 1];
-        let mut node = self.end_node(m);
-        for d in (0..path.len()).rev() {
-            path[d] = node;
+        let (h, l) = (self.explicit_depth[m] as usize, self.lcp[m] as usize);
+        let mut node = if h > l { self.first_new[m] + (h - l - 1) as u32 } else { 0 };
+        let h = if h > l { h } else { 0 };
+        for _ in d..h {
             node = self.parent[node as usize];
         }
-        path
+        node
+    }
+
+    /// The explicit node where member `m` ends, or `None` when it ends in a chain.
+    #[cfg(test)]
+    pub(crate) fn end_node(&self, m: usize) -> Option<u32> {
+        let len = self.member(m).len();
+        (self.explicit_depth[m] as usize == len).then(|| self.explicit_node(m, len))
     }
 
     /// A readable name of member `m` for error messages.
@@ -227,31 +363,80 @@ impl StringTrie {
 mod tests {
     use super::*;
 
+    fn all_bytes() -> [bool; 256] {
+        [true; 256]
+    }
+
     #[test]
-    fn preorder_ids_and_shared_prefixes() {
-        let t = StringTrie::build(&["ab", "a", "abc", "b", "ab"], &Budget::new(None), None).unwrap();
-        // Members sorted and deduplicated: a, ab, abc, b.
-        assert_eq!(t.n_members(), 4);
+    fn shared_prefixes_are_explicit_and_tails_are_chains() {
+        let t =
+            StringTrie::build(&["ab", "a", "abc", "b", "ab", "bcd"], &all_bytes(), &Budget::new(None), None).unwrap();
+        // Members sorted and deduplicated: a, ab, abc, b, bcd.
+        assert_eq!(t.n_members(), 5);
         assert_eq!(t.member(1), b"ab");
-        assert_eq!(t.member_input, vec![1, 0, 2, 3]);
+        assert_eq!(t.member_input, vec![1, 0, 2, 3, 5]);
         assert_eq!(t.duplicates, vec![(1, 4)]);
-        // Nodes: root, a, ab, abc, b.
-        assert_eq!(t.n_nodes(), 5);
-        assert_eq!(t.parent, vec![NONE, 0, 1, 2, 0]);
-        assert_eq!(t.end_node(2), 3);
-        assert_eq!(t.path_of(2), vec![0, 1, 2, 3]);
-        assert_eq!(t.end_node(3), 4);
-        assert_eq!(t.children(0).collect::<Vec<_>>(), vec![1, 4]);
-        assert_eq!(t.children(1).collect::<Vec<_>>(), vec![2]);
-        assert_eq!(t.children(3).count(), 0);
-        assert_eq!(t.byte, b"\0abcb");
+        // Shared prefixes: "", a, ab (a < ab < abc) and b (b < bcd). Explicit nodes: root, a, ab, b.
+        assert_eq!(t.explicit_depth, vec![1, 2, 2, 1, 1]);
+        assert_eq!(t.n_nodes(), 4);
+        assert_eq!(t.parent, vec![NONE, 0, 1, 0]);
+        assert_eq!(t.byte, b"\0abb");
+        assert_eq!(t.end_member, vec![NONE, 0, 1, 3]);
+        assert_eq!(t.children(0).collect::<Vec<_>>(), vec![1, 3]);
+        // Chains: "c" of abc below ab, "cd" of bcd below b.
+        assert_eq!(t.chain_member, vec![2, 4]);
+        assert_eq!(t.chain_base, vec![0, 1, 3]);
+        assert_eq!(t.hanging(2), &[0]);
+        assert_eq!(t.hanging(3), &[1]);
+        assert_eq!(t.n_chain_positions(), 3);
+        assert_eq!(t.end_node(1), Some(2));
+        assert_eq!(t.end_node(2), None);
+        assert_eq!(t.explicit_node(2, 1), 1);
+    }
+
+    #[test]
+    fn tails_the_vocabulary_cannot_spell_byte_by_byte_are_explicit() {
+        let mut single = all_bytes();
+        single[b'z' as usize] = false;
+        let t = StringTrie::build(&["abz", "x"], &single, &Budget::new(None), None).unwrap();
+        // "abz" is explicit all the way (root, a, ab, abz); "x" is a chain below the root.
+        assert_eq!(t.explicit_depth, vec![3, 0]);
+        assert_eq!(t.n_nodes(), 4);
+        assert_eq!(t.end_node(0), Some(3));
+        assert_eq!(t.hanging(0), &[0]);
     }
 
     #[test]
     fn empty_string_ends_at_root() {
-        let t = StringTrie::build(&["", "x"], &Budget::new(None), None).unwrap();
-        assert_eq!(t.end_node(0), 0);
+        let t = StringTrie::build(&["", "x"], &all_bytes(), &Budget::new(None), None).unwrap();
+        assert_eq!(t.end_node(0), Some(0));
         assert_eq!(t.end_member[0], 0);
-        assert!(StringTrie::build::<&str>(&[], &Budget::new(None), None).is_err());
+        assert!(StringTrie::build::<&str>(&[], &all_bytes(), &Budget::new(None), None).is_err());
+    }
+
+    #[test]
+    fn radix_order_is_byte_order() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand::rngs::SmallRng::seed_from_u64(7);
+        for n in [0usize, 5, 3000] {
+            let strings: Vec<Vec<u8>> = (0..n)
+                .map(|_| {
+                    let len = rng.gen_range(0..14);
+                    (0..len).map(|_| [0u8, 1, b'a', b'b', 0xff][rng.gen_range(0..5)]).collect()
+                })
+                .collect();
+            let mut want: Vec<u32> = (0..n as u32).collect();
+            want.sort_by(|&a, &b| strings[a as usize].cmp(&strings[b as usize]).then(a.cmp(&b)));
+            assert_eq!(sorted_order(&strings), want, "n = {n}");
+        }
+    }
+
+    #[test]
+    fn positions_are_counted_for_max_states() {
+        // 1 root + "abc": 3 chain positions.
+        let t = StringTrie::build(&["abc"], &all_bytes(), &Budget::new(None), Some(4)).unwrap();
+        assert_eq!((t.n_nodes(), t.n_chain_positions()), (1, 3));
+        let e = StringTrie::build(&["abc"], &all_bytes(), &Budget::new(None), Some(3)).err().unwrap();
+        assert_eq!(e.kind(), ErrorKind::LimitExceeded);
     }
 }

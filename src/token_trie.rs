@@ -2,22 +2,34 @@
 //! libtrie uses by default (the Aho-Corasick automaton of the paper is kept as an alternative, built on demand).
 //!
 //! Invariants: nodes are in preorder (root = 0); node `u`'s children are
-//! `child_node[child_offsets[u]..child_offsets[u + 1]]`, ascending by `child_byte`; the root's children are
-//! also in the dense table `root`; `pattern_at[u]` is the pattern that ends at `u`, or `NONE`.
+//! `edges[nodes[u].first_edge..nodes[u + 1].first_edge]`, ascending by byte (a sentinel node closes the last
+//! range); the root's children are also in the dense table `root`; `nodes[u].code` is the *token code* of the
+//! pattern that ends at `u` (see [`crate::vocab::TokenIndex::code_tokens`]), or `NONE`. A node's record and its edges are each contiguous, so a step costs about two cache lines.
 
 use crate::string_trie::NONE;
 
+#[derive(Clone, Copy)]
+struct Node {
+    first_edge: u32,
+    code: u32,
+}
+
+#[derive(Clone, Copy)]
+struct Edge {
+    byte: u8,
+    child: u32,
+}
+
 pub(crate) struct TokenTrie {
-    pub(crate) root: Box<[u32; 256]>,
-    pub(crate) child_offsets: Vec<u32>,
-    pub(crate) child_byte: Vec<u8>,
-    pub(crate) child_node: Vec<u32>,
-    pub(crate) pattern_at: Vec<u32>,
+    root: Box<[u32; 256]>,
+    nodes: Vec<Node>,
+    edges: Vec<Edge>,
 }
 
 impl TokenTrie {
-    /// Builds the trie of `patterns`, which must be sorted ascending, distinct and non-empty.
-    pub(crate) fn build(patterns: &[&[u8]]) -> TokenTrie {
+    /// Builds the trie of `patterns`, which must be sorted ascending, distinct and non-empty; pattern `p`'s node
+    /// gets `codes[p]`.
+    pub(crate) fn build(patterns: &[&[u8]], codes: &[u32]) -> TokenTrie {
         let mut parent: Vec<u32> = vec![NONE];
         let mut byte: Vec<u8> = vec![0];
         let mut pattern_at: Vec<u32> = vec![NONE];
@@ -34,33 +46,32 @@ impl TokenTrie {
                 pattern_at.push(NONE);
                 path.push(id);
             }
-            pattern_at[path[s.len()] as usize] = p as u32;
+            pattern_at[path[s.len()] as usize] = codes[p];
             prev = s;
         }
         let n = parent.len();
-        let mut child_offsets = vec![0u32; n + 1];
+        let mut first = vec![0u32; n + 1];
         for &p in &parent[1..] {
-            child_offsets[p as usize + 1] += 1;
+            first[p as usize + 1] += 1;
         }
         for i in 0..n {
-            child_offsets[i + 1] += child_offsets[i];
+            first[i + 1] += first[i];
         }
-        let mut cursor = child_offsets.clone();
-        let mut child_byte = vec![0u8; n - 1];
-        let mut child_node = vec![0u32; n - 1];
+        let mut cursor = first.clone();
+        let mut edges = vec![Edge { byte: 0, child: 0 }; n - 1];
         // Preorder visits siblings in byte order, so each child list comes out sorted.
         for c in 1..n {
             let p = parent[c] as usize;
-            let k = cursor[p] as usize;
-            child_byte[k] = byte[c];
-            child_node[k] = c as u32;
+            edges[cursor[p] as usize] = Edge { byte: byte[c], child: c as u32 };
             cursor[p] += 1;
         }
         let mut root = Box::new([NONE; 256]);
-        for k in child_offsets[0] as usize..child_offsets[1] as usize {
-            root[child_byte[k] as usize] = child_node[k];
+        for e in &edges[first[0] as usize..first[1] as usize] {
+            root[e.byte as usize] = e.child;
         }
-        TokenTrie { root, child_offsets, child_byte, child_node, pattern_at }
+        let mut nodes: Vec<Node> = (0..n).map(|u| Node { first_edge: first[u], code: pattern_at[u] }).collect();
+        nodes.push(Node { first_edge: first[n], code: NONE });
+        TokenTrie { root, nodes, edges }
     }
 
     /// The child of `u` along `b`, or `NONE`.
@@ -69,29 +80,33 @@ impl TokenTrie {
         if u == 0 {
             return self.root[b as usize];
         }
-        let r = self.child_offsets[u as usize] as usize..self.child_offsets[u as usize + 1] as usize;
-        let bytes = &self.child_byte[r.clone()];
-        if bytes.len() <= 8 {
-            for (i, &x) in bytes.iter().enumerate() {
-                if x == b {
-                    return self.child_node[r.start + i];
+        let edges =
+            &self.edges[self.nodes[u as usize].first_edge as usize..self.nodes[u as usize + 1].first_edge as usize];
+        if edges.len() <= 8 {
+            for e in edges {
+                if e.byte == b {
+                    return e.child;
                 }
             }
             NONE
         } else {
-            match bytes.binary_search(&b) {
-                Ok(i) => self.child_node[r.start + i],
+            match edges.binary_search_by_key(&b, |e| e.byte) {
+                Ok(i) => edges[i].child,
                 Err(_) => NONE,
             }
         }
     }
 
+    /// The token code of the pattern that ends at node `u`, or `NONE`.
+    #[inline]
+    pub(crate) fn code(&self, u: u32) -> u32 {
+        self.nodes[u as usize].code
+    }
+
     pub(crate) fn memory_usage(&self) -> usize {
         256 * 4
-            + self.child_offsets.capacity() * 4
-            + self.child_byte.capacity()
-            + self.child_node.capacity() * 4
-            + self.pattern_at.capacity() * 4
+            + self.nodes.capacity() * std::mem::size_of::<Node>()
+            + self.edges.capacity() * std::mem::size_of::<Edge>()
     }
 }
 
@@ -102,14 +117,15 @@ mod tests {
     #[test]
     fn children_are_sorted_and_patterns_marked() {
         let pats: Vec<&[u8]> = vec![b"a", b"ab", b"ac", b"b", b"bca"];
-        let t = TokenTrie::build(&pats);
+        let codes: Vec<u32> = (0..pats.len() as u32).collect();
+        let t = TokenTrie::build(&pats, &codes);
         let a = t.child(0, b'a');
-        assert_eq!(t.pattern_at[a as usize], 0);
-        assert_eq!(t.pattern_at[t.child(a, b'c') as usize], 2);
+        assert_eq!(t.code(a), 0);
+        assert_eq!(t.code(t.child(a, b'c')), 2);
         let b = t.child(0, b'b');
         let bc = t.child(b, b'c');
-        assert_eq!(t.pattern_at[bc as usize], NONE);
-        assert_eq!(t.pattern_at[t.child(bc, b'a') as usize], 4);
+        assert_eq!(t.code(bc), NONE);
+        assert_eq!(t.code(t.child(bc, b'a')), 4);
         assert_eq!(t.child(0, b'z'), NONE);
     }
 }

@@ -80,6 +80,12 @@ pub(crate) struct TokenIndex {
     pub(crate) pattern_tokens: Vec<TokenId>,
     /// Byte length of each pattern.
     pub(crate) pattern_len: Vec<u32>,
+    /// The token code of each pattern (see [`TokenIndex::code_tokens`]).
+    pub(crate) pattern_code: Vec<u32>,
+    /// The longest pattern's length (0 without patterns).
+    pub(crate) max_pattern_len: u32,
+    /// `single_byte[b]`: the one-byte string `[b]` is a pattern (some text token stands for exactly that byte).
+    pub(crate) single_byte: [bool; 256],
 }
 
 impl TokenIndex {
@@ -88,7 +94,21 @@ impl TokenIndex {
     pub(crate) fn tokens_of(&self, p: usize) -> &[TokenId] {
         &self.pattern_tokens[self.pattern_offsets[p] as usize..self.pattern_offsets[p + 1] as usize]
     }
+
+    /// The token ids a *token code* stands for. A pattern's code is its token id when one token has its bytes
+    /// (the usual case: no lookup needed), else `MULTI | pattern`.
+    #[inline]
+    pub(crate) fn code_tokens<'a>(&'a self, code: &'a u32) -> &'a [TokenId] {
+        if code & MULTI == 0 {
+            std::slice::from_ref(code)
+        } else {
+            self.tokens_of((code & !MULTI) as usize)
+        }
+    }
 }
+
+/// Marks a token code that names a pattern of several tokens.
+pub(crate) const MULTI: u32 = 1 << 31;
 
 /// The most ids a vocabulary may have (ids are `int32_t` in C engines).
 pub const MAX_VOCAB: usize = i32::MAX as usize;
@@ -172,11 +192,14 @@ impl Vocabulary {
             kinds,
             eog,
             index: TokenIndex {
-                trie: TokenTrie::build(&[]),
+                trie: TokenTrie::build(&[], &[]),
                 ac: OnceLock::new(),
                 pattern_offsets: vec![0],
                 pattern_tokens: Vec::new(),
                 pattern_len: Vec::new(),
+                pattern_code: Vec::new(),
+                max_pattern_len: 0,
+                single_byte: [false; 256],
             },
         };
         vocab.index = vocab.build_index()?;
@@ -200,8 +223,32 @@ impl Vocabulary {
             pattern_len.push(b.len() as u32);
             pattern_offsets.push(pattern_offsets.last().unwrap() + 1);
         }
-        let trie = TokenTrie::build(&patterns);
-        Ok(TokenIndex { trie, ac: OnceLock::new(), pattern_offsets, pattern_tokens: ids, pattern_len })
+        let pattern_code: Vec<u32> = (0..patterns.len())
+            .map(|p| {
+                let (a, b) = (pattern_offsets[p] as usize, pattern_offsets[p + 1] as usize);
+                if b - a == 1 {
+                    ids[a]
+                } else {
+                    MULTI | p as u32
+                }
+            })
+            .collect();
+        let trie = TokenTrie::build(&patterns, &pattern_code);
+        let max_pattern_len = pattern_len.iter().copied().max().unwrap_or(0);
+        let mut single_byte = [false; 256];
+        for p in patterns.iter().filter(|p| p.len() == 1) {
+            single_byte[p[0] as usize] = true;
+        }
+        Ok(TokenIndex {
+            trie,
+            ac: OnceLock::new(),
+            pattern_offsets,
+            pattern_tokens: ids,
+            pattern_len,
+            pattern_code,
+            max_pattern_len,
+            single_byte,
+        })
     }
 
     /// The bytes of pattern `p`.
@@ -301,7 +348,7 @@ impl Vocabulary {
                 .and_then(|r| r.as_ref().ok())
                 .map_or(0, aho_corasick::automaton::Automaton::memory_usage)
             + (self.index.pattern_offsets.capacity() + self.index.pattern_tokens.capacity()) * 4
-            + self.index.pattern_len.capacity() * 4
+            + (self.index.pattern_len.capacity() + self.index.pattern_code.capacity()) * 4
     }
 
     /// Checks a token id from a foreign caller (C engines use `int32_t`): `0 <= id < n_vocab`, else

@@ -46,9 +46,15 @@ fn compile(v: *const trie_vocab, set: &[&[u8]], options: Option<&trie_options>) 
 }
 
 fn allowed(a: *const trie_automaton, s: trie_state) -> Vec<i32> {
-    let (mut p, mut n) = (null(), 0usize);
-    assert_eq!(unsafe { trie_allowed(a, s, &mut p, &mut n) }, TRIE_OK);
-    unsafe { std::slice::from_raw_parts(p, n) }.to_vec()
+    let mut n = 0usize;
+    assert_eq!(
+        unsafe { trie_allowed(a, s, null_mut(), 0, &mut n) },
+        if n == 0 { TRIE_OK } else { TRIE_ERR_BUFFER_TOO_SMALL }
+    );
+    let mut out = vec![-1i32; n];
+    assert_eq!(unsafe { trie_allowed(a, s, out.as_mut_ptr(), n, &mut n) }, TRIE_OK);
+    assert_eq!(out.len(), n);
+    out
 }
 
 #[test]
@@ -311,13 +317,20 @@ fn decode_masks_and_advance() {
         assert_eq!(trie_start(null()), 0);
         assert_eq!(allowed(a, s0), [0, 1, 5, 6]);
         assert_eq!(allowed(a, TRIE_STATE_FINISHED), [8]);
-        let (mut p, mut n) = (null(), 5usize);
-        assert_eq!(trie_allowed(a, 424242, &mut p, &mut n), TRIE_ERR_INVALID_STATE);
-        assert!(p.is_null() && n == 0);
+        let mut buf = [-7i32; 8];
+        let mut n = 5usize;
+        assert_eq!(trie_allowed(a, 424242, buf.as_mut_ptr(), 8, &mut n), TRIE_ERR_INVALID_STATE);
+        assert!(n == 0 && buf == [-7; 8]);
         assert!(last_error().contains("424242"));
-        assert_eq!(trie_allowed(null(), s0, &mut p, &mut n), TRIE_ERR_NULL_ARGUMENT);
-        assert_eq!(trie_allowed(a, s0, null_mut(), &mut n), TRIE_ERR_NULL_ARGUMENT);
-        assert_eq!(trie_allowed(a, s0, &mut p, null_mut()), TRIE_ERR_NULL_ARGUMENT);
+        assert_eq!(trie_allowed(null(), s0, buf.as_mut_ptr(), 8, &mut n), TRIE_ERR_NULL_ARGUMENT);
+        assert_eq!(trie_allowed(a, s0, buf.as_mut_ptr(), 8, null_mut()), TRIE_ERR_NULL_ARGUMENT);
+        // A NULL buffer with room claimed is an error; a short buffer is left untouched and the size is reported.
+        assert_eq!(trie_allowed(a, s0, null_mut(), 8, &mut n), TRIE_ERR_NULL_ARGUMENT);
+        assert_eq!(trie_allowed(a, s0, buf.as_mut_ptr(), 3, &mut n), TRIE_ERR_BUFFER_TOO_SMALL);
+        assert!(n == 4 && buf == [-7; 8]);
+        assert!(last_error().contains("allows 4 tokens"), "{}", last_error());
+        assert_eq!(trie_allowed(a, s0, buf.as_mut_ptr(), 8, &mut n), TRIE_OK);
+        assert_eq!((n, &buf[..5]), (4, &[0, 1, 5, 6, -7][..]));
 
         let mut mask = [0xAAAA_AAAAu32; 4];
         assert_eq!(trie_mask(a, s0, mask.as_mut_ptr(), 1), TRIE_ERR_BUFFER_TOO_SMALL);

@@ -157,7 +157,7 @@ fn concurrent_first_use_of_the_aho_corasick_index() {
         assert_eq!(a.allowed_total(), reference.allowed_total());
         for s in 0..a.n_states() as u32 {
             assert_eq!(a.allowed(State(s)), reference.allowed(State(s)));
-            for &t in a.allowed(State(s)) {
+            for &t in a.allowed(State(s)).iter() {
                 assert_eq!(a.advance(State(s), t), reference.advance(State(s), t));
             }
         }
@@ -201,9 +201,10 @@ fn c_abi_shared_by_8_threads() {
                     loop {
                         visited.push(s);
                         assert_eq!(trie_mask(mine, s, row.as_mut_ptr(), words), TRIE_OK);
-                        let (mut p, mut n) = (null(), 0usize);
-                        assert_eq!(trie_allowed(mine, s, &mut p, &mut n), TRIE_OK);
-                        let allowed = std::slice::from_raw_parts(p, n);
+                        let mut n = 0usize;
+                        let mut buf = vec![0i32; n_vocab];
+                        assert_eq!(trie_allowed(mine, s, buf.as_mut_ptr(), buf.len(), &mut n), TRIE_OK);
+                        let allowed = &buf[..n];
                         let ones: usize = row.iter().map(|w| w.count_ones() as usize).sum();
                         assert_eq!(ones, n);
                         for &t in allowed {

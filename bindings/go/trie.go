@@ -61,8 +61,8 @@ static trie_status gotrie_compile(const trie_vocab *v, const uint8_t *const *str
 static trie_status gotrie_dropped(const trie_automaton *a, const size_t **idx, size_t *n, char **err) {
 	trie_status st = trie_automaton_dropped(a, idx, n); *err = gotrie_err(st); return st;
 }
-static trie_status gotrie_allowed(const trie_automaton *a, trie_state s, const int32_t **t, size_t *n, char **err) {
-	trie_status st = trie_allowed(a, s, t, n); *err = gotrie_err(st); return st;
+static trie_status gotrie_allowed(const trie_automaton *a, trie_state s, int32_t *t, size_t cap, size_t *n, char **err) {
+	trie_status st = trie_allowed(a, s, t, cap, n); *err = st == TRIE_ERR_BUFFER_TOO_SMALL ? NULL : gotrie_err(st); return st;
 }
 static trie_status gotrie_mask(const trie_automaton *a, trie_state s, uint32_t *m, size_t n, char **err) {
 	trie_status st = trie_mask(a, s, m, n); *err = gotrie_err(st); return st;
@@ -555,20 +555,28 @@ func (a *Automaton) AppendAllowed(dst []int32, state State) ([]int32, error) {
 	if a.ptr == nil {
 		return dst, ErrClosed
 	}
-	var t *C.int32_t
 	var n C.size_t
 	var msg *C.char
-	st := C.gotrie_allowed(a.ptr, C.trie_state(state), &t, &n, &msg)
-	if st == C.TRIE_OK {
-		if dst == nil {
-			dst = make([]int32, 0, int(n))
+	// Copy into dst's spare capacity; on a short buffer, grow to the size reported and copy again.
+	for {
+		spare := dst[len(dst):cap(dst)]
+		var p *C.int32_t
+		if len(spare) > 0 {
+			p = (*C.int32_t)(unsafe.Pointer(&spare[0]))
 		}
-		if n > 0 {
-			dst = append(dst, unsafe.Slice((*int32)(unsafe.Pointer(t)), int(n))...) // copied while a is alive
+		st := C.gotrie_allowed(a.ptr, C.trie_state(state), p, C.size_t(len(spare)), &n, &msg)
+		if st == C.TRIE_ERR_BUFFER_TOO_SMALL {
+			grown := make([]int32, len(dst), len(dst)+int(n))
+			copy(grown, dst)
+			dst = grown
+			continue
 		}
+		runtime.KeepAlive(a)
+		if st == C.TRIE_OK {
+			dst = dst[:len(dst)+int(n)]
+		}
+		return dst, check(st, msg)
 	}
-	runtime.KeepAlive(a)
-	return dst, check(st, msg)
 }
 
 // IsAccepting reports whether a string of the set may end in state (end-of-generation tokens are allowed

@@ -110,6 +110,8 @@ int main(int argc, char **argv) {
     trie_vocab *v = trie_automaton_vocab(automaton);
     size_t n_words = trie_automaton_mask_words(automaton);
     uint32_t *mask = malloc(n_words * sizeof *mask);
+    size_t n_vocab = trie_automaton_n_vocab(automaton);
+    int32_t *allowed = malloc(n_vocab * sizeof *allowed); /* n_vocab ids always suffice */
     double t_mask = 0, t_advance = 0;
     size_t n_steps = 0;
     int bad = 0;
@@ -121,9 +123,9 @@ int main(int argc, char **argv) {
             double a = now_s();
             if ((st = trie_mask(automaton, state, mask, n_words)) != TRIE_OK) return fail("mask", st);
             double b = now_s();
-            const int32_t *allowed;
             size_t n_allowed;
-            if ((st = trie_allowed(automaton, state, &allowed, &n_allowed)) != TRIE_OK) return fail("allowed", st);
+            if ((st = trie_allowed(automaton, state, allowed, n_vocab, &n_allowed)) != TRIE_OK)
+                return fail("allowed", st);
             int32_t token = allowed[rng_next() % n_allowed];
             if (!(mask[token / 32] >> (token % 32) & 1u)) bad = 1;
             double c = now_s();
@@ -155,6 +157,7 @@ int main(int argc, char **argv) {
                t_advance / n_steps * 1e9, n_steps);
 
     free(mask);
+    free(allowed);
     trie_vocab_free(v);
     trie_automaton_free(automaton);
     for (size_t i = 0; i < n_strings; i++) free(lines[i]);

@@ -95,6 +95,7 @@ int main(int argc, char **argv) {
     llama_token_data *full = (llama_token_data *) malloc(sizeof(llama_token_data) * (size_t) n_vocab);
     llama_token_data *shuf = (llama_token_data *) malloc(sizeof(llama_token_data) * (size_t) n_vocab);
     llama_token *ids = (llama_token *) malloc(sizeof(llama_token) * (size_t) n_vocab);
+    int32_t *allowed = (int32_t *) malloc(sizeof(int32_t) * (size_t) n_vocab);
     int n_walks = 0, n_members_hit = 0;
 
     for (int walk = 0; walk < 200; ++walk) {
@@ -114,9 +115,8 @@ int main(int argc, char **argv) {
             const size_t n_kept = cur.size;
             for (size_t k = 0; k < n_kept; ++k) ids[k] = cur.data[k].id;
 
-            const int32_t *allowed = NULL;
             size_t n_allowed = 0;
-            st = trie_allowed(a, trie_llama_sampler_state(smpl), &allowed, &n_allowed);
+            st = trie_allowed(a, trie_llama_sampler_state(smpl), allowed, (size_t) n_vocab, &n_allowed);
             CHECK(st == TRIE_OK && n_allowed > 0, "trie_allowed");
             CHECK(n_kept == n_allowed && memcmp(ids, allowed, n_kept * sizeof(llama_token)) == 0,
                   "compacted candidates == allowed list (%zu vs %zu)", n_kept, n_allowed);
@@ -189,7 +189,7 @@ int main(int argc, char **argv) {
     CHECK(n_members_hit == n_walks, "every walk ended with EOG (%d of %d)", n_members_hit, n_walks);
 
     llama_sampler_free(smpl);
-    free(full); free(shuf); free(ids);
+    free(full); free(shuf); free(ids); free(allowed);
     llama_model_free(model);
     llama_backend_free();
     printf("selftest: %d walks, %d checks, %d failed\n", n_walks, n_checks, n_failed);

@@ -70,7 +70,7 @@ fuzz_target!(|input: Input| {
     let vocab = match Vocabulary::new(tokens.clone(), kinds.clone(), &eog, Some(n_vocab)) {
         Ok(v) => Arc::new(v),
         Err(e) => {
-            let bad_eog = eog.iter().any(|&e| e as usize >= n_vocab);
+            let bad_eog = eog.iter().any(|&e| e as usize >= tokens.len());
             assert!(n_vocab == 0 || bad_eog, "unexpected vocabulary error: {e}");
             assert!(matches!(e.kind(), ErrorKind::InvalidArgument), "{e}");
             return;

@@ -176,14 +176,17 @@ impl Pool {
 }
 
 fn allowed_of(a: *const trie_automaton, s: u32) -> Option<Vec<i32>> {
-    let mut p = null();
     let mut n = 0usize;
-    let st = check(unsafe { trie_allowed(a, s, &mut p, &mut n) });
-    if st != TRIE_OK {
-        assert!(p.is_null() && n == 0);
+    let st = check(unsafe { trie_allowed(a, s, null_mut(), 0, &mut n) });
+    if st != TRIE_OK && st != TRIE_ERR_BUFFER_TOO_SMALL {
+        assert_eq!(n, 0);
         return None;
     }
-    Some(if n == 0 { Vec::new() } else { unsafe { std::slice::from_raw_parts(p, n) }.to_vec() })
+    let mut out = vec![0i32; n];
+    let mut m = 0usize;
+    assert_eq!(check(unsafe { trie_allowed(a, s, out.as_mut_ptr(), n, &mut m) }), TRIE_OK);
+    assert_eq!(m, n);
+    Some(out)
 }
 
 fn run(pool: &mut Pool, op: Op) {
@@ -300,24 +303,28 @@ fn run(pool: &mut Pool, op: Op) {
             Op::Allowed { a, state, known, null_tokens, null_n } => {
                 let a = pool.automaton(a);
                 let s = pool.state(a, state, known);
-                let mut p = 1 as *const i32;
+                let nv = trie_automaton_n_vocab(a);
+                let mut buf = vec![-1i32; nv.max(1)];
+                let cap = if null_tokens { 0 } else { buf.len() };
                 let mut n = 7usize;
                 let st = check(trie_allowed(
                     a,
                     s,
-                    if null_tokens { null_mut() } else { &mut p },
+                    if null_tokens { null_mut() } else { buf.as_mut_ptr() },
+                    cap,
                     if null_n { null_mut() } else { &mut n },
                 ));
-                if null_tokens || null_n || a.is_null() {
+                if null_n || a.is_null() {
                     assert_eq!(st, TRIE_ERR_NULL_ARGUMENT);
                 } else if st == TRIE_OK {
-                    let toks = if n == 0 { &[][..] } else { std::slice::from_raw_parts(p, n) };
+                    let toks = &buf[..n];
                     assert!(toks.windows(2).all(|w| w[0] < w[1]));
-                    let nv = trie_automaton_n_vocab(a);
                     assert!(toks.iter().all(|&t| t >= 0 && (t as usize) < nv));
+                } else if st == TRIE_ERR_BUFFER_TOO_SMALL {
+                    assert!(null_tokens && n > 0 && buf.iter().all(|&t| t == -1));
                 } else {
                     assert_eq!(st, TRIE_ERR_INVALID_STATE);
-                    assert!(p.is_null() && n == 0);
+                    assert_eq!(n, 0);
                 }
             }
             Op::Mask { a, state, known, len: l, extra, null_mask } => {

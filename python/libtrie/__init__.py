@@ -9,7 +9,7 @@ bit ``t % 32`` of word ``t // 32``, 1 = allowed) and advance a state, which is a
     tools = libtrie.compile(vocab, ["calendar.create_event", "maps.get_route"])
     state = tools.start()
     mask = torch.zeros(tools.mask_words, dtype=torch.int32)          # or numpy, array('i'), any writable buffer
-    tools.fill_bitmask(state, mask)                                  # or tools.allowed(state): a zero-copy view
+    tools.fill_bitmask(state, mask)                                  # or tools.allowed(state): the ids
     state = tools.advance(state, token)                              # libtrie.FINISHED after an end-of-generation id
 
 A batch of sequences that follow different sets fills one ``[B, ceil(V / 32)]`` int32 tensor in one call with
@@ -118,15 +118,6 @@ def version() -> str:
 def bitmask_words(n_vocab: int) -> int:
     """The number of 32-bit words of one bitmask row for a vocabulary of ``n_vocab`` ids."""
     return (n_vocab + 31) // 32
-
-
-def _view_i32(address: int, n: int, owner: Any) -> memoryview:
-    """A read-only ``int32`` memoryview of ``n`` values at ``address`` that keeps ``owner`` alive."""
-    if n == 0:
-        return memoryview(b"").cast("i")
-    block = (ctypes.c_int32 * n).from_address(address)
-    block._owner = owner  # type: ignore[attr-defined]  # the view keeps the block, the block keeps the owner
-    return memoryview(block).cast("B").cast("i").toreadonly()
 
 
 def _words(out: Any, what: str = "bitmask") -> Tuple[int, int, int]:
@@ -307,7 +298,7 @@ class Automaton(_Handle):
     """A set of strings compiled against a vocabulary (``trie_automaton``). Immutable and thread-safe; the decoding
     state of each sequence is a plain ``int`` (start: :meth:`start`; end: :data:`FINISHED`)."""
 
-    __slots__ = ("_pin", "vocab", "n_vocab", "mask_words", "_advance", "_mask")
+    __slots__ = ("vocab", "n_vocab", "mask_words", "_advance", "_mask")
     _kind = "Automaton"
 
     def __init__(self, vocab: Vocab, strings: Iterable[StrOrBytes], drop_unreachable: bool = False,
@@ -318,7 +309,6 @@ class Automaton(_Handle):
         ``UNREACHABLE_STRING`` naming the strings no token sequence can spell (or pass ``drop_unreachable=True``
         and read :attr:`dropped`); ``LIMIT_EXCEEDED`` (a bound or a 32-bit limit), never an abort."""
         self._h = vp(0)
-        self._pin: Optional[_Pin] = None
         data = [s.encode("utf-8") if isinstance(s, str) else bytes(s) for s in strings]
         n = len(data)
         ptrs, lens, _keep = _byte_strings(data)
@@ -396,13 +386,20 @@ class Automaton(_Handle):
         return bool(library().trie_is_accepting(self._live(), state))
 
     def allowed(self, state: int) -> memoryview:
-        """The allowed token ids of ``state``, ascending, as a read-only ``int32`` memoryview into the automaton
-        (no copy; it keeps the automaton alive). ``numpy.frombuffer(view, numpy.int32)`` or ``view.tolist()``."""
-        p, n = i32p(), ctypes.c_size_t()
-        _check(library().trie_allowed(self._live(), state, ctypes.byref(p), ctypes.byref(n)))
-        if self._pin is None:
-            self._pin = _Pin(self._h)
-        return _view_i32(ctypes.cast(p, ctypes.c_void_p).value or 0, n.value, self._pin)
+        """The allowed token ids of ``state``, ascending, as a read-only ``int32`` memoryview of a fresh copy
+        (``numpy.frombuffer(view, numpy.int32)`` or ``view.tolist()``). Deep in a trie a state allows a handful of
+        tokens: one native call fills a small buffer; larger lists take a second call."""
+        lib, h = library(), self._live()
+        n = ctypes.c_size_t()
+        buf = array("i", bytes(4 * 64))
+        address = buf.buffer_info()[0]
+        st = lib.trie_allowed(h, state, address, len(buf), ctypes.byref(n))
+        if st == Status.BUFFER_TOO_SMALL:
+            buf = array("i", bytes(4 * n.value))
+            st = lib.trie_allowed(h, state, buf.buffer_info()[0], len(buf), ctypes.byref(n))
+        _check(st)
+        del buf[n.value:]
+        return memoryview(buf).toreadonly()
 
     def fill_bitmask(self, state: int, out: Any) -> None:
         """Write the bitmask of ``state`` into ``out``: a CPU int32 torch tensor row, a numpy int32/uint32 array,
@@ -443,26 +440,6 @@ class Automaton(_Handle):
     def _release(self, handle: vp) -> None:
         library().trie_automaton_free(handle)
 
-    def close(self) -> None:
-        """Release the native handle now (views from :meth:`allowed` keep their own reference until they go)."""
-        self._pin = None
-        super().close()
-
-
-class _Pin:
-    """A native reference to an automaton held by the views of :meth:`Automaton.allowed`, so that they stay valid
-    after the automaton is closed or collected."""
-
-    __slots__ = ("_h",)
-
-    def __init__(self, handle: vp) -> None:
-        self._h = vp(library().trie_automaton_retain(handle))
-
-    def __del__(self) -> None:
-        try:
-            library().trie_automaton_free(self._h)
-        except Exception:  # interpreter shutdown
-            pass
 
 
 def compile(vocab: Vocab, strings: Iterable[StrOrBytes], *, drop_unreachable: bool = False,

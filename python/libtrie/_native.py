@@ -66,7 +66,7 @@ _SIGNATURES = {
     "trie_automaton_dropped": ([vp, ctypes.POINTER(sizep), sizep], ctypes.c_int),
     "trie_start": ([vp], ctypes.c_uint32),
     "trie_options_init": ([vp], ctypes.c_int),
-    "trie_allowed": ([vp, ctypes.c_uint32, ctypes.POINTER(i32p), sizep], ctypes.c_int),
+    "trie_allowed": ([vp, ctypes.c_uint32, vp, ctypes.c_size_t, sizep], ctypes.c_int),
     "trie_mask": ([vp, ctypes.c_uint32, vp, ctypes.c_size_t], ctypes.c_int),
     "trie_mask_batch": ([vp, u32p, ctypes.c_size_t, vp, ctypes.c_size_t, ctypes.c_size_t], ctypes.c_int),
     "trie_mask_rows": ([ctypes.POINTER(vp), u32p, ctypes.c_size_t, vp, ctypes.c_size_t, ctypes.c_size_t],

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Packaging test: installs libtrie to a temporary prefix with CMake, then builds and runs
-#   - the C++ example with find_package(Trie 0.1 REQUIRED) (shared, then static library),
+#   - the C++ example with find_package(Trie 0.2 REQUIRED) (shared, then static library),
 #   - the C example with `pkg-config --cflags --libs trie` (shared, then static library).
 # Env: TRIE_CARGO_TARGET_DIR (reuse a cargo target dir), TRIE_ASSETS (vocabularies; the runs are skipped without),
 # KEEP=1 keeps the temporary directory.
@@ -23,14 +23,16 @@ cmake --install "$work/build" --prefix "$prefix"
 
 step "installed files"
 libdir="$prefix/lib"
-for f in include/trie.h include/trie.hpp lib/libtrie.a lib/libtrie.so.0.1.0 lib/cmake/Trie/TrieConfig.cmake \
+version="$(sed -n 's/^version = "\(.*\)"/\1/p' "$root/Cargo.toml" | head -n1)"
+soname_want="libtrie.so.${version%.*}" # 0.x: the ABI follows the minor version
+for f in include/trie.h include/trie.hpp lib/libtrie.a "lib/libtrie.so.$version" lib/cmake/Trie/TrieConfig.cmake \
          lib/cmake/Trie/TrieConfigVersion.cmake lib/pkgconfig/trie.pc; do
     [[ -f "$prefix/$f" ]] || fail "missing $f"
 done
-[[ "$(readlink "$libdir/libtrie.so.0")" == libtrie.so.0.1.0 ]] || fail "libtrie.so.0 is not a link to libtrie.so.0.1.0"
-[[ "$(readlink "$libdir/libtrie.so")" == libtrie.so.0 ]] || fail "libtrie.so is not a link to libtrie.so.0"
-soname="$(readelf -d "$libdir/libtrie.so.0.1.0" | sed -n 's/.*Library soname: \[\(.*\)\].*/\1/p')"
-[[ "$soname" == libtrie.so.0 ]] || fail "soname is '$soname', not libtrie.so.0"
+[[ "$(readlink "$libdir/$soname_want")" == "libtrie.so.$version" ]] || fail "$soname_want is not a link to libtrie.so.$version"
+[[ "$(readlink "$libdir/libtrie.so")" == "$soname_want" ]] || fail "libtrie.so is not a link to $soname_want"
+soname="$(readelf -d "$libdir/libtrie.so.$version" | sed -n 's/.*Library soname: \[\(.*\)\].*/\1/p')"
+[[ "$soname" == "$soname_want" ]] || fail "soname is '$soname', not $soname_want"
 echo "ok: soname $soname, headers, static library, CMake package, trie.pc"
 
 run() { # run EXE: with a vocabulary when the assets are there, else just the usage message
@@ -43,11 +45,11 @@ run() { # run EXE: with a vocabulary when the assets are there, else just the us
     fi
 }
 
-step "C++ example: find_package(Trie 0.1 REQUIRED), Trie::trie"
+step "C++ example: find_package(Trie 0.2 REQUIRED), Trie::trie"
 cmake -S "$root/examples/cpp" -B "$work/cpp" -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
 cmake --build "$work/cpp"
 deps="$(ldd "$work/cpp/trie_example_cpp")" # (not piped into grep -q: SIGPIPE + pipefail)
-grep -qF "libtrie.so.0 => $libdir/libtrie.so.0" <<<"$deps" || fail "C++ example does not load $libdir/libtrie.so.0"
+grep -qF "$soname_want => $libdir/$soname_want" <<<"$deps" || fail "C++ example does not load $libdir/$soname_want"
 run "$work/cpp/trie_example_cpp"
 
 step "C++ example: Trie::trie_static"
@@ -60,7 +62,7 @@ run "$work/cpp-static/trie_example_cpp"
 step "C example: pkg-config --cflags --libs trie"
 export PKG_CONFIG_PATH="$libdir/pkgconfig"
 echo "pkg-config: $(pkg-config --modversion trie): $(pkg-config --cflags --libs trie)"
-[[ "$(pkg-config --modversion trie)" == 0.1.0 ]] || fail "pkg-config version"
+[[ "$(pkg-config --modversion trie)" == "$version" ]] || fail "pkg-config version"
 cc=${CC:-cc}
 # shellcheck disable=SC2046
 "$cc" -std=c11 -Wall -Wextra -Werror "$root/examples/c/main.c" -o "$work/example_c" $(pkg-config --cflags --libs trie)

@@ -81,7 +81,7 @@ static trie_automaton *compile_strs(const trie_vocab *v, const char **strs, size
 
 static void test_version_and_status(void) {
     CHECK(strcmp(trie_version(), TRIE_VERSION_STRING) == 0);
-    CHECK(TRIE_VERSION_MAJOR == 0 && TRIE_VERSION_MINOR == 1);
+    CHECK(TRIE_VERSION_MAJOR == 0 && TRIE_VERSION_MINOR == 2);
     CHECK(strcmp(trie_status_str(TRIE_OK), "ok") == 0);
     CHECK(strcmp(trie_status_str(TRIE_ERR_TOKEN_REJECTED), "token rejected") == 0);
     for (int s = 0; s <= 12; s++) CHECK(strcmp(trie_status_str(s), "unknown status") != 0);
@@ -315,18 +315,22 @@ static void test_decode(void) {
     CHECK(s0 == 0);
     CHECK(trie_start(NULL) == 0);
 
-    const int32_t *toks = NULL;
+    int32_t toks[8] = {-1, -1, -1, -1, -1, -1, -1, -1};
     size_t n = 0;
-    CHECK_ST(trie_allowed(a, s0, &toks, &n), TRIE_OK);
-    CHECK(n == 4 && toks[0] == 0 && toks[1] == 1 && toks[2] == 5 && toks[3] == 6);
-    CHECK_ST(trie_allowed(a, TRIE_STATE_FINISHED, &toks, &n), TRIE_OK);
+    CHECK_ST(trie_allowed(a, s0, NULL, 0, &n), TRIE_ERR_BUFFER_TOO_SMALL); /* the size query */
+    CHECK(n == 4);
+    CHECK_ST(trie_allowed(a, s0, toks, 3, &n), TRIE_ERR_BUFFER_TOO_SMALL);
+    CHECK(n == 4 && toks[0] == -1); /* nothing written */
+    CHECK_ST(trie_allowed(a, s0, toks, 8, &n), TRIE_OK);
+    CHECK(n == 4 && toks[0] == 0 && toks[1] == 1 && toks[2] == 5 && toks[3] == 6 && toks[4] == -1);
+    CHECK_ST(trie_allowed(a, TRIE_STATE_FINISHED, toks, 8, &n), TRIE_OK);
     CHECK(n == 1 && toks[0] == 8);
-    CHECK_ST(trie_allowed(a, 123456, &toks, &n), TRIE_ERR_INVALID_STATE);
-    CHECK(toks == NULL && n == 0);
+    CHECK_ST(trie_allowed(a, 123456, toks, 8, &n), TRIE_ERR_INVALID_STATE);
+    CHECK(n == 0);
     CHECK(strstr(trie_last_error(), "123456") != NULL);
-    CHECK_ST(trie_allowed(NULL, s0, &toks, &n), TRIE_ERR_NULL_ARGUMENT);
-    CHECK_ST(trie_allowed(a, s0, NULL, &n), TRIE_ERR_NULL_ARGUMENT);
-    CHECK_ST(trie_allowed(a, s0, &toks, NULL), TRIE_ERR_NULL_ARGUMENT);
+    CHECK_ST(trie_allowed(NULL, s0, toks, 8, &n), TRIE_ERR_NULL_ARGUMENT);
+    CHECK_ST(trie_allowed(a, s0, NULL, 8, &n), TRIE_ERR_NULL_ARGUMENT);
+    CHECK_ST(trie_allowed(a, s0, toks, 8, NULL), TRIE_ERR_NULL_ARGUMENT);
 
     /* Masks. */
     uint32_t mask[4] = {0xAAAAAAAAu, 0xAAAAAAAAu, 0xAAAAAAAAu, 0xAAAAAAAAu};
@@ -490,9 +494,9 @@ static void *walk_thread(void *p) {
         trie_state s = trie_start(w->a);
         int steps = 0;
         while (s != TRIE_STATE_FINISHED && steps++ < 100) {
-            const int32_t *toks;
+            int32_t toks[64];
             size_t n;
-            if (trie_allowed(w->a, s, &toks, &n) != TRIE_OK || n == 0) { w->ok = 0; break; }
+            if (trie_allowed(w->a, s, toks, 64, &n) != TRIE_OK || n == 0) { w->ok = 0; break; }
             if (trie_advance(w->a, s, toks[(size_t)(i + steps) % n], &s) != TRIE_OK) { w->ok = 0; break; }
         }
         w->ok &= s == TRIE_STATE_FINISHED;
@@ -582,15 +586,15 @@ static void test_files(void) {
         size_t words = trie_automaton_mask_words(a);
         CHECK(words == 128256 / 32);
         uint32_t *mask = calloc(words, sizeof *mask);
+        int32_t *toks = malloc(trie_automaton_n_vocab(a) * sizeof *toks); /* always large enough */
         trie_state s = trie_start(a);
         char text[256];
         size_t len = 0;
         int steps = 0;
         while (s != TRIE_STATE_FINISHED && steps++ < 64) {
-            const int32_t *toks;
             size_t n;
             CHECK_ST(trie_mask(a, s, mask, words), TRIE_OK);
-            CHECK_ST(trie_allowed(a, s, &toks, &n), TRIE_OK);
+            CHECK_ST(trie_allowed(a, s, toks, trie_automaton_n_vocab(a), &n), TRIE_OK);
             int32_t t = toks[n - 1]; /* the largest id: an EOG id once accepting */
             CHECK(mask[t / 32] >> (t % 32) & 1u);
             const uint8_t *b;
@@ -606,6 +610,7 @@ static void test_files(void) {
         int member = 0;
         for (int i = 0; i < 4; i++) member |= strlen(set[i]) == len && memcmp(set[i], text, len) == 0;
         CHECK(member);
+        free(toks);
         free(mask);
         trie_automaton_free(a);
         trie_vocab_free(v);

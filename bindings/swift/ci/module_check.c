@@ -63,9 +63,9 @@ int main(int argc, char **argv) {
     CHECK(words <= sizeof mask / sizeof mask[0]);
     trie_state s = trie_start(a);
     while (s != TRIE_STATE_FINISHED) {
-        const int32_t *allowed;
+        static int32_t allowed[1 << 18];
         size_t n_allowed;
-        CHECK(trie_allowed(a, s, &allowed, &n_allowed) == TRIE_OK && n_allowed > 0);
+        CHECK(trie_allowed(a, s, allowed, sizeof allowed / sizeof allowed[0], &n_allowed) == TRIE_OK && n_allowed > 0);
         CHECK(trie_mask(a, s, mask, words) == TRIE_OK);
         int32_t best = -1;
         size_t best_len = 0;

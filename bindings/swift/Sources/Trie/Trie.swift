@@ -319,10 +319,14 @@ public final class Automaton: @unchecked Sendable {
 
     /// A copy of the tokens allowed in `state`, ascending (the end-of-generation ids in `Automaton.finished`).
     public func allowed(_ state: State) throws -> [Int32] {
-        var tokens: UnsafePointer<Int32>?
         var n = 0
-        try check(trie_allowed(handle, state, &tokens, &n))
-        return Array(UnsafeBufferPointer(start: tokens, count: n))  // copied while self is alive
+        let status = trie_allowed(handle, state, nil, 0, &n)  // the size query
+        if status != TRIE_ERR_BUFFER_TOO_SMALL { try check(status) }
+        var tokens = [Int32](repeating: 0, count: n)
+        try tokens.withUnsafeMutableBufferPointer { buf in
+            try check(trie_allowed(handle, state, buf.baseAddress, buf.count, &n))
+        }
+        return tokens
     }
 
     /// Whether a string of the set may end in `state`.
