@@ -163,14 +163,41 @@ typedef struct trie_automaton trie_automaton;
 typedef struct trie_vocab trie_vocab;
 
 /**
- * Options of [`trie_compile`]. Zero-initialise (`trie_options o = {0};`) for the defaults; NULL also means defaults.
+ * Options of [`trie_compile`]. Initialise with [`trie_options_init`], then set fields:
+ *
+ * ```c
+ * trie_options o;
+ * trie_options_init(&o);            // sets struct_size and the defaults
+ * o.max_bytes = 512u << 20;
+ * trie_compile(vocab, strings, lens, n, &o, &automaton);
+ * ```
+ *
+ * NULL options mean the defaults. The struct may grow in later versions (new fields are appended): libtrie
+ * reads only the first `struct_size` bytes, so a program compiled against an older header keeps working, and
+ * a newer program's extra fields must be zero when an older libtrie reads them (else
+ * `TRIE_ERR_INVALID_ARGUMENT`).
  */
 typedef struct trie_options {
+    /**
+     * `sizeof(trie_options)` of the header the caller compiled against (set by [`trie_options_init`]); 0 is
+     * `TRIE_ERR_INVALID_ARGUMENT`.
+     */
+    size_t struct_size;
     /**
      * Drop the strings no token sequence can produce (list them with [`trie_automaton_dropped`]) instead of
      * failing with `TRIE_ERR_UNREACHABLE_STRING`. Compiling still fails when no string is left.
      */
     bool drop_unreachable;
+    /**
+     * The most states the automaton may have (checked on the set's trie, an upper bound on the states, before
+     * any alignment work); more is `TRIE_ERR_LIMIT_EXCEEDED`. 0: no limit but the 32-bit ones.
+     */
+    uint64_t max_states;
+    /**
+     * The most heap bytes compiling may allocate (trie, alignment, automaton), checked before each large
+     * allocation; more is `TRIE_ERR_LIMIT_EXCEEDED`, never an abort. 0: no bound.
+     */
+    uint64_t max_bytes;
 } trie_options;
 
 /**
@@ -188,6 +215,15 @@ typedef uint32_t trie_state;
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
+
+/**
+ * Sets `*options` to the defaults (no dropping, no bounds) and `struct_size` to `sizeof(trie_options)`.
+ * `TRIE_ERR_NULL_ARGUMENT` for NULL.
+ *
+ * # Safety
+ * `options` must be NULL or point to a writable `trie_options`.
+ */
+enum trie_status trie_options_init(struct trie_options *options);
 
 /**
  * The message of the last call that failed on this thread (the empty string if none has). Never NULL. The
@@ -333,14 +369,15 @@ enum trie_status trie_vocab_eog_ids(const struct trie_vocab *vocab, const int32_
 
 /**
  * Compiles the set `strings[i]` (`lens[i]` bytes each; arbitrary bytes; duplicates, prefixes and the empty
- * string allowed; NULL is fine for an empty string) against `vocab`. `options` may be NULL (defaults). The
- * strings are not kept. On success `*out` is a new automaton (holding its own reference to `vocab`) to free with
- * [`trie_automaton_free`]; on failure `*out` is NULL. Errors: `TRIE_ERR_EMPTY_SET`, `TRIE_ERR_UNREACHABLE_STRING`
- * (the message names the strings), `TRIE_ERR_LIMIT_EXCEEDED`.
+ * string allowed; NULL is fine for an empty string) against `vocab`. `options` may be NULL (defaults; else
+ * initialised with [`trie_options_init`]). The strings are not kept. On success `*out` is a new automaton
+ * (holding its own reference to `vocab`) to free with [`trie_automaton_free`]; on failure `*out` is NULL.
+ * Errors: `TRIE_ERR_EMPTY_SET`, `TRIE_ERR_UNREACHABLE_STRING` (the message names the strings), `TRIE_ERR_LIMIT_EXCEEDED` (32-bit limits, `max_states`, `max_bytes`),
+ * `TRIE_ERR_INVALID_ARGUMENT` (options without a valid `struct_size`).
  *
  * # Safety
- * `vocab` must be NULL or a live vocabulary; non-NULL arrays must hold `n_strings` elements; each `strings[i]`
- * must hold `lens[i]` bytes.
+ * `vocab` must be NULL or a live vocabulary; `options` NULL or a `trie_options` of `struct_size` bytes;
+ * non-NULL arrays must hold `n_strings` elements; each `strings[i]` must hold `lens[i]` bytes.
  */
 enum trie_status trie_compile(const struct trie_vocab *vocab,
                               const uint8_t *const *strings,

@@ -161,6 +161,15 @@ public:
     /// dropped (see dropped()) instead of throwing.
     template <class Strings> static Automaton compile(const Vocab &vocab, const Strings &strings,
                                                       bool drop_unreachable = false) {
+        trie_options options;
+        trie_options_init(&options);
+        options.drop_unreachable = drop_unreachable;
+        return compile(vocab, strings, options);
+    }
+    /// Compiles `strings` against `vocab` with `options` (initialised by trie_options_init: bounds on states and
+    /// memory, dropping unreachable strings).
+    template <class Strings>
+    static Automaton compile(const Vocab &vocab, const Strings &strings, const trie_options &options) {
         std::vector<const uint8_t *> ptrs;
         std::vector<std::size_t> lens;
         for (const auto &s : strings) {
@@ -168,8 +177,6 @@ public:
             ptrs.push_back(reinterpret_cast<const uint8_t *>(sv.data()));
             lens.push_back(sv.size());
         }
-        trie_options options{};
-        options.drop_unreachable = drop_unreachable;
         trie_automaton *a = nullptr;
         detail::check(trie_compile(vocab.get(), ptrs.data(), lens.data(), ptrs.size(), &options, &a));
         return Automaton(a);

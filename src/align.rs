@@ -12,6 +12,7 @@
 //!   an edge `ancestor --p--> m`. Walks are split across threads by ranges of members; each node is visited by
 //!   the member that created it; edges are then counting-sorted by source.
 
+use crate::budget::Budget;
 use crate::string_trie::{StringTrie, NONE};
 use crate::vocab::Vocabulary;
 use aho_corasick::automaton::Automaton as _;
@@ -47,11 +48,14 @@ const CHUNK_MEMBERS: usize = 2048;
 /// Nodes per parallel work unit of the token-trie method.
 const CHUNK_NODES: usize = 4096;
 
-pub(crate) fn align_token_trie(trie: &StringTrie, vocab: &Vocabulary) -> crate::Result<Edges> {
+pub(crate) fn align_token_trie(trie: &StringTrie, vocab: &Vocabulary, budget: &Budget) -> crate::Result<Edges> {
     let tt = &vocab.index.trie;
     let n = trie.n_nodes();
     let blocks: Vec<(usize, usize)> = (0..n).step_by(CHUNK_NODES).map(|a| (a, (a + CHUNK_NODES).min(n))).collect();
-    let walk_block = |&(a, b): &(usize, usize)| {
+    let walk_block = |&(a, b): &(usize, usize)| -> crate::Result<(Vec<u32>, Vec<u32>, Vec<u32>)> {
+        if budget.exhausted() {
+            return Err(crate::Error::limit("compiling stopped: max_bytes was exceeded"));
+        }
         let mut counts = Vec::with_capacity(b - a);
         let mut pattern = Vec::new();
         let mut target = Vec::new();
@@ -79,12 +83,13 @@ pub(crate) fn align_token_trie(trie: &StringTrie, vocab: &Vocabulary) -> crate::
             }
             counts.push((pattern.len() - before) as u32);
         }
-        (counts, pattern, target)
+        budget.charge(counts.len() * 4 + pattern.len() * 8, "the alignment's edges")?;
+        Ok((counts, pattern, target))
     };
     let found: Vec<(Vec<u32>, Vec<u32>, Vec<u32>)> = if n > CHUNK_NODES {
-        blocks.par_iter().map(walk_block).collect()
+        blocks.par_iter().map(walk_block).collect::<crate::Result<_>>()?
     } else {
-        blocks.iter().map(walk_block).collect()
+        blocks.iter().map(walk_block).collect::<crate::Result<_>>()?
     };
     let total: usize = found.iter().map(|f| f.1.len()).sum();
     check_total(total)?;
@@ -112,7 +117,7 @@ fn check_total(total: usize) -> crate::Result<()> {
     Ok(())
 }
 
-pub(crate) fn align_aho_corasick(trie: &StringTrie, vocab: &Vocabulary) -> crate::Result<Edges> {
+pub(crate) fn align_aho_corasick(trie: &StringTrie, vocab: &Vocabulary, budget: &Budget) -> crate::Result<Edges> {
     let ac = vocab.aho_corasick()?;
     let n_members = trie.n_members();
     let chunks: Vec<(usize, usize)> =
@@ -120,6 +125,7 @@ pub(crate) fn align_aho_corasick(trie: &StringTrie, vocab: &Vocabulary) -> crate
     let found: Vec<Found> = chunks.par_iter().map(|&(a, b)| walk(trie, vocab, ac, a, b)).collect();
     let total: usize = found.iter().map(|f| f.source.len()).sum();
     check_total(total)?;
+    budget.charge(total * 20 + trie.n_nodes() * 8, "the alignment's edges")?;
     // Counting sort by source node.
     let n = trie.n_nodes();
     let mut offsets = vec![0u32; n + 1];

@@ -10,6 +10,7 @@
 //! - `FINISHED` allows only the end-of-generation ids and stays `FINISHED`.
 
 use crate::align::{align_aho_corasick, align_token_trie, Edges};
+use crate::budget::Budget;
 use crate::error::{show_bytes, Error, ErrorKind, Result};
 use crate::mask::{dense_row, fill_sparse};
 use crate::string_trie::{StringTrie, NONE};
@@ -42,14 +43,59 @@ pub enum Step {
     Finished,
 }
 
-/// Options of [`Automaton::compile`].
+/// Options of [`Automaton::compile`]. Build with `CompileOptions::new()` (or `default()`) and the setters;
+/// the struct is `#[non_exhaustive]` so options can be added without breaking callers.
+///
+/// ```
+/// let options = trie::CompileOptions::new().drop_unreachable(true).max_states(1_000_000);
+/// assert_eq!(options.max_states, Some(1_000_000));
+/// ```
 #[derive(Clone, Debug, Default)]
+#[non_exhaustive]
 pub struct CompileOptions {
     /// Drop the strings that no token sequence of the vocabulary can produce (see [`Automaton::dropped`])
     /// instead of failing with [`ErrorKind::UnreachableString`].
     pub drop_unreachable: bool,
     /// How the trie is aligned with the vocabulary (both give the same automaton).
     pub alignment: AlignmentMethod,
+    /// The most states the automaton may have, checked on the trie of the set (its node count, an upper bound
+    /// on the states) before any alignment work: more is [`ErrorKind::LimitExceeded`]. `None`: only the 32-bit
+    /// limits.
+    pub max_states: Option<usize>,
+    /// The most heap bytes the compile may allocate for the trie, the alignment and the automaton, checked
+    /// before each large allocation: more is [`ErrorKind::LimitExceeded`] (never an abort). `None`: no bound.
+    pub max_bytes: Option<usize>,
+}
+
+impl CompileOptions {
+    /// The defaults: unreachable strings are errors, token-trie alignment, no bounds beyond the 32-bit limits.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Sets [`CompileOptions::drop_unreachable`].
+    pub fn drop_unreachable(mut self, yes: bool) -> Self {
+        self.drop_unreachable = yes;
+        self
+    }
+
+    /// Sets [`CompileOptions::alignment`].
+    pub fn alignment(mut self, method: AlignmentMethod) -> Self {
+        self.alignment = method;
+        self
+    }
+
+    /// Sets [`CompileOptions::max_states`].
+    pub fn max_states(mut self, n: usize) -> Self {
+        self.max_states = Some(n);
+        self
+    }
+
+    /// Sets [`CompileOptions::max_bytes`].
+    pub fn max_bytes(mut self, n: usize) -> Self {
+        self.max_bytes = Some(n);
+        self
+    }
 }
 
 /// How [`Automaton::compile`] finds, for every trie node, the tokens that spell a path from it.
@@ -89,8 +135,10 @@ pub struct Automaton {
     /// Members (sorted, distinct): `member_bytes[member_offsets[i]..member_offsets[i + 1]]`.
     member_offsets: Vec<usize>,
     member_bytes: Vec<u8>,
-    /// Input indices of the strings dropped as unreachable, ascending.
+    /// Input indices of the strings dropped as unreachable (every copy of a duplicated one), ascending.
     dropped: Vec<usize>,
+    /// Number of distinct members dropped.
+    n_dropped_members: usize,
 }
 
 impl Automaton {
@@ -103,12 +151,13 @@ impl Automaton {
         strings: &[S],
         options: &CompileOptions,
     ) -> Result<Automaton> {
-        let trie = StringTrie::build(strings)?;
+        let budget = Budget::new(options.max_bytes);
+        let trie = StringTrie::build(strings, &budget, options.max_states)?;
         let edges = match options.alignment {
-            AlignmentMethod::TokenTrie => align_token_trie(&trie, &vocab)?,
-            AlignmentMethod::AhoCorasick => align_aho_corasick(&trie, &vocab)?,
+            AlignmentMethod::TokenTrie => align_token_trie(&trie, &vocab, &budget)?,
+            AlignmentMethod::AhoCorasick => align_aho_corasick(&trie, &vocab, &budget)?,
         };
-        freeze(vocab, trie, edges, options)
+        freeze(vocab, trie, edges, options, &budget)
     }
 
     /// The vocabulary this automaton was compiled against.
@@ -138,7 +187,7 @@ impl Automaton {
 
     /// Number of distinct members that can be produced.
     pub fn n_members(&self) -> usize {
-        self.member_offsets.len() - 1 - self.dropped.len()
+        self.member_offsets.len() - 1 - self.n_dropped_members
     }
 
     /// Input indices of the strings dropped because the vocabulary cannot produce them (with
@@ -363,8 +412,15 @@ impl std::fmt::Debug for Automaton {
 }
 
 /// Prunes the alignment to live, reachable nodes and lays out the flat arrays.
-fn freeze(vocab: Arc<Vocabulary>, trie: StringTrie, al: Edges, options: &CompileOptions) -> Result<Automaton> {
+fn freeze(
+    vocab: Arc<Vocabulary>,
+    trie: StringTrie,
+    al: Edges,
+    options: &CompileOptions,
+    budget: &Budget,
+) -> Result<Automaton> {
     let n = trie.n_nodes();
+    budget.charge(n * 9, "pruning")?;
     // live[n]: some member can be completed from n with tokens. Targets are descendants (larger ids).
     let mut live = vec![false; n];
     for node in (0..n).rev() {
@@ -398,8 +454,18 @@ fn freeze(vocab: Arc<Vocabulary>, trie: StringTrie, al: Edges, options: &Compile
             ),
         ));
     }
+    // Every input index of a dropped member, duplicates included.
     let mut dropped: Vec<usize> = unreachable.iter().map(|&m| trie.member_input[m] as usize).collect();
+    if !unreachable.is_empty() {
+        dropped.extend(
+            trie.duplicates
+                .iter()
+                .filter(|&&(m, _)| unreachable.binary_search(&(m as usize)).is_ok())
+                .map(|&(_, input)| input as usize),
+        );
+    }
     dropped.sort_unstable();
+    let n_dropped_members = unreachable.len();
     unreachable.clear();
 
     // State numbering: kept nodes in preorder.
@@ -419,7 +485,10 @@ fn freeze(vocab: Arc<Vocabulary>, trie: StringTrie, al: Edges, options: &Compile
         .step_by(BLOCK)
         .collect::<Vec<_>>()
         .into_par_iter()
-        .map(|a| {
+        .map(|a| -> Result<(Vec<u32>, Vec<TokenId>, Vec<u32>)> {
+            if budget.exhausted() {
+                return Err(Error::limit("compiling stopped: max_bytes was exceeded"));
+            }
             let b = (a + BLOCK).min(n_states);
             let mut counts = Vec::with_capacity(b - a);
             let mut tokens = Vec::new();
@@ -442,9 +511,11 @@ fn freeze(vocab: Arc<Vocabulary>, trie: StringTrie, al: Edges, options: &Compile
                 tokens.extend(pairs.iter().map(|p| p.0));
                 targets.extend(pairs.iter().map(|p| p.1));
             }
-            (counts, tokens, targets)
+            // Charged twice: the block, then its copy into the final arrays.
+            budget.charge(counts.len() * 8 + tokens.len() * 16, "the automaton's transitions")?;
+            Ok((counts, tokens, targets))
         })
-        .collect();
+        .collect::<Result<_>>()?;
     let total: usize = blocks.iter().map(|b| b.1.len()).sum();
     if total >= u32::MAX as usize {
         return Err(Error::limit(format!(
@@ -486,6 +557,7 @@ fn freeze(vocab: Arc<Vocabulary>, trie: StringTrie, al: Edges, options: &Compile
         member_offsets: trie.member_offsets,
         member_bytes: trie.member_bytes,
         dropped,
+        n_dropped_members,
     };
     let threshold = automaton.dense_threshold();
     let words = automaton.mask_words();
@@ -586,25 +658,39 @@ mod tests {
         let e = Automaton::compile(toy(), &["abz", "ab"], &CompileOptions::default()).unwrap_err();
         assert_eq!(e.kind(), ErrorKind::UnreachableString);
         assert!(e.message().contains("\"abz\""), "{e}");
-        let a =
-            Automaton::compile(toy(), &["abz", "ab"], &CompileOptions { drop_unreachable: true, ..Default::default() })
-                .unwrap();
+        let a = Automaton::compile(toy(), &["abz", "ab"], &CompileOptions::new().drop_unreachable(true)).unwrap();
         assert_eq!(a.dropped(), &[0]);
         assert_eq!(a.n_members(), 1);
-        let e = Automaton::compile(toy(), &["zz"], &CompileOptions { drop_unreachable: true, ..Default::default() })
-            .unwrap_err();
+        // Every copy of a duplicated unreachable string is reported, and counted once as a member.
+        let a =
+            Automaton::compile(toy(), &["abz", "ab", "abz", "a", "abz"], &CompileOptions::new().drop_unreachable(true))
+                .unwrap();
+        assert_eq!(a.dropped(), &[0, 2, 4]);
+        assert_eq!(a.n_members(), 2);
+        let e = Automaton::compile(toy(), &["zz"], &CompileOptions::new().drop_unreachable(true)).unwrap_err();
         assert_eq!(e.kind(), ErrorKind::UnreachableString);
+    }
+
+    #[test]
+    fn bounds_are_limit_errors() {
+        let set = ["abcabc", "abd", "bc"];
+        // The trie has 10 nodes: root, a, ab, abc, abca, abcab, abcabc, abd, b, bc.
+        let e = Automaton::compile(toy(), &set, &CompileOptions::new().max_states(9)).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::LimitExceeded);
+        assert!(e.message().contains("max_states = 9"), "{e}");
+        Automaton::compile(toy(), &set, &CompileOptions::new().max_states(10)).unwrap();
+        for max in [0, 64, 200] {
+            let e = Automaton::compile(toy(), &set, &CompileOptions::new().max_bytes(max)).unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::LimitExceeded, "{max}");
+            assert!(e.message().contains("max_bytes"), "{e}");
+        }
+        Automaton::compile(toy(), &set, &CompileOptions::new().max_bytes(1 << 20)).unwrap();
     }
 
     #[test]
     fn dead_ends_are_pruned() {
         // "abz" can't be finished, so "ab"'s token must not lead into a state that only continues to z.
-        let a = Automaton::compile(
-            toy(),
-            &["abcz", "abd"],
-            &CompileOptions { drop_unreachable: true, ..Default::default() },
-        )
-        .unwrap();
+        let a = Automaton::compile(toy(), &["abcz", "abd"], &CompileOptions::new().drop_unreachable(true)).unwrap();
         // "abc" token (6) would lead into the dead "abc" prefix; only a, ab remain at the start.
         assert_eq!(a.allowed(a.start()), &[0, 5]);
     }

@@ -41,6 +41,19 @@ pub(crate) const EOG_NAMES: &[&str] = &[
     "<|file_sep|>",
 ];
 
+/// The GGUF metadata keys a vocabulary is read from (the rest, merges and scores included, is skipped).
+pub(crate) fn is_vocabulary_key(key: &str) -> bool {
+    matches!(
+        key,
+        "tokenizer.ggml.model"
+            | "tokenizer.ggml.tokens"
+            | "tokenizer.ggml.token_type"
+            | "tokenizer.ggml.eos_token_id"
+            | "tokenizer.ggml.eot_token_id"
+            | "tokenizer.ggml.eom_token_id"
+    )
+}
+
 pub(crate) fn vocabulary_from_gguf(meta: &Metadata) -> Result<Vocabulary> {
     let model = meta
         .get("tokenizer.ggml.model")

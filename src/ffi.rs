@@ -118,13 +118,96 @@ impl From<ErrorKind> for trie_status {
     }
 }
 
-/// Options of [`trie_compile`]. Zero-initialise (`trie_options o = {0};`) for the defaults; NULL also means defaults.
+/// Options of [`trie_compile`]. Initialise with [`trie_options_init`], then set fields:
+///
+/// ```c
+/// trie_options o;
+/// trie_options_init(&o);            // sets struct_size and the defaults
+/// o.max_bytes = 512u << 20;
+/// trie_compile(vocab, strings, lens, n, &o, &automaton);
+/// ```
+///
+/// NULL options mean the defaults. The struct may grow in later versions (new fields are appended): libtrie
+/// reads only the first `struct_size` bytes, so a program compiled against an older header keeps working, and
+/// a newer program's extra fields must be zero when an older libtrie reads them (else
+/// `TRIE_ERR_INVALID_ARGUMENT`).
 #[repr(C)]
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug)]
 pub struct trie_options {
+    /// `sizeof(trie_options)` of the header the caller compiled against (set by [`trie_options_init`]); 0 is
+    /// `TRIE_ERR_INVALID_ARGUMENT`.
+    pub struct_size: usize,
     /// Drop the strings no token sequence can produce (list them with [`trie_automaton_dropped`]) instead of
     /// failing with `TRIE_ERR_UNREACHABLE_STRING`. Compiling still fails when no string is left.
     pub drop_unreachable: bool,
+    /// The most states the automaton may have (checked on the set's trie, an upper bound on the states, before
+    /// any alignment work); more is `TRIE_ERR_LIMIT_EXCEEDED`. 0: no limit but the 32-bit ones.
+    pub max_states: u64,
+    /// The most heap bytes compiling may allocate (trie, alignment, automaton), checked before each large
+    /// allocation; more is `TRIE_ERR_LIMIT_EXCEEDED`, never an abort. 0: no bound.
+    pub max_bytes: u64,
+}
+
+impl Default for trie_options {
+    fn default() -> Self {
+        trie_options {
+            struct_size: std::mem::size_of::<trie_options>(),
+            drop_unreachable: false,
+            max_states: 0,
+            max_bytes: 0,
+        }
+    }
+}
+
+impl trie_options {
+    /// Reads options a caller laid out with its own `struct_size` (see the struct's documentation).
+    unsafe fn read(options: *const trie_options) -> Result<CompileOptions> {
+        if options.is_null() {
+            return Ok(CompileOptions::new());
+        }
+        let size = (options as *const usize).read_unaligned();
+        let ours = std::mem::size_of::<trie_options>();
+        let min = std::mem::offset_of!(trie_options, drop_unreachable) + 1;
+        if size < min {
+            return Err(Error::invalid(format!(
+                "options.struct_size is {size}: initialise the options with trie_options_init (it sets \
+                 struct_size = sizeof(trie_options) = {ours})"
+            )));
+        }
+        let bytes = std::slice::from_raw_parts(options as *const u8, size);
+        if size > ours && bytes[ours..].iter().any(|&b| b != 0) {
+            return Err(Error::invalid(format!(
+                "the options set fields this libtrie {} does not know (struct_size {size} > {ours}): use a newer \
+                 libtrie or leave them zero",
+                env!("CARGO_PKG_VERSION")
+            )));
+        }
+        // Fields past the caller's struct_size keep their defaults; bool fields are read as bytes (nonzero: true).
+        let field = |offset: usize, len: usize| (offset + len <= size).then(|| &bytes[offset..offset + len]);
+        let u64_at = |offset: usize| field(offset, 8).map(|b| u64::from_ne_bytes(b.try_into().unwrap())).unwrap_or(0);
+        let mut o = CompileOptions::new();
+        o.drop_unreachable = field(std::mem::offset_of!(trie_options, drop_unreachable), 1).is_some_and(|b| b[0] != 0);
+        let limit = |v: u64| (v != 0).then(|| usize::try_from(v).unwrap_or(usize::MAX));
+        o.max_states = limit(u64_at(std::mem::offset_of!(trie_options, max_states)));
+        o.max_bytes = limit(u64_at(std::mem::offset_of!(trie_options, max_bytes)));
+        Ok(o)
+    }
+}
+
+/// Sets `*options` to the defaults (no dropping, no bounds) and `struct_size` to `sizeof(trie_options)`.
+/// `TRIE_ERR_NULL_ARGUMENT` for NULL.
+///
+/// # Safety
+/// `options` must be NULL or point to a writable `trie_options`.
+#[no_mangle]
+pub unsafe extern "C" fn trie_options_init(options: *mut trie_options) -> trie_status {
+    guard(|| {
+        if options.is_null() {
+            return Err(null("options"));
+        }
+        options.write(trie_options::default());
+        Ok(())
+    })
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -612,14 +695,15 @@ pub unsafe extern "C" fn trie_vocab_eog_ids(
 // Compiling.
 
 /// Compiles the set `strings[i]` (`lens[i]` bytes each; arbitrary bytes; duplicates, prefixes and the empty
-/// string allowed; NULL is fine for an empty string) against `vocab`. `options` may be NULL (defaults). The
-/// strings are not kept. On success `*out` is a new automaton (holding its own reference to `vocab`) to free with
-/// [`trie_automaton_free`]; on failure `*out` is NULL. Errors: `TRIE_ERR_EMPTY_SET`, `TRIE_ERR_UNREACHABLE_STRING`
-/// (the message names the strings), `TRIE_ERR_LIMIT_EXCEEDED`.
+/// string allowed; NULL is fine for an empty string) against `vocab`. `options` may be NULL (defaults; else
+/// initialised with [`trie_options_init`]). The strings are not kept. On success `*out` is a new automaton
+/// (holding its own reference to `vocab`) to free with [`trie_automaton_free`]; on failure `*out` is NULL.
+/// Errors: `TRIE_ERR_EMPTY_SET`, `TRIE_ERR_UNREACHABLE_STRING` (the message names the strings), `TRIE_ERR_LIMIT_EXCEEDED` (32-bit limits, `max_states`, `max_bytes`),
+/// `TRIE_ERR_INVALID_ARGUMENT` (options without a valid `struct_size`).
 ///
 /// # Safety
-/// `vocab` must be NULL or a live vocabulary; non-NULL arrays must hold `n_strings` elements; each `strings[i]`
-/// must hold `lens[i]` bytes.
+/// `vocab` must be NULL or a live vocabulary; `options` NULL or a `trie_options` of `struct_size` bytes;
+/// non-NULL arrays must hold `n_strings` elements; each `strings[i]` must hold `lens[i]` bytes.
 #[no_mangle]
 pub unsafe extern "C" fn trie_compile(
     vocab: *const trie_vocab,
@@ -638,12 +722,8 @@ pub unsafe extern "C" fn trie_compile(
         for (i, (&p, &n)) in ptrs.iter().zip(lens).enumerate() {
             set.push(element(p, n, "strings", i)?);
         }
-        let opts = if options.is_null() { trie_options::default() } else { *options };
-        let a = Automaton::compile(
-            vocab,
-            &set,
-            &CompileOptions { drop_unreachable: opts.drop_unreachable, ..Default::default() },
-        )?;
+        let opts = trie_options::read(options)?;
+        let a = Automaton::compile(vocab, &set, &opts)?;
         out.write(Arc::into_raw(Arc::new(a)) as *mut trie_automaton);
         Ok(())
     })

@@ -54,17 +54,31 @@ pub struct Metadata {
 impl Metadata {
     /// Reads the metadata of the GGUF file at `path`, stopping before the tensor data.
     pub fn read_file(path: &Path) -> Result<Metadata> {
+        Self::read_file_keys(path, &|_| true)
+    }
+
+    /// Like [`Metadata::read_file`], keeping only the keys `keep` accepts: the values of the others are
+    /// skipped without being decoded or allocated.
+    pub fn read_file_keys(path: &Path, keep: &dyn Fn(&str) -> bool) -> Result<Metadata> {
         let file = std::fs::File::open(path)
             .map_err(|e| Error::new(crate::ErrorKind::Io, format!("cannot open GGUF file {}: {e}", path.display())))?;
-        let len = file.metadata().map(|m| m.len()).unwrap_or(u64::MAX);
+        let len = file
+            .metadata()
+            .map_err(|e| Error::new(crate::ErrorKind::Io, format!("cannot read GGUF file {}: {e}", path.display())))?
+            .len();
         let mut reader = Reader { inner: std::io::BufReader::with_capacity(1 << 20, file), remaining: len };
-        reader.metadata().map_err(|e| Error::new(e.kind(), format!("{}: {}", path.display(), e.message())))
+        reader.metadata(keep).map_err(|e| Error::new(e.kind(), format!("{}: {}", path.display(), e.message())))
     }
 
     /// Reads GGUF metadata from bytes in memory.
     pub fn read_bytes(bytes: &[u8]) -> Result<Metadata> {
+        Self::read_bytes_keys(bytes, &|_| true)
+    }
+
+    /// Like [`Metadata::read_bytes`], keeping only the keys `keep` accepts.
+    pub fn read_bytes_keys(bytes: &[u8], keep: &dyn Fn(&str) -> bool) -> Result<Metadata> {
         let mut reader = Reader { inner: bytes, remaining: bytes.len() as u64 };
-        reader.metadata()
+        reader.metadata(keep)
     }
 
     /// The value of `key`, if present.
@@ -88,6 +102,18 @@ const T_U64: u32 = 10;
 const T_I64: u32 = 11;
 const T_F64: u32 = 12;
 
+/// The fewest bytes a value of type `ty` takes in a file (an unknown type: 1, and it fails when read).
+fn min_item_size(ty: u32) -> u64 {
+    match ty {
+        T_U8 | T_I8 | T_BOOL => 1,
+        T_U16 | T_I16 => 2,
+        T_U32 | T_I32 | T_F32 => 4,
+        T_U64 | T_I64 | T_F64 | T_STRING => 8,
+        T_ARRAY => 12,
+        _ => 1,
+    }
+}
+
 /// Arrays nest at most this deep (llama.cpp never nests them).
 const MAX_DEPTH: u32 = 4;
 
@@ -98,6 +124,63 @@ struct Reader<R: Read> {
 }
 
 impl<R: Read> Reader<R> {
+    /// Consumes `n` bytes without keeping them.
+    fn skip(&mut self, n: u64, what: &str) -> Result<()> {
+        if n > self.remaining {
+            return Err(Error::malformed(format!(
+                "truncated GGUF: {what} needs {n} bytes but only {} remain",
+                self.remaining
+            )));
+        }
+        let copied = std::io::copy(&mut (&mut self.inner).take(n), &mut std::io::sink())
+            .map_err(|e| Error::malformed(format!("truncated GGUF while reading {what}: {e}")))?;
+        if copied != n {
+            return Err(Error::malformed(format!("truncated GGUF while reading {what}")));
+        }
+        self.remaining -= n;
+        Ok(())
+    }
+
+    /// Consumes a value of type `ty` without decoding it.
+    fn skip_value(&mut self, ty: u32, depth: u32, key: &str) -> Result<()> {
+        match ty {
+            T_STRING => {
+                let n = self.u64(key)?;
+                self.skip(n, key)
+            }
+            T_ARRAY => {
+                if depth >= MAX_DEPTH {
+                    return Err(Error::malformed(format!("GGUF array for {key} nests deeper than {MAX_DEPTH}")));
+                }
+                let item_ty = self.u32(key)?;
+                let n = self.array_len(item_ty, key)?;
+                match item_ty {
+                    T_STRING | T_ARRAY => (0..n).try_for_each(|_| self.skip_value(item_ty, depth + 1, key)),
+                    _ => self.skip(n * min_item_size(item_ty), key),
+                }
+            }
+            T_U8 | T_I8 | T_BOOL | T_U16 | T_I16 | T_U32 | T_I32 | T_F32 | T_U64 | T_I64 | T_F64 => {
+                self.skip(min_item_size(ty), key)
+            }
+            other => Err(Error::malformed(format!("GGUF value of {key} has unknown type {other}"))),
+        }
+    }
+
+    /// The item count of an array, checked against the bytes that remain: every item takes at least
+    /// `min_item_size` bytes of the file, so a count they cannot hold is corrupt and is refused before anything is
+    /// allocated for it.
+    fn array_len(&mut self, item_ty: u32, key: &str) -> Result<u64> {
+        let n = self.u64(key)?;
+        let min_size = min_item_size(item_ty);
+        if n.saturating_mul(min_size) > self.remaining {
+            return Err(Error::malformed(format!(
+                "GGUF array {key} claims {n} items of at least {min_size} bytes but only {} bytes remain",
+                self.remaining
+            )));
+        }
+        Ok(n)
+    }
+
     fn bytes(&mut self, n: u64, what: &str) -> Result<Vec<u8>> {
         if n > self.remaining {
             return Err(Error::malformed(format!(
@@ -131,7 +214,7 @@ impl<R: Read> Reader<R> {
         self.bytes(n, what)
     }
 
-    fn metadata(&mut self) -> Result<Metadata> {
+    fn metadata(&mut self, keep: &dyn Fn(&str) -> bool) -> Result<Metadata> {
         let magic: [u8; 4] = self.fixed("magic")?;
         if &magic != b"GGUF" {
             return Err(Error::malformed("not a GGUF file (the first 4 bytes are not \"GGUF\")"));
@@ -151,8 +234,12 @@ impl<R: Read> Reader<R> {
             let key = self.string("metadata key")?;
             let key = String::from_utf8(key).map_err(|_| Error::malformed("GGUF metadata key is not UTF-8"))?;
             let ty = self.u32("value type")?;
-            let value = self.value(ty, 0, &key)?;
-            values.insert(key, value);
+            if keep(&key) {
+                let value = self.value(ty, 0, &key)?;
+                values.insert(key, value);
+            } else {
+                self.skip_value(ty, 0, &key)?;
+            }
         }
         Ok(Metadata { version, values })
     }
@@ -179,15 +266,9 @@ impl<R: Read> Reader<R> {
                     return Err(Error::malformed(format!("GGUF array for {key} nests deeper than {MAX_DEPTH}")));
                 }
                 let item_ty = self.u32(key)?;
-                let n = self.u64(key)?;
-                // Every item takes at least one byte: a count above the remaining bytes is corrupt.
-                if n > self.remaining {
-                    return Err(Error::malformed(format!(
-                        "GGUF array {key} claims {n} items but only {} bytes remain",
-                        self.remaining
-                    )));
-                }
-                let mut items = Vec::with_capacity(n.min(1 << 20) as usize);
+                let n = self.array_len(item_ty, key)?;
+                // Grown as items are read (each value takes more memory than its bytes in the file).
+                let mut items = Vec::with_capacity(n.min(1 << 16) as usize);
                 for _ in 0..n {
                     items.push(self.value(item_ty, depth + 1, key)?);
                 }
@@ -246,5 +327,52 @@ mod tests {
         b.extend(u64::MAX.to_le_bytes());
         let err = Metadata::read_bytes(&b).unwrap_err();
         assert!(err.message().contains("claims"), "{err}");
+    }
+
+    #[test]
+    fn skipped_keys_are_not_decoded_but_still_checked() {
+        let mut b = header(3);
+        kv_str(&mut b, "tokenizer.ggml.merges", "a b");
+        b.extend(5u64.to_le_bytes());
+        b.extend(b"array");
+        b.extend(T_ARRAY.to_le_bytes());
+        b.extend(T_U32.to_le_bytes());
+        b.extend(2u64.to_le_bytes());
+        b.extend([1u8, 0, 0, 0, 2, 0, 0, 0]);
+        kv_str(&mut b, "tokenizer.ggml.model", "gpt2");
+        let keep = |k: &str| k == "tokenizer.ggml.model";
+        let m = Metadata::read_bytes_keys(&b, &keep).unwrap();
+        assert_eq!(m.values.len(), 1);
+        assert_eq!(m.get("tokenizer.ggml.model").unwrap().as_str(), Some(&b"gpt2"[..]));
+        assert_eq!(Metadata::read_bytes(&b).unwrap().values.len(), 3);
+        for cut in 0..b.len() {
+            let err = Metadata::read_bytes_keys(&b[..cut], &keep).unwrap_err();
+            assert_eq!(err.kind(), crate::ErrorKind::MalformedFile, "cut at {cut}: {err}");
+        }
+    }
+
+    #[test]
+    fn array_counts_are_checked_against_the_item_size() {
+        // 1,000,000 strings need at least 8 MB; the file has a few hundred bytes left. Refused by the count,
+        // before a vector for a million values is allocated.
+        let mut b = header(1);
+        b.extend(3u64.to_le_bytes());
+        b.extend(b"key");
+        b.extend(T_ARRAY.to_le_bytes());
+        b.extend(T_STRING.to_le_bytes());
+        b.extend(1_000_000u64.to_le_bytes());
+        b.extend([0u8; 400]);
+        let err = Metadata::read_bytes(&b).unwrap_err();
+        assert!(err.message().contains("at least 8 bytes"), "{err}");
+        // Strings inside the array: a length over the remaining bytes is refused too.
+        let mut b = header(1);
+        b.extend(3u64.to_le_bytes());
+        b.extend(b"key");
+        b.extend(T_ARRAY.to_le_bytes());
+        b.extend(T_STRING.to_le_bytes());
+        b.extend(1u64.to_le_bytes());
+        b.extend((1u64 << 40).to_le_bytes());
+        let err = Metadata::read_bytes(&b).unwrap_err();
+        assert_eq!(err.kind(), crate::ErrorKind::MalformedFile, "{err}");
     }
 }

@@ -36,11 +36,14 @@ use tokenizers::{Model, ModelWrapper, Tokenizer};
 #[derive(Clone, Debug, Default)]
 pub struct HfOptions {
     /// The end-of-generation ids (for example `eos_token_id` of `generation_config.json`). `None` infers them:
-    /// every added token (special or not) whose content is a well-known end name (`</s>`, `<|endoftext|>`,
+    /// every *special* added token whose content is a well-known end name (`</s>`, `<|endoftext|>`,
     /// `<|end_of_text|>`, `<|eot_id|>`, `<|eom_id|>`, `<|im_end|>`, `<|end|>`, `<end_of_turn>`, ...; llama.cpp's
     /// list, which also holds `<|fim_pad|>`, `<|repo_name|>` and `<|file_sep|>`). Model tokens that merely
-    /// spell such a name are ordinary text and never inferred. With no EOG id a finished member can never be
-    /// ended. `Some(ids)` is used as given (ids must be `< n_vocab`).
+    /// spell such a name, and added tokens that are not special (some vocabularies list `</s>` as plain text),
+    /// are ordinary text and never inferred. Also inferred: the end-of-sequence token the post-processor
+    /// appends (`TemplateProcessing` ending in a special token, `RobertaProcessing`'s `sep`), when it is
+    /// special. With no EOG id a finished member can never be ended. `Some(ids)` is used as given (ids must be
+    /// listed tokens, `< n_vocab` and not padding).
     pub eog_ids: Option<Vec<TokenId>>,
     /// The model's (padded) vocabulary size, the mask width: for example 151,936 for Qwen2/Qwen3 whose
     /// tokenizer lists 151,669 tokens. Ids past the tokenizer's tokens are padding and never allowed. `None`
@@ -218,7 +221,7 @@ fn model_token(scheme: Scheme, text: &str) -> (Vec<u8>, TokenKind) {
     }
 }
 
-fn vocabulary_from_tokenizer(tok: &Tokenizer, options: &HfOptions) -> Result<Vocabulary> {
+fn vocabulary_from_tokenizer(tok: &Tokenizer, declared_eos: &[TokenId], options: &HfOptions) -> Result<Vocabulary> {
     let model = tok.get_model();
     let (unk, model_byte_fallback) = model_facts(model)?;
     let scheme = detect_scheme(tok, model_byte_fallback)?;
@@ -270,13 +273,53 @@ fn vocabulary_from_tokenizer(tok: &Tokenizer, options: &HfOptions) -> Result<Voc
     let eog: Vec<TokenId> = match &options.eog_ids {
         Some(ids) => ids.clone(),
         None => {
-            let mut ids: Vec<TokenId> =
-                added.iter().filter(|(_, t)| EOG_NAMES.contains(&t.content.as_str())).map(|(&id, _)| id).collect();
+            // Only special added tokens: an added token that is not special is text the model may write (some
+            // vocabularies list `</s>` as plain text), and ending on it would cut outputs at that text.
+            let mut ids: Vec<TokenId> = added
+                .iter()
+                .filter(|(_, t)| t.special && EOG_NAMES.contains(&t.content.as_str()))
+                .map(|(&id, _)| id)
+                .collect();
+            // The end-of-sequence token the post-processor appends, if it is a control token.
+            ids.extend(declared_eos.iter().filter(|&&id| kinds.get(id as usize) == Some(&TokenKind::Control)));
             ids.sort_unstable();
+            ids.dedup();
             ids
         }
     };
     Vocabulary::new(tokens, kinds, &eog, Some(options.n_vocab.unwrap_or(n_listed)))
+}
+
+/// The ids of the end-of-sequence token a post-processor appends to every encoding: the last special token of
+/// a `TemplateProcessing` single template (T5: `$A </s>`), or the `sep` token of `RobertaProcessing`, also
+/// inside a `Sequence`. Empty when the post-processor declares none (Llama: `<s> $A`).
+fn declared_eos(post: &Value) -> Vec<TokenId> {
+    let ids_of = |v: Option<&Value>| -> Vec<TokenId> {
+        v.and_then(Value::as_array)
+            .map(|a| a.iter().filter_map(Value::as_u64).filter_map(|id| TokenId::try_from(id).ok()).collect())
+            .unwrap_or_default()
+    };
+    match post.get("type").and_then(Value::as_str) {
+        Some("TemplateProcessing") => {
+            let last = post.get("single").and_then(Value::as_array).and_then(|t| t.last());
+            let Some(name) = last.and_then(|p| p.get("SpecialToken")).and_then(|s| s.get("id")).and_then(Value::as_str)
+            else {
+                return Vec::new();
+            };
+            ids_of(post.get("special_tokens").and_then(|t| t.get(name)).and_then(|t| t.get("ids")))
+        }
+        Some("RobertaProcessing") => post
+            .get("sep")
+            .and_then(|s| s.get(1))
+            .and_then(Value::as_u64)
+            .and_then(|id| TokenId::try_from(id).ok())
+            .into_iter()
+            .collect(),
+        Some("Sequence") => {
+            post.get("processors").and_then(Value::as_array).into_iter().flatten().flat_map(declared_eos).collect()
+        }
+        _ => Vec::new(),
+    }
 }
 
 impl Vocabulary {
@@ -303,12 +346,13 @@ impl Vocabulary {
         // here, hand the tree to the crate, and contain any other panic of the crate as a malformed file.
         let json = serde_json::from_slice::<serde_json::Value>(bytes)
             .map_err(|e| Error::malformed(format!("not a valid tokenizer.json: {e}")))?;
+        let declared_eos = json.get("post_processor").map(declared_eos).unwrap_or_default();
         let tok = std::panic::catch_unwind(move || serde_json::from_value::<Tokenizer>(json))
             .map_err(|_| {
                 Error::malformed("not a valid tokenizer.json: the tokenizers crate panicked while reading it")
             })?
             .map_err(|e| Error::malformed(format!("not a valid tokenizer.json: {e}")))?;
-        vocabulary_from_tokenizer(&tok, options)
+        vocabulary_from_tokenizer(&tok, &declared_eos, options)
     }
 }
 

@@ -25,6 +25,7 @@
 
 mod align;
 pub mod automaton;
+mod budget;
 mod decode;
 pub mod error;
 pub mod ffi;

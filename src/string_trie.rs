@@ -5,11 +5,15 @@
 //! its path at depths `lcp[i] + 1 ..= len(i)` (its longest common prefix with member `i - 1`), consecutively
 //! from `first_new[i]`.
 
+use crate::budget::Budget;
 use crate::error::{show_bytes, Error, ErrorKind, Result};
 use rayon::prelude::*;
 
 /// Node or member index that means "none".
 pub(crate) const NONE: u32 = u32::MAX;
+
+/// Heap bytes per trie node (parent, depth, end member, byte, subtree end).
+const NODE_BYTES: usize = 17;
 
 pub(crate) struct StringTrie {
     /// Member `i` is `member_bytes[member_offsets[i]..member_offsets[i + 1]]`, sorted ascending, distinct.
@@ -17,6 +21,8 @@ pub(crate) struct StringTrie {
     pub(crate) member_bytes: Vec<u8>,
     /// The first input index that gave member `i` (for messages and for reporting dropped strings).
     pub(crate) member_input: Vec<u32>,
+    /// `(member, input index)` of every later copy of a member in the input, by member.
+    pub(crate) duplicates: Vec<(u32, u32)>,
     /// Longest common prefix of member `i` with member `i - 1` (0 for the first).
     pub(crate) lcp: Vec<u32>,
     /// Id of the first node member `i` creates (meaningless when it creates none).
@@ -35,14 +41,20 @@ pub(crate) struct StringTrie {
 }
 
 impl StringTrie {
-    /// Builds the trie of `strings` (duplicates merged).
-    pub(crate) fn build<S: AsRef<[u8]> + Sync>(strings: &[S]) -> Result<StringTrie> {
+    /// Builds the trie of `strings` (duplicates merged), charging its memory to `budget` and refusing more than
+    /// `max_nodes` nodes.
+    pub(crate) fn build<S: AsRef<[u8]> + Sync>(
+        strings: &[S],
+        budget: &Budget,
+        max_nodes: Option<usize>,
+    ) -> Result<StringTrie> {
         if strings.is_empty() {
             return Err(Error::new(ErrorKind::EmptySet, "the set of strings is empty: give at least one string"));
         }
         if strings.len() >= NONE as usize {
             return Err(Error::limit(format!("{} strings exceed the limit of {}", strings.len(), NONE - 1)));
         }
+        budget.charge(strings.len().saturating_mul(std::mem::size_of::<(&[u8], u32)>()), "sorting the strings")?;
         let mut keyed: Vec<(&[u8], u32)> = strings.iter().enumerate().map(|(i, s)| (s.as_ref(), i as u32)).collect();
         if !keyed.windows(2).all(|w| w[0] <= w[1]) {
             if keyed.len() >= 1 << 18 {
@@ -51,7 +63,18 @@ impl StringTrie {
                 keyed.sort_unstable();
             }
         }
-        keyed.dedup_by(|later, earlier| later.0 == earlier.0);
+        // Merge duplicates, remembering the later input indices of each member.
+        let mut duplicates = Vec::new();
+        let mut kept = 0;
+        for r in 0..keyed.len() {
+            if kept > 0 && keyed[r].0 == keyed[kept - 1].0 {
+                duplicates.push(((kept - 1) as u32, keyed[r].1));
+            } else {
+                keyed[kept] = keyed[r];
+                kept += 1;
+            }
+        }
+        keyed.truncate(kept);
         // One pass over the sorted strings copies them into contiguous memory; the rest reads only that.
         let total: usize = keyed.iter().map(|(s, _)| s.len()).sum();
         if let Some((s, i)) = keyed.iter().find(|(s, _)| s.len() >= NONE as usize) {
@@ -61,6 +84,7 @@ impl StringTrie {
                 NONE - 1
             )));
         }
+        budget.charge(total.saturating_add(keyed.len().saturating_mul(32)), "copying the strings")?;
         let mut member_offsets = Vec::with_capacity(keyed.len() + 1);
         let mut member_bytes = Vec::with_capacity(total);
         let mut order = Vec::with_capacity(keyed.len());
@@ -88,6 +112,15 @@ impl StringTrie {
                 NONE - 2
             )));
         }
+        if let Some(max) = max_nodes {
+            if n_nodes > max {
+                return Err(Error::limit(format!(
+                    "the set needs {n_nodes} trie nodes (states before pruning), over max_states = {max}; raise \
+                     max_states or split the set"
+                )));
+            }
+        }
+        budget.charge(n_nodes.saturating_mul(NODE_BYTES), "the trie's nodes")?;
         let mut first_new = Vec::with_capacity(order.len());
         let mut parent = Vec::with_capacity(n_nodes);
         let mut depth = Vec::with_capacity(n_nodes);
@@ -122,6 +155,7 @@ impl StringTrie {
             member_offsets,
             member_bytes,
             member_input: order,
+            duplicates,
             lcp,
             first_new,
             parent,
@@ -195,11 +229,12 @@ mod tests {
 
     #[test]
     fn preorder_ids_and_shared_prefixes() {
-        let t = StringTrie::build(&["ab", "a", "abc", "b", "ab"]).unwrap();
+        let t = StringTrie::build(&["ab", "a", "abc", "b", "ab"], &Budget::new(None), None).unwrap();
         // Members sorted and deduplicated: a, ab, abc, b.
         assert_eq!(t.n_members(), 4);
         assert_eq!(t.member(1), b"ab");
         assert_eq!(t.member_input, vec![1, 0, 2, 3]);
+        assert_eq!(t.duplicates, vec![(1, 4)]);
         // Nodes: root, a, ab, abc, b.
         assert_eq!(t.n_nodes(), 5);
         assert_eq!(t.parent, vec![NONE, 0, 1, 2, 0]);
@@ -214,9 +249,9 @@ mod tests {
 
     #[test]
     fn empty_string_ends_at_root() {
-        let t = StringTrie::build(&["", "x"]).unwrap();
+        let t = StringTrie::build(&["", "x"], &Budget::new(None), None).unwrap();
         assert_eq!(t.end_node(0), 0);
         assert_eq!(t.end_member[0], 0);
-        assert!(StringTrie::build::<&str>(&[]).is_err());
+        assert!(StringTrie::build::<&str>(&[], &Budget::new(None), None).is_err());
     }
 }

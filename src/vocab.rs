@@ -147,6 +147,12 @@ impl Vocabulary {
         if let Some(&bad) = eog.iter().find(|&&id| id as usize >= n_vocab) {
             return Err(Error::invalid(format!("end-of-generation id {bad} is out of range (n_vocab = {n_vocab})")));
         }
+        if let Some(&bad) = eog.iter().find(|&&id| id as usize >= n_listed) {
+            return Err(Error::invalid(format!(
+                "end-of-generation id {bad} is a padding id: the vocabulary lists {n_listed} tokens and ids \
+                 {n_listed}..{n_vocab} are padding, which is never allowed; give the id of a listed token"
+            )));
+        }
         let mut kinds = kinds;
         let mut offsets = Vec::with_capacity(n_listed + 1);
         let mut bytes = Vec::with_capacity(total);
@@ -222,13 +228,13 @@ impl Vocabulary {
     /// (`gpt2`), SentencePiece (`llama`), `gemma4`, `t5`/UGM, `plamo2` and `rwkv`; refuses WordPiece (`bert`)
     /// and files without a vocabulary with [`ErrorKind::UnsupportedVocabulary`].
     pub fn from_gguf(path: impl AsRef<Path>) -> Result<Vocabulary> {
-        let meta = crate::gguf::Metadata::read_file(path.as_ref())?;
+        let meta = crate::gguf::Metadata::read_file_keys(path.as_ref(), &crate::decode::is_vocabulary_key)?;
         crate::decode::vocabulary_from_gguf(&meta)
     }
 
     /// Like [`Vocabulary::from_gguf`], from the bytes of a GGUF file (or its metadata prefix).
     pub fn from_gguf_bytes(bytes: &[u8]) -> Result<Vocabulary> {
-        let meta = crate::gguf::Metadata::read_bytes(bytes)?;
+        let meta = crate::gguf::Metadata::read_bytes_keys(bytes, &crate::decode::is_vocabulary_key)?;
         crate::decode::vocabulary_from_gguf(&meta)
     }
 
@@ -357,6 +363,10 @@ mod tests {
         let e = Vocabulary::new(vec![b"a".to_vec()], vec![TokenKind::Normal], &[5], None).unwrap_err();
         assert!(e.message().contains("out of range"), "{e}");
         let e = Vocabulary::new(vec![b"a".to_vec()], vec![TokenKind::Normal], &[], Some(0)).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::InvalidArgument);
+        // An end-of-generation id in the padding range would put padding into masks.
+        let e = Vocabulary::new(vec![b"a".to_vec()], vec![TokenKind::Normal], &[3], Some(8)).unwrap_err();
+        assert!(e.message().contains("padding"), "{e}");
         assert_eq!(e.kind(), ErrorKind::InvalidArgument);
     }
 }

@@ -151,9 +151,14 @@ fn vocab_new_and_bad_inputs() {
             trie_vocab_new(ptrs.as_ptr(), [usize::MAX, 0, 0].as_ptr(), kinds.as_ptr(), 3, eog.as_ptr(), 1, &mut v),
             TRIE_ERR_INVALID_ARGUMENT
         );
-        // Padded: id 3 exists with n_vocab 4, never allowed.
+        // Padded: id 3 exists with n_vocab 4 but is padding, never allowed, so it cannot end generation either.
         assert_eq!(
             trie_vocab_new_ex(ptrs.as_ptr(), lens.as_ptr(), kinds.as_ptr(), 3, [3i32].as_ptr(), 1, 4, &mut v),
+            TRIE_ERR_INVALID_ARGUMENT
+        );
+        assert!(last_error().contains("padding"), "{}", last_error());
+        assert_eq!(
+            trie_vocab_new_ex(ptrs.as_ptr(), lens.as_ptr(), kinds.as_ptr(), 3, eog.as_ptr(), 1, 4, &mut v),
             TRIE_OK
         );
         assert_eq!(trie_vocab_n_tokens(v), 4);
@@ -233,7 +238,7 @@ fn compile_and_bad_inputs() {
     let (st, _) = compile(v, &[b"abz", b"ab"], None);
     assert_eq!(st, TRIE_ERR_UNREACHABLE_STRING);
     assert!(last_error().contains("\"abz\""), "{}", last_error());
-    let drop = trie_options { drop_unreachable: true };
+    let drop = trie_options { drop_unreachable: true, ..Default::default() };
     let (st, a) = compile(v, &[b"abz", b"ab", b"ab\xff"], Some(&drop));
     assert_eq!(st, TRIE_OK);
     unsafe {

@@ -182,13 +182,14 @@ fn count(v: &Vocabulary, kind: TokenKind) -> usize {
 fn eog_inference_and_kinds_qwen3() {
     let Some(l) = load("qwen3") else { return };
     let v = &l.vocab;
-    // The names of llama.cpp's list: the two chat ends plus three non-special FIM/repo tokens.
-    let want: Vec<TokenId> = ["<|endoftext|>", "<|im_end|>", "<|fim_pad|>", "<|repo_name|>", "<|file_sep|>"]
-        .iter()
-        .map(|t| id_of(l, t))
-        .collect();
-    assert_eq!(want, [151643, 151645, 151662, 151663, 151664]);
+    // The special added tokens with end names: the two chat ends (generation_config.json's eos_token_id).
+    // `<|fim_pad|>`, `<|repo_name|>` and `<|file_sep|>` have end names too but are not special: text.
+    let want: Vec<TokenId> = ["<|endoftext|>", "<|im_end|>"].iter().map(|t| id_of(l, t)).collect();
+    assert_eq!(want, [151643, 151645]);
     assert_eq!(v.eog_ids(), &want[..]);
+    for text in ["<|fim_pad|>", "<|repo_name|>", "<|file_sep|>"] {
+        assert!(v.is_text_token(id_of(l, text)), "{text}");
+    }
     assert_eq!(v.n_listed(), 151_669);
     assert_eq!(v.n_vocab(), 151_669);
     assert_eq!(count(v, TokenKind::Control), 14);
@@ -299,12 +300,64 @@ fn missing_file_is_io() {
 
 /// A minimal tokenizer.json with the given model, decoder and added tokens.
 fn synthetic(model: &str, decoder: &str, pre_tokenizer: &str, added: &str) -> Vec<u8> {
+    synthetic_with_post(model, decoder, pre_tokenizer, added, "null")
+}
+
+fn synthetic_with_post(model: &str, decoder: &str, pre_tokenizer: &str, added: &str, post: &str) -> Vec<u8> {
     format!(
         r#"{{"version": "1.0", "truncation": null, "padding": null, "added_tokens": [{added}],
-            "normalizer": null, "pre_tokenizer": {pre_tokenizer}, "post_processor": null,
+            "normalizer": null, "pre_tokenizer": {pre_tokenizer}, "post_processor": {post},
             "decoder": {decoder}, "model": {model}}}"#
     )
     .into_bytes()
+}
+
+const METASPACE: &str = r#"{"type": "Metaspace", "replacement": "▁", "prepend_scheme": "always", "split": true}"#;
+const UNIGRAM: &str = r#"{"type": "Unigram", "unk_id": 0, "byte_fallback": true,
+    "vocab": [["<unk>", 0.0], ["▁a", -1.0], ["b", -2.0], ["<0x0A>", -3.0], ["</s>", -4.0], ["[END]", -5.0]]}"#;
+
+fn added_token(id: u32, content: &str, special: bool) -> String {
+    format!(
+        r#"{{"id": {id}, "content": "{content}", "single_word": false, "lstrip": false, "rstrip": false,
+            "normalized": false, "special": {special}}}"#
+    )
+}
+
+#[test]
+fn end_names_that_are_not_special_are_text_not_eog() {
+    // `</s>` is an added token but not special: the model may write it as text, so it must not end generation.
+    let json = synthetic(UNIGRAM, METASPACE, METASPACE, &added_token(4, "</s>", false));
+    let v = Vocabulary::from_tokenizer_json_bytes(&json, &HfOptions::default()).unwrap();
+    assert!(v.eog_ids().is_empty(), "{:?}", v.eog_ids());
+    assert_eq!((v.kind(4), v.token_bytes(4)), (TokenKind::UserDefined, &b"</s>"[..]));
+    assert!(v.is_text_token(4));
+    // The same token marked special is the end of generation.
+    let json = synthetic(UNIGRAM, METASPACE, METASPACE, &added_token(4, "</s>", true));
+    let v = Vocabulary::from_tokenizer_json_bytes(&json, &HfOptions::default()).unwrap();
+    assert_eq!(v.eog_ids(), &[4]);
+}
+
+#[test]
+fn the_post_processors_end_token_is_eog() {
+    // A T5-style template `$A [END]`: the token it appends ends generation, whatever its name.
+    let post = r#"{"type": "TemplateProcessing",
+        "single": [{"Sequence": {"id": "A", "type_id": 0}}, {"SpecialToken": {"id": "[END]", "type_id": 0}}],
+        "pair": [], "special_tokens": {"[END]": {"id": "[END]", "ids": [5], "tokens": ["[END]"]}}}"#;
+    let added = format!("{},{}", added_token(4, "</s>", false), added_token(5, "[END]", true));
+    let json = synthetic_with_post(UNIGRAM, METASPACE, METASPACE, &added, post);
+    let v = Vocabulary::from_tokenizer_json_bytes(&json, &HfOptions::default()).unwrap();
+    assert_eq!(v.eog_ids(), &[5]);
+    // Inside a Sequence of processors too; a template that appends nothing declares nothing.
+    let seq = format!(
+        r#"{{"type": "Sequence", "processors": [{{"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": false, "use_regex": false}}, {post}]}}"#
+    );
+    let json = synthetic_with_post(UNIGRAM, METASPACE, METASPACE, &added, &seq);
+    assert_eq!(Vocabulary::from_tokenizer_json_bytes(&json, &HfOptions::default()).unwrap().eog_ids(), &[5]);
+    let prefix_only = r#"{"type": "TemplateProcessing",
+        "single": [{"SpecialToken": {"id": "[END]", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}],
+        "pair": [], "special_tokens": {"[END]": {"id": "[END]", "ids": [5], "tokens": ["[END]"]}}}"#;
+    let json = synthetic_with_post(UNIGRAM, METASPACE, METASPACE, &added, prefix_only);
+    assert!(Vocabulary::from_tokenizer_json_bytes(&json, &HfOptions::default()).unwrap().eog_ids().is_empty());
 }
 
 const BYTE_LEVEL_DECODER: &str =

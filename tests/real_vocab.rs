@@ -297,7 +297,7 @@ fn token_trie_and_aho_corasick_alignments_agree() {
         let v = gguf_vocab(name);
         let set = random_set(300 + i as u64, 3000, 5);
         let a = compile(&v, &set);
-        let opts = CompileOptions { alignment: AlignmentMethod::AhoCorasick, ..Default::default() };
+        let opts = CompileOptions::new().alignment(AlignmentMethod::AhoCorasick);
         let b = Automaton::compile(v.clone(), &set, &opts).unwrap();
         assert_eq!(a.n_states(), b.n_states(), "{name}");
         assert_eq!(a.allowed_total(), b.allowed_total(), "{name}");

@@ -140,7 +140,7 @@ fn concurrent_first_use_of_the_aho_corasick_index() {
     let set = random_set(0x7_0002, 2000, 4);
     let reference = Automaton::compile(v.clone(), &set, &CompileOptions::default()).unwrap();
     let barrier = Barrier::new(THREADS);
-    let opts = CompileOptions { alignment: AlignmentMethod::AhoCorasick, ..Default::default() };
+    let opts = CompileOptions::new().alignment(AlignmentMethod::AhoCorasick);
     let automata: Vec<Automaton> = std::thread::scope(|scope| {
         let hs: Vec<_> = (0..THREADS)
             .map(|_| {
@@ -491,7 +491,7 @@ fn degenerate_vocabularies_and_sets() {
     let e = Automaton::compile(v.clone(), &[] as &[&[u8]], &CompileOptions::default()).unwrap_err();
     assert_eq!(e.kind(), ErrorKind::EmptySet);
     // Everything dropped.
-    let opts = CompileOptions { drop_unreachable: true, ..Default::default() };
+    let opts = CompileOptions::new().drop_unreachable(true);
     let e = Automaton::compile(v, &["zz", "y"], &opts).unwrap_err();
     assert_eq!(e.kind(), ErrorKind::UnreachableString);
     assert!(e.message().contains("no member of the set can be produced"), "{e}");

@@ -55,7 +55,7 @@ static trie_status gotrie_vocab_eog_ids(const trie_vocab *v, const int32_t **ids
 }
 static trie_status gotrie_compile(const trie_vocab *v, const uint8_t *const *strings, const size_t *lens, size_t n,
 		bool drop_unreachable, trie_automaton **out, char **err) {
-	trie_options o; memset(&o, 0, sizeof o); o.drop_unreachable = drop_unreachable;
+	trie_options o; trie_options_init(&o); o.drop_unreachable = drop_unreachable;
 	trie_status st = trie_compile(v, strings, lens, n, &o, out); *err = gotrie_err(st); return st;
 }
 static trie_status gotrie_dropped(const trie_automaton *a, const size_t **idx, size_t *n, char **err) {

@@ -83,7 +83,8 @@ int main(int argc, char **argv) {
         ptrs[i] = (const uint8_t *)lines[i];
         lens[i] = strlen(lines[i]);
     }
-    trie_options options = {0};
+    trie_options options;
+    trie_options_init(&options);
     options.drop_unreachable = true;
     trie_automaton *automaton = NULL;
     t0 = now_s();

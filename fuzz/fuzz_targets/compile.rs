@@ -90,7 +90,7 @@ fuzz_target!(|input: Input| {
         .collect();
 
     let set: Vec<Vec<u8>> = input.set.iter().take(24).map(|s| map(a, s, 10)).collect();
-    let options = CompileOptions { drop_unreachable: input.drop_unreachable, ..Default::default() };
+    let options = CompileOptions::new().drop_unreachable(input.drop_unreachable);
     let result = Automaton::compile(vocab.clone(), &set, &options);
     if set.is_empty() {
         assert_eq!(result.unwrap_err().kind(), ErrorKind::EmptySet);
@@ -213,7 +213,7 @@ fuzz_target!(|input: Input| {
     let ac = Automaton::compile(
         vocab.clone(),
         &set,
-        &CompileOptions { alignment: AlignmentMethod::AhoCorasick, ..options.clone() },
+        &options.clone().alignment(AlignmentMethod::AhoCorasick),
     )
     .unwrap();
     assert_eq!(ac.n_states(), auto.n_states());

@@ -232,7 +232,7 @@ fn run(pool: &mut Pool, op: Op) {
                     }
                 }
                 let lens: Vec<usize> = strings.iter().map(Vec::len).collect();
-                let opts = options.map(|d| trie_options { drop_unreachable: d });
+                let opts = options.map(|d| trie_options { drop_unreachable: d, ..Default::default() });
                 let v = if null_vocab { null() } else { pool.vocab(vocab) };
                 let mut out = 1 as *mut trie_automaton;
                 let st = check(trie_compile(

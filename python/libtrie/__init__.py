@@ -36,14 +36,35 @@ from ._native import i32p, library, sizep, u8p, vp
 
 __all__ = [
     "FINISHED", "Status", "TrieError", "Vocab", "Automaton", "Forced", "compile", "fill_bitmask_rows",
-    "bitmask_words", "library", "version", "TOKEN_NORMAL", "TOKEN_CONTROL", "TOKEN_UNKNOWN", "TOKEN_UNUSED",
+    "bitmask_words", "library", "version", "TokenKind", "TOKEN_NORMAL", "TOKEN_UNKNOWN", "TOKEN_CONTROL",
+    "TOKEN_USER_DEFINED", "TOKEN_UNUSED", "TOKEN_BYTE",
 ]
 
 #: The state after an end-of-generation token (``TRIE_STATE_FINISHED``): only end-of-generation ids are allowed.
 FINISHED = 0xFFFFFFFF
 
-#: Token kinds for :meth:`Vocab.from_tokens` (``TRIE_TOKEN_*``): only normal tokens can spell a member.
-TOKEN_NORMAL, TOKEN_CONTROL, TOKEN_UNKNOWN, TOKEN_UNUSED = 0, 1, 2, 3
+
+
+class TokenKind(enum.IntEnum):
+    """Token kinds for :meth:`Vocab.from_tokens`: the ``TRIE_TOKEN_*`` numbers of ``include/trie.h`` (GGUF's
+    ``tokenizer.ggml.token_type``; the tests check them against the header). Normal, user-defined and byte tokens
+    are text and can spell members; the others never appear in a mask (but end-of-generation ids do)."""
+
+    NORMAL = 1
+    UNKNOWN = 2
+    CONTROL = 3
+    USER_DEFINED = 4
+    UNUSED = 5
+    BYTE = 6
+
+
+#: The :class:`TokenKind` numbers under their C names.
+TOKEN_NORMAL = TokenKind.NORMAL
+TOKEN_UNKNOWN = TokenKind.UNKNOWN
+TOKEN_CONTROL = TokenKind.CONTROL
+TOKEN_USER_DEFINED = TokenKind.USER_DEFINED
+TOKEN_UNUSED = TokenKind.UNUSED
+TOKEN_BYTE = TokenKind.BYTE
 
 StrOrBytes = Union[str, bytes]
 #: The ``array`` type code of ``size_t`` (and of pointers, which have its size on every platform libtrie builds for).
@@ -303,18 +324,28 @@ class Automaton(_Handle):
     __slots__ = ("_pin", "vocab", "n_vocab", "mask_words", "_advance", "_mask")
     _kind = "Automaton"
 
-    def __init__(self, vocab: Vocab, strings: Iterable[StrOrBytes], drop_unreachable: bool = False) -> None:
+    def __init__(self, vocab: Vocab, strings: Iterable[StrOrBytes], drop_unreachable: bool = False,
+                 max_states: Optional[int] = None, max_bytes: Optional[int] = None) -> None:
         """Compile ``strings`` (``str`` as UTF-8, or ``bytes``; duplicates and prefixes allowed) against ``vocab``.
-        Raises :class:`TrieError`: ``EMPTY_SET``; ``UNREACHABLE_STRING`` naming the strings no token sequence can
-        spell (or pass ``drop_unreachable=True`` and read :attr:`dropped`); ``LIMIT_EXCEEDED``."""
+        ``max_states`` bounds the states (checked on the set's trie before any alignment work) and ``max_bytes``
+        the memory compiling may allocate; ``None``: no bound. Raises :class:`TrieError`: ``EMPTY_SET``;
+        ``UNREACHABLE_STRING`` naming the strings no token sequence can spell (or pass ``drop_unreachable=True``
+        and read :attr:`dropped`); ``LIMIT_EXCEEDED`` (a bound or a 32-bit limit), never an abort."""
         self._h = vp(0)
         self._pin: Optional[_Pin] = None
         data = [s.encode("utf-8") if isinstance(s, str) else bytes(s) for s in strings]
         n = len(data)
         ptrs, lens, _keep = _byte_strings(data)
-        opts = _native.Options(drop_unreachable)
-        out = vp()
         lib = library()
+        opts = _native.Options()
+        _check(lib.trie_options_init(ctypes.byref(opts)))
+        opts.drop_unreachable = drop_unreachable
+        for name, bound in (("max_states", max_states), ("max_bytes", max_bytes)):
+            if bound is not None:
+                if bound <= 0:
+                    raise ValueError(f"{name} must be positive, not {bound}")
+                setattr(opts, name, min(bound, 2**64 - 1))
+        out = vp()
         _check(lib.trie_compile(vocab._live(), ptrs, lens, n, ctypes.byref(opts),
                                 ctypes.byref(out)))
         self._h = out
@@ -448,9 +479,11 @@ class _Pin:
             pass
 
 
-def compile(vocab: Vocab, strings: Iterable[StrOrBytes], *, drop_unreachable: bool = False) -> Automaton:
-    """Compile ``strings`` against ``vocab``: ``Automaton(vocab, strings, drop_unreachable)``."""
-    return Automaton(vocab, strings, drop_unreachable)
+def compile(vocab: Vocab, strings: Iterable[StrOrBytes], *, drop_unreachable: bool = False,
+            max_states: Optional[int] = None, max_bytes: Optional[int] = None) -> Automaton:
+    """Compile ``strings`` against ``vocab``: ``Automaton(vocab, strings, drop_unreachable, max_states,
+    max_bytes)``."""
+    return Automaton(vocab, strings, drop_unreachable, max_states, max_bytes)
 
 
 def fill_bitmask_rows(rows: Sequence[Tuple[Optional[Automaton], int]], out: Any) -> None:

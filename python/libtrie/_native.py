@@ -20,9 +20,10 @@ vp = ctypes.c_void_p
 
 
 class Options(ctypes.Structure):
-    """``trie_options``."""
+    """``trie_options`` (initialise with ``trie_options_init``, which sets ``struct_size``)."""
 
-    _fields_ = [("drop_unreachable", ctypes.c_bool)]
+    _fields_ = [("struct_size", ctypes.c_size_t), ("drop_unreachable", ctypes.c_bool),
+                ("max_states", ctypes.c_uint64), ("max_bytes", ctypes.c_uint64)]
 
 
 def candidates() -> List[Path]:
@@ -64,6 +65,7 @@ _SIGNATURES = {
     "trie_automaton_memory_usage": ([vp], ctypes.c_size_t),
     "trie_automaton_dropped": ([vp, ctypes.POINTER(sizep), sizep], ctypes.c_int),
     "trie_start": ([vp], ctypes.c_uint32),
+    "trie_options_init": ([vp], ctypes.c_int),
     "trie_allowed": ([vp, ctypes.c_uint32, ctypes.POINTER(i32p), sizep], ctypes.c_int),
     "trie_mask": ([vp, ctypes.c_uint32, vp, ctypes.c_size_t], ctypes.c_int),
     "trie_mask_batch": ([vp, u32p, ctypes.c_size_t, vp, ctypes.c_size_t, ctypes.c_size_t], ctypes.c_int),

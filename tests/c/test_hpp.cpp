@@ -41,6 +41,13 @@ int main() {
     trie::Automaton d = trie::Automaton::compile(v, set, true);
     CHECK(d.dropped().size() == 1 && d.dropped()[0] == 1);
     CHECK(status_of([&] { trie::Automaton::compile(v, std::vector<std::string>{}); }) == TRIE_ERR_EMPTY_SET);
+    trie_options bounded;
+    trie_options_init(&bounded);
+    bounded.max_states = 2;
+    std::vector<std::string> two{"ab", "ba"};
+    CHECK(status_of([&] { trie::Automaton::compile(v, two, bounded); }) == TRIE_ERR_LIMIT_EXCEEDED);
+    bounded.max_states = 5;
+    CHECK(trie::Automaton::compile(v, two, bounded).n_members() == 2);
 
     trie_state s = a.start();
     CHECK(a.allowed(s).size() == 3);

@@ -9,6 +9,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stddef.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -125,7 +126,10 @@ static void test_vocab_new(void) {
     CHECK(strstr(trie_last_error(), "out of range") != NULL);
     CHECK_ST(trie_vocab_new(NULL, NULL, NULL, 0, NULL, 0, &v), TRIE_ERR_INVALID_ARGUMENT);
     CHECK_ST(trie_vocab_new_ex(ptrs, lens, kinds, 3, eog, 1, 2, &v), TRIE_ERR_INVALID_ARGUMENT);
-    CHECK_ST(trie_vocab_new_ex(ptrs, lens, kinds, 3, &big, 1, 4, &v), TRIE_OK); /* id 3 exists with n_vocab 4 */
+    /* Id 3 exists with n_vocab 4 but is padding: never allowed, so it cannot end generation either. */
+    CHECK_ST(trie_vocab_new_ex(ptrs, lens, kinds, 3, &big, 1, 4, &v), TRIE_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(trie_last_error(), "padding") != NULL);
+    CHECK_ST(trie_vocab_new_ex(ptrs, lens, kinds, 3, eog, 1, 4, &v), TRIE_OK);
     CHECK(trie_vocab_n_tokens(v) == 4);
     trie_vocab_free(v);
     CHECK(v != NULL);
@@ -213,7 +217,9 @@ static void test_compile(void) {
     a = compile_strs(v, unreachable, 2, NULL, &st);
     CHECK_ST(st, TRIE_ERR_UNREACHABLE_STRING);
     CHECK(strstr(trie_last_error(), "abz") != NULL);
-    trie_options opts = {0};
+    trie_options opts;
+    CHECK_ST(trie_options_init(&opts), TRIE_OK);
+    CHECK(opts.struct_size == sizeof(trie_options) && !opts.drop_unreachable && opts.max_states == 0);
     opts.drop_unreachable = true;
     a = compile_strs(v, unreachable, 2, &opts, &st);
     CHECK_ST(st, TRIE_OK);
@@ -228,6 +234,53 @@ static void test_compile(void) {
     const char *none[] = {"zz"};
     a = compile_strs(v, none, 1, &opts, &st);
     CHECK_ST(st, TRIE_ERR_UNREACHABLE_STRING);
+
+    /* Versioned options: struct_size 0 is refused; an older, shorter struct (up to drop_unreachable) works with
+       defaults for the rest; a newer, longer one works when its unknown tail is zero and is refused otherwise. */
+    {
+        trie_options bad = opts;
+        bad.struct_size = 0;
+        a = compile_strs(v, unreachable, 2, &bad, &st);
+        CHECK_ST(st, TRIE_ERR_INVALID_ARGUMENT);
+        CHECK(strstr(trie_last_error(), "trie_options_init") != NULL);
+        bad.struct_size = offsetof(trie_options, drop_unreachable) + 1;
+        bad.max_states = 1; /* past the old struct: ignored */
+        a = compile_strs(v, unreachable, 2, &bad, &st);
+        CHECK_ST(st, TRIE_OK);
+        CHECK(trie_automaton_n_members(a) == 1);
+        trie_automaton_free(a);
+        struct { trie_options o; uint64_t future; } newer;
+        memset(&newer, 0, sizeof newer);
+        CHECK_ST(trie_options_init(&newer.o), TRIE_OK);
+        newer.o.struct_size = sizeof newer;
+        a = compile_strs(v, unreachable + 1, 1, &newer.o, &st);
+        CHECK_ST(st, TRIE_OK);
+        trie_automaton_free(a);
+        newer.future = 7;
+        a = compile_strs(v, unreachable + 1, 1, &newer.o, &st);
+        CHECK_ST(st, TRIE_ERR_INVALID_ARGUMENT);
+        CHECK(strstr(trie_last_error(), "does not know") != NULL);
+        CHECK_ST(trie_options_init(NULL), TRIE_ERR_NULL_ARGUMENT);
+    }
+    /* Bounds: more states or bytes than allowed is TRIE_ERR_LIMIT_EXCEEDED, never an abort. */
+    {
+        trie_options bounded;
+        trie_options_init(&bounded);
+        bounded.max_states = 2;
+        a = compile_strs(v, unreachable + 1, 1, &bounded, &st);
+        CHECK_ST(st, TRIE_ERR_LIMIT_EXCEEDED);
+        CHECK(strstr(trie_last_error(), "max_states") != NULL);
+        bounded.max_states = 0;
+        bounded.max_bytes = 16;
+        a = compile_strs(v, unreachable + 1, 1, &bounded, &st);
+        CHECK_ST(st, TRIE_ERR_LIMIT_EXCEEDED);
+        CHECK(strstr(trie_last_error(), "max_bytes") != NULL);
+        bounded.max_states = 3;
+        bounded.max_bytes = 1u << 20;
+        a = compile_strs(v, unreachable + 1, 1, &bounded, &st);
+        CHECK_ST(st, TRIE_OK);
+        trie_automaton_free(a);
+    }
 
     /* Non-UTF-8 bytes and a 64 KiB string are fine as members. */
     static char big[65537];

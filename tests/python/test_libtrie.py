@@ -237,6 +237,20 @@ class RealVocabularyTest(unittest.TestCase):
             a.start()
 
 
+class HeaderConstantsTest(unittest.TestCase):
+    """The package's numbers are the C header's: token kinds and statuses (one source: include/trie.h)."""
+
+    @unittest.skipIf(INSTALLED, "the header is in the source tree")
+    def test_numbers_match_the_header(self) -> None:
+        header = (REPO / "include" / "trie.h").read_text(encoding="utf-8")
+        kinds = {m.group(1): int(m.group(2)) for m in re.finditer(r"#define TRIE_TOKEN_(\w+) (\d+)", header)}
+        self.assertEqual(kinds, {k.name: int(k) for k in libtrie.TokenKind})
+        for name, value in kinds.items():
+            self.assertEqual(getattr(libtrie, "TOKEN_" + name), value)
+        statuses = {m.group(1): int(m.group(2)) for m in re.finditer(r"TRIE_(?:ERR_)?(\w+) = (\d+)", header)}
+        self.assertEqual(statuses, {s.name: int(s) for s in Status})
+
+
 class ToyVocabularyTest(unittest.TestCase):
     """A vocabulary from token strings: kinds, padding, unreachable strings, forced continuations."""
 
@@ -261,6 +275,35 @@ class ToyVocabularyTest(unittest.TestCase):
         self.assertEqual(a.advance(s, 6), FINISHED)
         with self.assertRaises(ValueError):
             Vocab.from_tokens(["a"], kinds=[0, 0])
+
+    def test_control_tokens_from_tokens_never_spell_text(self) -> None:
+        # "<x>" is a control token: it must not spell the member "<x>" (and no other token can).
+        v = Vocab.from_tokens(["a", "<x>", "</s>"], eog_ids=[2],
+                              kinds=[libtrie.TOKEN_NORMAL, libtrie.TOKEN_CONTROL, libtrie.TOKEN_CONTROL])
+        a = libtrie.compile(v, ["a", "<x>"], drop_unreachable=True)
+        self.assertEqual(a.dropped, (1,))
+        self.assertEqual(a.allowed(0).tolist(), [0])
+        for kind in (libtrie.TOKEN_UNKNOWN, libtrie.TOKEN_UNUSED):
+            v = Vocab.from_tokens(["a", "<x>"], kinds=[libtrie.TOKEN_NORMAL, kind])
+            self.assertEqual(libtrie.compile(v, ["a", "<x>"], drop_unreachable=True).dropped, (1,))
+        for kind in (libtrie.TOKEN_USER_DEFINED, libtrie.TOKEN_BYTE):
+            v = Vocab.from_tokens(["a", "<x>"], kinds=[libtrie.TOKEN_NORMAL, kind])
+            self.assertEqual(libtrie.compile(v, ["a", "<x>"]).allowed(0).tolist(), [0, 1])
+
+    def test_compile_bounds(self) -> None:
+        strings = ["abc" * 20 + str(i) for i in range(50)]
+        v = Vocab.from_tokens([str(d) for d in range(10)] + ["a", "b", "c"])
+        with self.assertRaises(TrieError) as ctx:
+            libtrie.compile(v, strings, max_states=100)
+        self.assertEqual(ctx.exception.status, Status.LIMIT_EXCEEDED)
+        self.assertIn("max_states", ctx.exception.message)
+        with self.assertRaises(TrieError) as ctx:
+            libtrie.compile(v, strings, max_bytes=1000)
+        self.assertEqual(ctx.exception.status, Status.LIMIT_EXCEEDED)
+        self.assertIn("max_bytes", ctx.exception.message)
+        self.assertEqual(libtrie.compile(v, strings, max_states=10_000, max_bytes=10**8).n_members, 50)
+        with self.assertRaises(ValueError):
+            libtrie.compile(v, strings, max_bytes=0)
 
     def test_unreachable_strings_and_dropping_them(self) -> None:
         with self.assertRaises(TrieError) as ctx:

@@ -47,7 +47,8 @@ int main(int argc, char **argv) {
         ptrs[i] = (const uint8_t *)members[i];
         lens[i] = strlen(members[i]);
     }
-    trie_options options = {0};
+    trie_options options;
+    CHECK(trie_options_init(&options) == TRIE_OK);
     options.drop_unreachable = false;
     trie_automaton *a = NULL;
     CHECK(trie_compile(vocab, ptrs, lens, 3, &options, &a) == TRIE_OK && a);

@@ -235,6 +235,7 @@ public final class Automaton: @unchecked Sendable {
     /// `TrieError.unreachableString`. Throws `.emptySet`, `.unreachableString`, `.limitExceeded`.
     public init(vocab: Vocab, members: [[UInt8]], dropUnreachable: Bool = false) throws {
         var options = trie_options()
+        trie_options_init(&options)
         options.drop_unreachable = dropUnreachable
         var out: OpaquePointer?
         try withByteStrings(members) { ptrs, lens, n in
