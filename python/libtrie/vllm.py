@@ -403,16 +403,8 @@ class SetCache:
             members: Sequence[Union[str, bytes]] = spec.strings
         else:
             members = read_set_file(spec.path or "", s.max_file_bytes)
-        bounds: Dict[str, int] = {}
-        if s.max_states:
-            bounds["max_states"] = s.max_states
-        if s.max_bytes:
-            bounds["max_bytes"] = s.max_bytes
-        if bounds:
-            from . import compile as compile_set
-
-            return compile_set(self.vocab, members, drop_unreachable=spec.drop_unreachable, **bounds)
-        return Automaton(self.vocab, members, drop_unreachable=spec.drop_unreachable)
+        return Automaton(self.vocab, members, spec.drop_unreachable, max_states=s.max_states or None,
+                         max_bytes=s.max_bytes or None)
 
     def get(self, spec: SetSpec) -> Automaton:
         """The compiled set of ``spec``, compiled in this thread if nobody has (blocks until it is ready). Raises

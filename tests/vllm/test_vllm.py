@@ -257,6 +257,19 @@ class SetCacheTest(unittest.TestCase):
             (Path(d) / "empty.txt").write_bytes(b"now\nfixed\n")  # a new size and time: a new key
             self.assertEqual(cache.get(parse_spec("empty", settings)).n_members, 2)
 
+    def test_the_operator_memory_bounds(self):
+        with tempfile.TemporaryDirectory() as d:
+            shutil.copy(SETS / "tools-100000.txt", d)
+            shutil.copy(SETS / "tools-10000.txt", d)
+            for env in ({"LIBTRIE_MAX_STATES": "200000"}, {"LIBTRIE_MAX_BYTES": "10_000_000"}):
+                settings = Settings.from_env({"LIBTRIE_SET_DIR": d, **env})
+                cache = SetCache(self.vocab, settings=settings)
+                with self.assertRaises(libtrie.TrieError) as ctx:
+                    cache.get(parse_spec("tools-100000", settings))
+                self.assertEqual(ctx.exception.status, libtrie.Status.LIMIT_EXCEEDED, env)
+                self.assertRegex(ctx.exception.message, "max_states = 200000|max_bytes", env)
+                self.assertEqual(cache.get(parse_spec("tools-10000", settings)).n_members, 10_000, env)
+
 
 class ProcessorTest(unittest.TestCase):
     """The processor against vLLM's own BatchUpdate and SamplingParams, with the real model vocabulary."""
@@ -425,15 +438,18 @@ class EngineTest(unittest.TestCase):
     processor in the model runner."""
 
     engine_kw = {}
+    failed = "stop"  # how a request whose set fails to compile ends: the processor allows only EOS
 
     @classmethod
     def setUpClass(cls):
         from vllm import LLM
 
         cls.set_dir = tempfile.mkdtemp(prefix="libtrie-sets-")
-        shutil.copy(SETS / "tools-10000.txt", cls.set_dir)
+        shutil.copy(SETS / "tools-10000.txt", cls.set_dir)  # 83,356 states
+        shutil.copy(SETS / "tools-100000.txt", cls.set_dir)  # 522,484 states: over the bound below
         (Path(cls.set_dir) / "latin1.txt").write_bytes(b"ok\ncaf\xe9\n")  # not UTF-8
-        cls.env = Env(LIBTRIE_SET_DIR=cls.set_dir)  # the engine core and its workers inherit it
+        # The engine core and its workers inherit the environment.
+        cls.env = Env(LIBTRIE_SET_DIR=cls.set_dir, LIBTRIE_MAX_STATES=200_000)
         cls.env.__enter__()
         cls.llm = LLM(model=str(MODEL), enforce_eager=True, max_model_len=512, max_num_seqs=32, seed=0,
                       logits_processors=[TrieLogitsProcessor], **cls.engine_kw)
@@ -480,10 +496,21 @@ class EngineTest(unittest.TestCase):
         self.assertEqual([o.outputs[0].text for o in again], [o.outputs[0].text for o in mixed[:len(prompts)]])
 
 
+    def test_a_set_over_the_memory_bound_fails_its_request_only(self):
+        over = SamplingParams(max_tokens=8, extra_args={"libtrie": "tools-100000"})  # LIBTRIE_MAX_STATES=200000
+        good = SamplingParams(max_tokens=8, temperature=0, extra_args={"libtrie": ["yes", "no"]})
+        free = SamplingParams(max_tokens=8, temperature=0)
+        outs = self.llm.generate(["Tool:", "Yes or no?", "Hello"], [over, good, free], use_tqdm=False)
+        self.assertEqual((outs[0].outputs[0].finish_reason, outs[0].outputs[0].text), (self.failed, ""))
+        self.assertIn(outs[1].outputs[0].text, ["yes", "no"])
+        self.assertEqual(len(outs[2].outputs[0].token_ids), 8)
+
+
 class EngineSchedulerTest(EngineTest):
     """The same with TrieScheduler: sets compiled in the engine core off its loop, masks filled there."""
 
     engine_kw = {"scheduler_cls": TrieScheduler}
+    failed = "error"  # like a structured-output grammar that fails to compile
 
     def test_a_set_that_fails_to_compile_ends_its_request_with_an_error(self):
         bad = SamplingParams(max_tokens=8, extra_args={"libtrie": "latin1"})
