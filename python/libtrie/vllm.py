@@ -16,8 +16,8 @@ Two parts, both in this module:
 
   Why a scheduler: without it a set is compiled when the model runner first sees the request, and a logits
   processor cannot hold one request back (every scheduled request samples a token each step; no token is
-  harmless), so the whole batch waits for the compile (about 3 s for 1,000,000 strings). Compiling earlier, at
-  admission, does not help either: ``validate_params`` runs in the API server process, on its event loop, and the
+  harmless), so the whole batch waits for the compile (1.5 s to 3 s for 1,000,000 strings here). Compiling at
+  admission does not help either: ``validate_params`` runs in the API server process, on its event loop, and the
   masks are needed in the model runner, a third process on CPU (``mp`` executor).
 
 Name the set per request in ``SamplingParams.extra_args["libtrie"]`` (serializable values only, so it works across
