@@ -543,6 +543,14 @@ def shared_cache(vllm_config: "VllmConfig", settings: Settings) -> SetCache:
         return cache
 
 
+def _fits(automaton: Automaton, n_vocab: int) -> Automaton:
+    """``automaton``, if its vocabulary fits the model's logits (``LIBTRIE_VOCAB`` may name a wider one)."""
+    if automaton.n_vocab > n_vocab:
+        raise ValueError(f"the vocabulary has {automaton.n_vocab} ids, more than the model's {n_vocab} logits "
+                         "(LIBTRIE_VOCAB names another model's vocabulary?)")
+    return automaton
+
+
 def _stop_ids(params: "SamplingParams", automaton: Automaton, n_vocab: int) -> Set[int]:
     """The request's stop ids beyond the vocabulary's end-of-generation ids (allowed where a member is complete)."""
     stops = set(getattr(params, "all_stop_token_ids", ()) or ()) - set(automaton.vocab.eog_ids)
@@ -670,7 +678,7 @@ class TrieLogitsProcessor(LogitsProcessor):  # type: ignore[misc,unused-ignore] 
         cache = self.cache
         t, compiles = time.monotonic(), cache.compiles
         try:
-            automaton = cache.get(parse_spec(extra[EXTRA_KEY], self.settings))
+            automaton = _fits(cache.get(parse_spec(extra[EXTRA_KEY], self.settings)), self.n_vocab)
         except Exception as e:  # an engine must not die of one request's set (empty file, unreadable, not UTF-8, ...)
             log.error("libtrie: the set of a request cannot be compiled (%s); the request will end at once with an "
                       "empty output", e)
@@ -791,7 +799,7 @@ class TrieScheduler(_VllmScheduler):  # type: ignore[misc,valid-type,unused-igno
             if not pending.future.done():
                 return False  # compiling: skip it this step, schedule the others
             try:
-                automaton = pending.future.result()
+                automaton = _fits(pending.future.result(), self.trie_n_vocab)
             except Exception as e:
                 log.error("libtrie: the set of request %s cannot be compiled (%s); the request ends with an error",
                           request.request_id, e)
@@ -825,7 +833,7 @@ class TrieScheduler(_VllmScheduler):  # type: ignore[misc,valid-type,unused-igno
         if not ids:
             return out
         n_spec = [len(spec_tokens.get(i, ())) for i in ids]
-        bitmask = np.empty((len(ids), self.trie_words), dtype=np.int32)
+        bitmask = np.zeros((len(ids), self.trie_words), dtype=np.int32)  # ids past a narrower vocabulary: 0
         fill_bitmask_rows([(r.automaton, r.state) for r in rows], bitmask)
         for i, r in enumerate(rows):
             for t in r.extra():
