@@ -676,6 +676,7 @@ class TrieLogitsProcessor(LogitsProcessor):  # type: ignore[misc,unused-ignore] 
         if EXTRA_KEY not in extra:
             return None
         cache = self.cache
+        cache.vocab  # loaded on first use: not part of the compile time below  # noqa: B018
         t, compiles = time.monotonic(), cache.compiles
         try:
             automaton = _fits(cache.get(parse_spec(extra[EXTRA_KEY], self.settings)), self.n_vocab)
