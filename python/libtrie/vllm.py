@@ -176,7 +176,8 @@ class SetSpec:
 
 
 def _where(raw: str, kind: str) -> str:
-    return f"the set {raw!r}" if kind == "set" else f'the set file {raw!r}'
+    shown = raw if len(raw) <= 200 else raw[:200] + "..."  # the client's own words, not a megabyte of them
+    return f"the set {shown!r}" if kind == "set" else f"the set file {shown!r}"
 
 
 def resolve_set_file(raw: str, settings: Settings, kind: str = "file") -> Tuple[str, os.stat_result]:

@@ -137,6 +137,7 @@ class SpecTest(unittest.TestCase):
         self.refused("big", "1200 bytes, more than this server reads")
         self.refused("nope", "does not exist in the set directory")
         self.refused({"file": "nul\x00.txt"}, "not a valid path")
+        self.assertLess(len(self.refused("x" * 100_000, "cannot be read: File name too long")), 400)
         for name in ("../x", ".hidden", "", "a\\b", 3):
             self.refused({"set": name}, "must be a plain set name")
         # No set directory: no set is read from a file at all.
