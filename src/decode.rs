@@ -9,7 +9,7 @@
 //! llama.cpp's `special_eog_ids`.
 
 use crate::error::{Error, Result};
-use crate::gguf::{Metadata, Value};
+use crate::gguf::{Metadata, StrArray, Value};
 use crate::vocab::{TokenId, TokenKind, Vocabulary};
 
 /// How token texts map to bytes.
@@ -83,11 +83,12 @@ pub(crate) fn vocabulary_from_gguf(meta: &Metadata) -> Result<Vocabulary> {
         }
     };
     let texts = match meta.get("tokenizer.ggml.tokens") {
-        Some(Value::Array(items)) => items,
-        _ => return Err(Error::malformed("the GGUF file has no tokenizer.ggml.tokens array")),
+        Some(Value::StrArray(items)) => items,
+        Some(Value::Array(items)) if items.is_empty() => &StrArray::default(),
+        _ => return Err(Error::malformed("the GGUF file has no tokenizer.ggml.tokens array of strings")),
     };
-    let types: Vec<TokenKind> = match meta.get("tokenizer.ggml.token_type") {
-        Some(Value::Array(items)) => {
+    let mut kinds: Vec<TokenKind> = match meta.get("tokenizer.ggml.token_type") {
+        Some(Value::IntArray(items)) => {
             if items.len() != texts.len() {
                 return Err(Error::malformed(format!(
                     "tokenizer.ggml.token_type has {} entries for {} tokens",
@@ -97,52 +98,62 @@ pub(crate) fn vocabulary_from_gguf(meta: &Metadata) -> Result<Vocabulary> {
             }
             items
                 .iter()
-                .map(|v| {
-                    v.as_i64()
-                        .and_then(|t| u32::try_from(t).ok())
-                        .and_then(TokenKind::from_u32)
-                        .unwrap_or(TokenKind::Normal)
-                })
+                .map(|&t| u32::try_from(t).ok().and_then(TokenKind::from_u32).unwrap_or(TokenKind::Normal))
                 .collect()
         }
         None => vec![TokenKind::Normal; texts.len()],
-        Some(_) => return Err(Error::malformed("tokenizer.ggml.token_type is not an array")),
+        Some(_) => return Err(Error::malformed("tokenizer.ggml.token_type is not an array of integers")),
     };
-    let mut tokens = Vec::with_capacity(texts.len());
-    let mut kinds = types;
-    for (id, v) in texts.iter().enumerate() {
-        let text = v
-            .as_str()
-            .ok_or_else(|| Error::malformed(format!("token {id} of tokenizer.ggml.tokens is not a string")))?;
-        let (bytes, kind) = token_bytes(scheme, text, kinds[id]);
-        kinds[id] = kind;
-        tokens.push(bytes);
+    if texts.len() > crate::vocab::MAX_VOCAB {
+        return Err(Error::limit(format!(
+            "{} tokens exceed the limit of {} ids",
+            texts.len(),
+            crate::vocab::MAX_VOCAB
+        )));
     }
-    let eog = eog_ids(meta, &tokens, &kinds, texts);
-    Vocabulary::new(tokens, kinds, &eog, None)
+    // Token bytes laid end to end (no allocation per token).
+    let mut bytes = Vec::with_capacity(texts.iter().map(<[u8]>::len).sum());
+    let mut offsets = Vec::with_capacity(texts.len() + 1);
+    offsets.push(0u32);
+    for (id, text) in texts.iter().enumerate() {
+        kinds[id] = token_bytes(scheme, text, kinds[id], &mut bytes);
+        let end = u32::try_from(bytes.len())
+            .map_err(|_| Error::limit("the token texts exceed 4 GiB: not a real vocabulary"))?;
+        offsets.push(end);
+    }
+    let eog = eog_ids(meta, &kinds, texts);
+    Vocabulary::from_parts(bytes, offsets, kinds, &eog, None)
 }
 
-/// The bytes of one token text and its (possibly refined) kind.
-fn token_bytes(scheme: TextScheme, text: &[u8], kind: TokenKind) -> (Vec<u8>, TokenKind) {
+/// Appends the bytes of one token text to `out`; returns its (possibly refined) kind.
+fn token_bytes(scheme: TextScheme, text: &[u8], kind: TokenKind, out: &mut Vec<u8>) -> TokenKind {
     match kind {
-        TokenKind::UserDefined => return (text.to_vec(), kind),
-        TokenKind::Control | TokenKind::Unknown | TokenKind::Unused => return (text.to_vec(), kind),
+        TokenKind::UserDefined | TokenKind::Control | TokenKind::Unknown | TokenKind::Unused => {
+            out.extend_from_slice(text);
+            return kind;
+        }
         TokenKind::Byte => {
             return match parse_byte_token(text) {
-                Some(b) => (vec![b], kind),
+                Some(b) => {
+                    out.push(b);
+                    kind
+                }
                 // A Byte token without the <0xNN> form: take its text as it is.
-                None => (text.to_vec(), TokenKind::Normal),
+                None => {
+                    out.extend_from_slice(text);
+                    TokenKind::Normal
+                }
             };
         }
         TokenKind::Normal => {}
     }
-    let bytes = match scheme {
-        TextScheme::ByteLevel => byte_level_decode(text),
-        TextScheme::SentencePiece => replace_metaspace(text),
-        TextScheme::Plamo => text.to_vec(),
-        TextScheme::Rwkv => rwkv_unescape(text),
-    };
-    (bytes, kind)
+    match scheme {
+        TextScheme::ByteLevel => byte_level_decode_into(text, out),
+        TextScheme::SentencePiece => out.extend_from_slice(&replace_metaspace(text)),
+        TextScheme::Plamo => out.extend_from_slice(text),
+        TextScheme::Rwkv => out.extend_from_slice(&rwkv_unescape(text)),
+    }
+    kind
 }
 
 /// `<0xNN>` -> the byte NN.
@@ -176,30 +187,42 @@ pub(crate) fn byte_level_char_to_byte(c: char) -> Option<u8> {
     let c = c as u32;
     match c {
         0x21..=0x7E | 0xA1..=0xAC | 0xAE..=0xFF => Some(c as u8),
-        0x100..=0x143 => {
-            // The bytes outside the printable ranges, in order, mapped to 256 + n.
-            let n = (c - 0x100) as u8;
-            let mut k = 0u8;
-            for b in 0u16..=255 {
-                let b = b as u8;
-                let printable = matches!(b, 0x21..=0x7E | 0xA1..=0xAC | 0xAE..=0xFF);
-                if !printable {
-                    if k == n {
-                        return Some(b);
-                    }
-                    k += 1;
-                }
-            }
-            None
-        }
+        0x100..=0x143 => Some(SHIFTED[(c - 0x100) as usize]),
         _ => None,
     }
 }
+
+/// The bytes outside the printable ranges, in order: GPT-2 maps the n-th of them to U+0100 + n.
+const SHIFTED: [u8; 68] = {
+    let mut table = [0u8; 68];
+    let mut k = 0;
+    let mut b = 0usize;
+    while b < 256 {
+        let printable = matches!(b, 0x21..=0x7E | 0xA1..=0xAC | 0xAE..=0xFF);
+        if !printable {
+            table[k] = b as u8;
+            k += 1;
+        }
+        b += 1;
+    }
+    table
+};
 
 /// Undo the byte-level image; a character outside the table (or invalid UTF-8) is kept as its own bytes,
 /// as llama.cpp keeps text it cannot map.
 pub(crate) fn byte_level_decode(text: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(text.len());
+    byte_level_decode_into(text, &mut out);
+    out
+}
+
+/// [`byte_level_decode`] appending to `out`.
+pub(crate) fn byte_level_decode_into(text: &[u8], out: &mut Vec<u8>) {
+    // Printable ASCII stands for itself: the common case, byte by byte.
+    if text.iter().all(|&b| (0x21..=0x7E).contains(&b)) {
+        out.extend_from_slice(text);
+        return;
+    }
     for chunk in text.utf8_chunks() {
         for c in chunk.valid().chars() {
             match byte_level_char_to_byte(c) {
@@ -212,7 +235,6 @@ pub(crate) fn byte_level_decode(text: &[u8]) -> Vec<u8> {
         }
         out.extend_from_slice(chunk.invalid());
     }
-    out
 }
 
 /// RWKV token texts escape `\t`, `\n`, `\r`, `\\` and `\xNN`.
@@ -250,7 +272,7 @@ fn rwkv_unescape(text: &[u8]) -> Vec<u8> {
     out
 }
 
-fn eog_ids(meta: &Metadata, _tokens: &[Vec<u8>], kinds: &[TokenKind], texts: &[Value]) -> Vec<TokenId> {
+fn eog_ids(meta: &Metadata, kinds: &[TokenKind], texts: &StrArray) -> Vec<TokenId> {
     let n = texts.len() as i64;
     let mut eog = Vec::new();
     for key in ["tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id", "tokenizer.ggml.eom_token_id"] {
@@ -260,13 +282,11 @@ fn eog_ids(meta: &Metadata, _tokens: &[Vec<u8>], kinds: &[TokenKind], texts: &[V
             }
         }
     }
-    for (id, v) in texts.iter().enumerate() {
-        if matches!(kinds[id], TokenKind::Control | TokenKind::UserDefined) {
-            if let Some(text) = v.as_str() {
-                if EOG_NAMES.iter().any(|name| name.as_bytes() == text) {
-                    eog.push(id as TokenId);
-                }
-            }
+    for (id, text) in texts.iter().enumerate() {
+        if matches!(kinds[id], TokenKind::Control | TokenKind::UserDefined)
+            && EOG_NAMES.iter().any(|name| name.as_bytes() == text)
+        {
+            eog.push(id as TokenId);
         }
     }
     eog.sort_unstable();

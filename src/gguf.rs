@@ -3,11 +3,12 @@
 
 use crate::error::{Error, Result};
 use std::collections::HashMap;
-use std::io::Read;
+use std::io::BufRead;
 use std::path::Path;
 
 /// One metadata value of a GGUF file.
 #[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub enum Value {
     /// Any integer type (u8 .. i64), widened.
     Int(i64),
@@ -19,8 +20,41 @@ pub enum Value {
     Bool(bool),
     /// A string, as raw bytes (GGUF promises UTF-8 but files do not always keep that promise).
     Str(Vec<u8>),
-    /// An array of values.
+    /// An array of strings (kept in one buffer).
+    StrArray(StrArray),
+    /// An array of integers (any integer type; u64 values above `i64::MAX` wrap).
+    IntArray(Vec<i64>),
+    /// Any other array (floats, booleans, nested arrays).
     Array(Vec<Value>),
+}
+
+/// An array of strings stored contiguously: string `i` is `bytes[offsets[i]..offsets[i + 1]]`.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct StrArray {
+    bytes: Vec<u8>,
+    offsets: Vec<usize>,
+}
+
+impl StrArray {
+    /// The number of strings.
+    pub fn len(&self) -> usize {
+        self.offsets.len().saturating_sub(1)
+    }
+
+    /// Whether the array is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// String `i` (raw bytes).
+    pub fn get(&self, i: usize) -> Option<&[u8]> {
+        (i < self.len()).then(|| &self.bytes[self.offsets[i]..self.offsets[i + 1]])
+    }
+
+    /// The strings in order.
+    pub fn iter(&self) -> impl Iterator<Item = &[u8]> + '_ {
+        self.offsets.windows(2).map(|w| &self.bytes[w[0]..w[1]])
+    }
 }
 
 impl Value {
@@ -66,7 +100,7 @@ impl Metadata {
             .metadata()
             .map_err(|e| Error::new(crate::ErrorKind::Io, format!("cannot read GGUF file {}: {e}", path.display())))?
             .len();
-        let mut reader = Reader { inner: std::io::BufReader::with_capacity(1 << 20, file), remaining: len };
+        let mut reader = Reader { inner: std::io::BufReader::with_capacity(1 << 16, file), remaining: len };
         reader.metadata(keep).map_err(|e| Error::new(e.kind(), format!("{}: {}", path.display(), e.message())))
     }
 
@@ -117,25 +151,53 @@ fn min_item_size(ty: u32) -> u64 {
 /// Arrays nest at most this deep (llama.cpp never nests them).
 const MAX_DEPTH: u32 = 4;
 
-struct Reader<R: Read> {
+struct Reader<R: BufRead> {
     inner: R,
     /// Bytes left in the file: no length may promise more than this.
     remaining: u64,
 }
 
-impl<R: Read> Reader<R> {
+impl<R: BufRead> Reader<R> {
+    fn truncated(&self, n: u64, what: &str) -> Error {
+        Error::malformed(format!("truncated GGUF: {what} needs {n} bytes but only {} remain", self.remaining))
+    }
+
+    fn io_error(what: &str, e: std::io::Error) -> Error {
+        Error::malformed(format!("truncated GGUF while reading {what}: {e}"))
+    }
+
     /// Consumes `n` bytes without keeping them.
     fn skip(&mut self, n: u64, what: &str) -> Result<()> {
         if n > self.remaining {
-            return Err(Error::malformed(format!(
-                "truncated GGUF: {what} needs {n} bytes but only {} remain",
-                self.remaining
-            )));
+            return Err(self.truncated(n, what));
         }
-        let copied = std::io::copy(&mut (&mut self.inner).take(n), &mut std::io::sink())
-            .map_err(|e| Error::malformed(format!("truncated GGUF while reading {what}: {e}")))?;
-        if copied != n {
-            return Err(Error::malformed(format!("truncated GGUF while reading {what}")));
+        let mut left = n;
+        while left > 0 {
+            let avail = self.inner.fill_buf().map_err(|e| Self::io_error(what, e))?.len();
+            if avail == 0 {
+                return Err(Error::malformed(format!("truncated GGUF while reading {what}")));
+            }
+            let k = avail.min(left.min(usize::MAX as u64) as usize);
+            self.inner.consume(k);
+            left -= k as u64;
+        }
+        self.remaining -= n;
+        Ok(())
+    }
+
+    /// Fills `out` from the file.
+    fn read_into(&mut self, out: &mut [u8], what: &str) -> Result<()> {
+        let n = out.len() as u64;
+        if n > self.remaining {
+            return Err(self.truncated(n, what));
+        }
+        // Fast path: the buffer holds it all.
+        let buf = self.inner.fill_buf().map_err(|e| Self::io_error(what, e))?;
+        if buf.len() >= out.len() {
+            out.copy_from_slice(&buf[..out.len()]);
+            self.inner.consume(out.len());
+        } else {
+            self.inner.read_exact(out).map_err(|e| Self::io_error(what, e))?;
         }
         self.remaining -= n;
         Ok(())
@@ -183,22 +245,17 @@ impl<R: Read> Reader<R> {
 
     fn bytes(&mut self, n: u64, what: &str) -> Result<Vec<u8>> {
         if n > self.remaining {
-            return Err(Error::malformed(format!(
-                "truncated GGUF: {what} needs {n} bytes but only {} remain",
-                self.remaining
-            )));
+            return Err(self.truncated(n, what));
         }
         let mut buf = vec![0u8; n as usize];
-        self.inner
-            .read_exact(&mut buf)
-            .map_err(|e| Error::malformed(format!("truncated GGUF while reading {what}: {e}")))?;
-        self.remaining -= n;
+        self.read_into(&mut buf, what)?;
         Ok(buf)
     }
 
     fn fixed<const N: usize>(&mut self, what: &str) -> Result<[u8; N]> {
-        let v = self.bytes(N as u64, what)?;
-        Ok(v.try_into().expect("length checked"))
+        let mut b = [0u8; N];
+        self.read_into(&mut b, what)?;
+        Ok(b)
     }
 
     fn u32(&mut self, what: &str) -> Result<u32> {
@@ -212,6 +269,42 @@ impl<R: Read> Reader<R> {
     fn string(&mut self, what: &str) -> Result<Vec<u8>> {
         let n = self.u64(what)?;
         self.bytes(n, what)
+    }
+
+    /// `n` strings into one buffer.
+    fn str_array(&mut self, n: u64, key: &str) -> Result<StrArray> {
+        let mut offsets = Vec::with_capacity(n as usize + 1);
+        let mut bytes = Vec::new();
+        offsets.push(0);
+        for _ in 0..n {
+            let len = self.u64(key)?;
+            if len > self.remaining {
+                return Err(self.truncated(len, key));
+            }
+            let start = bytes.len();
+            bytes.resize(start + len as usize, 0);
+            self.read_into(&mut bytes[start..], key)?;
+            offsets.push(bytes.len());
+        }
+        Ok(StrArray { bytes, offsets })
+    }
+
+    /// `n` integers of type `ty` (read as one block).
+    fn int_array(&mut self, ty: u32, n: u64, key: &str) -> Result<Vec<i64>> {
+        let size = min_item_size(ty) as usize;
+        let raw = self.bytes(n * size as u64, key)?;
+        Ok(raw
+            .chunks_exact(size)
+            .map(|c| match ty {
+                T_U8 => c[0] as i64,
+                T_I8 => c[0] as i8 as i64,
+                T_U16 => u16::from_le_bytes([c[0], c[1]]) as i64,
+                T_I16 => i16::from_le_bytes([c[0], c[1]]) as i64,
+                T_U32 => u32::from_le_bytes(c.try_into().unwrap()) as i64,
+                T_I32 => i32::from_le_bytes(c.try_into().unwrap()) as i64,
+                _ => i64::from_le_bytes(c.try_into().unwrap()),
+            })
+            .collect())
     }
 
     fn metadata(&mut self, keep: &dyn Fn(&str) -> bool) -> Result<Metadata> {
@@ -267,12 +360,20 @@ impl<R: Read> Reader<R> {
                 }
                 let item_ty = self.u32(key)?;
                 let n = self.array_len(item_ty, key)?;
-                // Grown as items are read (each value takes more memory than its bytes in the file).
-                let mut items = Vec::with_capacity(n.min(1 << 16) as usize);
-                for _ in 0..n {
-                    items.push(self.value(item_ty, depth + 1, key)?);
+                match item_ty {
+                    T_STRING => Value::StrArray(self.str_array(n, key)?),
+                    T_U8 | T_I8 | T_U16 | T_I16 | T_U32 | T_I32 | T_U64 | T_I64 => {
+                        Value::IntArray(self.int_array(item_ty, n, key)?)
+                    }
+                    _ => {
+                        // Grown as items are read (each value takes more memory than its bytes in the file).
+                        let mut items = Vec::with_capacity(n.min(1 << 16) as usize);
+                        for _ in 0..n {
+                            items.push(self.value(item_ty, depth + 1, key)?);
+                        }
+                        Value::Array(items)
+                    }
                 }
-                Value::Array(items)
             }
             other => return Err(Error::malformed(format!("GGUF value of {key} has unknown type {other}"))),
         })

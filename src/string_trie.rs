@@ -67,7 +67,7 @@ pub(crate) struct StringTrie {
 /// The input indices of `strings` in byte order (equal strings by index): a stable LSD radix sort on the first
 /// 8 bytes (big-endian, zero-padded, which orders like the bytes themselves), then a comparison sort of each run
 /// of equal prefixes.
-fn sorted_order<S: AsRef<[u8]>>(strings: &[S]) -> Vec<u32> {
+pub(crate) fn sorted_order<S: AsRef<[u8]>>(strings: &[S]) -> Vec<u32> {
     let prefix = |s: &[u8]| {
         let mut b = [0u8; 8];
         let n = s.len().min(8);

@@ -146,7 +146,32 @@ impl Vocabulary {
                 tokens.len()
             )));
         }
-        let n_listed = tokens.len();
+        let total: usize = tokens.iter().map(Vec::len).sum();
+        if total > u32::MAX as usize {
+            return Err(Error::limit(format!("{total} bytes of token text exceed the 4 GiB limit")));
+        }
+        let mut offsets = Vec::with_capacity(tokens.len() + 1);
+        let mut bytes = Vec::with_capacity(total);
+        offsets.push(0u32);
+        for t in &tokens {
+            bytes.extend_from_slice(t);
+            offsets.push(bytes.len() as u32);
+        }
+        drop(tokens);
+        Self::from_parts(bytes, offsets, kinds, eog_ids, n_vocab)
+    }
+
+    /// Like [`Vocabulary::new`], from the token bytes laid end to end: token `i` is
+    /// `bytes[offsets[i]..offsets[i + 1]]` (`offsets` ascending, one more entry than `kinds`).
+    pub(crate) fn from_parts(
+        bytes: Vec<u8>,
+        offsets: Vec<u32>,
+        kinds: Vec<TokenKind>,
+        eog_ids: &[TokenId],
+        n_vocab: Option<usize>,
+    ) -> Result<Vocabulary> {
+        let n_listed = kinds.len();
+        debug_assert_eq!(offsets.len(), n_listed + 1);
         let n_vocab = n_vocab.unwrap_or(n_listed);
         if n_vocab < n_listed {
             return Err(Error::invalid(format!("n_vocab {n_vocab} is smaller than the {n_listed} tokens given")));
@@ -156,10 +181,6 @@ impl Vocabulary {
         }
         if n_vocab == 0 {
             return Err(Error::invalid("the vocabulary has no tokens"));
-        }
-        let total: usize = tokens.iter().map(Vec::len).sum();
-        if total > u32::MAX as usize {
-            return Err(Error::limit(format!("{total} bytes of token text exceed the 4 GiB limit")));
         }
         let mut eog: Vec<TokenId> = eog_ids.to_vec();
         eog.sort_unstable();
@@ -174,17 +195,11 @@ impl Vocabulary {
             )));
         }
         let mut kinds = kinds;
-        let mut offsets = Vec::with_capacity(n_listed + 1);
-        let mut bytes = Vec::with_capacity(total);
-        offsets.push(0u32);
-        for (id, t) in tokens.iter().enumerate() {
-            if kinds[id].is_text() && is_padding_text(t) {
-                kinds[id] = TokenKind::Unused;
+        for (id, kind) in kinds.iter_mut().enumerate() {
+            if kind.is_text() && is_padding_text(&bytes[offsets[id] as usize..offsets[id + 1] as usize]) {
+                *kind = TokenKind::Unused;
             }
-            bytes.extend_from_slice(t);
-            offsets.push(bytes.len() as u32);
         }
-        drop(tokens);
         let mut vocab = Vocabulary {
             n_vocab,
             offsets,
@@ -208,8 +223,10 @@ impl Vocabulary {
 
     fn build_index(&self) -> Result<TokenIndex> {
         // Group text tokens by their bytes: one pattern per distinct byte string.
-        let mut ids: Vec<TokenId> = (0..self.n_listed() as TokenId).filter(|&id| self.is_text_token(id)).collect();
-        ids.sort_unstable_by(|&a, &b| self.token_bytes(a).cmp(self.token_bytes(b)).then(a.cmp(&b)));
+        let text_ids: Vec<TokenId> = (0..self.n_listed() as TokenId).filter(|&id| self.is_text_token(id)).collect();
+        let texts: Vec<&[u8]> = text_ids.iter().map(|&id| self.token_bytes(id)).collect();
+        let ids: Vec<TokenId> =
+            crate::string_trie::sorted_order(&texts).into_iter().map(|i| text_ids[i as usize]).collect();
         let mut patterns: Vec<&[u8]> = Vec::new();
         let mut pattern_offsets = vec![0u32];
         let mut pattern_len = Vec::new();

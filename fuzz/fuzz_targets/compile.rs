@@ -147,7 +147,7 @@ fuzz_target!(|input: Input| {
             let bit = row[t / 32] >> (t % 32) & 1 == 1;
             assert_eq!(bit, allowed.binary_search(&(t as TokenId)).is_ok(), "mask bit {t} of state {}", s.0);
         }
-        for &t in allowed {
+        for &t in allowed.iter() {
             match auto.advance(s, t).unwrap() {
                 Step::Finished => assert!(eog.contains(&t)),
                 Step::Next(n) => {
@@ -219,7 +219,7 @@ fuzz_target!(|input: Input| {
     assert_eq!(ac.n_states(), auto.n_states());
     for s in 0..auto.n_states() as u32 {
         assert_eq!(ac.allowed(State(s)), auto.allowed(State(s)));
-        for &t in auto.allowed(State(s)) {
+        for &t in auto.allowed(State(s)).iter() {
             assert_eq!(ac.advance(State(s), t).unwrap(), auto.advance(State(s), t).unwrap());
         }
     }

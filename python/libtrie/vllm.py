@@ -728,7 +728,7 @@ class TrieLogitsProcessor(LogitsProcessor):  # type: ignore[misc,unused-ignore] 
         if not indices:
             return logits
         rows = [self.rows[i] for i in indices]
-        allowed = [r.automaton.allowed(r.state) for r in rows]  # zero-copy views
+        allowed = [r.automaton.allowed(r.state) for r in rows]
         extra = [r.extra() for r in rows]
         n_allowed = sum(map(len, allowed)) + sum(map(len, extra))
         if self.mode == "sparse" or (self.mode == "auto" and n_allowed <= self.sparse_limit * len(rows)):
