@@ -146,6 +146,10 @@ typedef enum trie_status {
      * The state is not a state of this automaton.
      */
     TRIE_ERR_INVALID_STATE = 12,
+    /**
+     * A saved automaton was compiled against another vocabulary than the one given to [`trie_automaton_load`].
+     */
+    TRIE_ERR_VOCAB_MISMATCH = 13,
 } trie_status;
 
 /**
@@ -314,6 +318,37 @@ enum trie_status trie_vocab_from_tokenizer_json_ex(const char *path,
                                                    struct trie_vocab **out);
 
 /**
+ * Saves `vocab` with its alignment index to `path` (UTF-8; written atomically), so that servers can
+ * [`trie_vocab_load`] it in milliseconds instead of reading a GGUF or a tokenizer.json again. Errors:
+ * `TRIE_ERR_IO`, `TRIE_ERR_INVALID_ARGUMENT` (a path that is not UTF-8 or not a file path).
+ *
+ * # Safety
+ * `vocab` must be NULL or a live vocabulary; `path` NULL or a NUL-terminated string.
+ */
+enum trie_status trie_vocab_save(const struct trie_vocab *vocab, const char *path);
+
+/**
+ * Writes the vocabulary's fingerprint to `out` (16 bytes): a digest of its mask width, token bytes, kinds and
+ * end-of-generation ids. Equal fingerprints mean interchangeable vocabularies (a saved automaton loads with
+ * either); a good key for caches of compiled sets.
+ *
+ * # Safety
+ * `vocab` must be NULL or a live vocabulary; `out` NULL or 16 writable bytes.
+ */
+enum trie_status trie_vocab_fingerprint(const struct trie_vocab *vocab, uint8_t *out);
+
+/**
+ * Loads a vocabulary saved by [`trie_vocab_save`]: the file is memory-mapped (pages shared between processes)
+ * and checked, not rebuilt. Errors: `TRIE_ERR_IO`; `TRIE_ERR_MALFORMED_FILE` (truncated, corrupt, another format
+ * version or byte order, not a vocabulary file). On failure `*out` is NULL.
+ *
+ * # Safety
+ * `path` must be NULL or a NUL-terminated string; `out` NULL or writable.
+ */
+enum trie_status trie_vocab_load(const char *path,
+                                 struct trie_vocab **out);
+
+/**
  * Adds a reference to `vocab` and returns it (NULL for NULL). Free each reference with [`trie_vocab_free`].
  *
  * # Safety
@@ -385,6 +420,31 @@ enum trie_status trie_compile(const struct trie_vocab *vocab,
                               size_t n_strings,
                               const struct trie_options *options,
                               struct trie_automaton **out);
+
+/**
+ * Saves `automaton` to `path` (UTF-8; written atomically: a temporary file renamed into place). The file holds
+ * the frozen arrays and the fingerprint of the vocabulary: [`trie_automaton_load`] maps it back without
+ * compiling. Errors: `TRIE_ERR_IO`, `TRIE_ERR_INVALID_ARGUMENT`.
+ *
+ * # Safety
+ * `automaton` must be NULL or a live automaton; `path` NULL or a NUL-terminated string.
+ */
+enum trie_status trie_automaton_save(const struct trie_automaton *automaton,
+                                     const char *path);
+
+/**
+ * Loads an automaton saved by [`trie_automaton_save`] for use with `vocab` (which it keeps alive): the file is
+ * memory-mapped (processes loading the same file share its pages) and checked, header, checksum and every
+ * array, so a damaged or crafted file is an error, never a crash. Errors: `TRIE_ERR_IO`;
+ * `TRIE_ERR_MALFORMED_FILE`; `TRIE_ERR_VOCAB_MISMATCH` when the file was compiled against another vocabulary.
+ * On failure `*out` is NULL.
+ *
+ * # Safety
+ * `vocab` must be NULL or a live vocabulary; `path` NULL or a NUL-terminated string; `out` NULL or writable.
+ */
+enum trie_status trie_automaton_load(const struct trie_vocab *vocab,
+                                     const char *path,
+                                     struct trie_automaton **out);
 
 /**
  * Adds a reference to `automaton` and returns it (NULL for NULL). Free each reference with

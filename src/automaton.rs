@@ -17,13 +17,15 @@
 //! - `FINISHED` allows only the end-of-generation ids and stays `FINISHED`.
 
 use crate::align::{align_aho_corasick, align_token_trie, Edges, CHAIN};
+use crate::array::Array;
 use crate::budget::Budget;
 use crate::error::{show_bytes, Error, ErrorKind, Result};
-use crate::mask::{dense_row, fill_sparse};
+use crate::file::{ensure, Kind as FileKind, Reader, Writer};
+use crate::mask::fill_sparse;
 use crate::string_trie::{StringTrie, NONE};
 use crate::vocab::{TokenId, Vocabulary};
-use bitvec::prelude::*;
 use rayon::prelude::*;
+use std::path::Path;
 use std::sync::Arc;
 
 /// A decoding state: one integer, so a server keeps one `u32` per sequence and nothing else.
@@ -221,29 +223,49 @@ impl<'b> IntoIterator for &'b Allowed<'_> {
 pub struct Automaton {
     vocab: Arc<Vocabulary>,
     /// CSR over the explicit states: allowed tokens (ascending) and the state each leads to.
-    offsets: Vec<u32>,
-    tokens: Vec<TokenId>,
-    targets: Vec<u32>,
-    accepting: BitVec<u64, Lsb0>,
+    offsets: Array<u32>,
+    tokens: Array<TokenId>,
+    targets: Array<u32>,
+    /// Bit `s` (of 64-bit words): explicit state `s` is accepting.
+    accepting: Array<u64>,
     /// Depth (bytes of text so far) of each explicit state.
-    depth: Vec<u32>,
+    depth: Array<u32>,
     /// The only member below each explicit state, or `NONE` when several remain.
-    single_member: Vec<u32>,
-    /// Precomputed rows for explicit states with many allowed tokens: (state, row), sorted by state.
-    dense: Vec<(u32, Box<[u32]>)>,
+    single_member: Array<u32>,
+    /// Precomputed rows for explicit states with many allowed tokens: `dense_states` ascending, row `i` is
+    /// `dense_rows[i * mask_words..(i + 1) * mask_words]`.
+    dense_states: Array<u32>,
+    dense_rows: Array<u32>,
     /// Chains: chain `k` covers states `n_explicit + chain_base[k] .. n_explicit + chain_base[k + 1]`, the
     /// positions of member `chain_member[k]` at depths `chain_first_depth[k]..`.
-    chain_base: Vec<u32>,
-    chain_member: Vec<u32>,
-    chain_first_depth: Vec<u32>,
+    chain_base: Array<u32>,
+    chain_member: Array<u32>,
+    chain_first_depth: Array<u32>,
     /// Members (sorted, distinct): `member_bytes[member_offsets[i]..member_offsets[i + 1]]`.
-    member_offsets: Vec<usize>,
-    member_bytes: Vec<u8>,
+    member_offsets: Array<u64>,
+    member_bytes: Array<u8>,
     /// Input indices of the strings dropped as unreachable (every copy of a duplicated one), ascending.
     dropped: Vec<usize>,
     /// Number of distinct members dropped.
     n_dropped_members: usize,
 }
+
+// Section tags of a saved automaton.
+const A_META: u32 = 1;
+const A_OFFSETS: u32 = 2;
+const A_TOKENS: u32 = 3;
+const A_TARGETS: u32 = 4;
+const A_ACCEPTING: u32 = 5;
+const A_DEPTH: u32 = 6;
+const A_SINGLE: u32 = 7;
+const A_DENSE_STATES: u32 = 8;
+const A_DENSE_ROWS: u32 = 9;
+const A_CHAIN_BASE: u32 = 10;
+const A_CHAIN_MEMBER: u32 = 11;
+const A_CHAIN_DEPTH: u32 = 12;
+const A_MEMBER_OFFSETS: u32 = 13;
+const A_MEMBER_BYTES: u32 = 14;
+const A_DROPPED: u32 = 15;
 
 /// What a state is.
 enum Kind {
@@ -326,7 +348,7 @@ impl Automaton {
     /// Member `m`'s bytes.
     #[inline]
     fn member(&self, m: usize) -> &[u8] {
-        &self.member_bytes[self.member_offsets[m]..self.member_offsets[m + 1]]
+        &self.member_bytes[self.member_offsets[m] as usize..self.member_offsets[m + 1] as usize]
     }
 
     /// What `state` (`< n_states()`) is.
@@ -404,7 +426,7 @@ impl Automaton {
             return false;
         }
         match self.kind(state) {
-            Kind::Explicit(s) => self.accepting[s],
+            Kind::Explicit(s) => self.accepting[s / 64] >> (s % 64) & 1 == 1,
             Kind::Chain(m, d) => d == self.member(m).len(),
         }
     }
@@ -493,9 +515,9 @@ impl Automaton {
             Kind::Explicit(s) => {
                 let allowed = &self.tokens[self.range(s)];
                 if allowed.len() >= self.dense_threshold() {
-                    if let Ok(i) = self.dense.binary_search_by_key(&(s as u32), |(s, _)| *s) {
-                        let words = self.dense[i].1.len();
-                        row[..words].copy_from_slice(&self.dense[i].1);
+                    if let Ok(i) = self.dense_states.binary_search(&(s as u32)) {
+                        let words = self.mask_words();
+                        row[..words].copy_from_slice(&self.dense_rows[i * words..(i + 1) * words]);
                         row[words..].fill(0);
                         return;
                     }
@@ -588,7 +610,8 @@ impl Automaton {
     pub fn forced(&self, state: State) -> Option<Forced> {
         let m = self.single_member_of(state)?;
         let member = self.member(m);
-        let bytes = member[self.depth(state)?..].to_vec();
+        // (`get`: a loaded file's single-member table is not checked against depths; nothing else reads it.)
+        let bytes = member.get(self.depth(state)?..)?.to_vec();
         let mut tokens = Vec::new();
         let mut s = state;
         while self.depth(s)? < member.len() {
@@ -620,16 +643,184 @@ impl Automaton {
         })
     }
 
-    /// Heap bytes held by the automaton (not counting the shared vocabulary).
+    /// Bytes held by the automaton (heap, or mapped file pages after [`Automaton::load`]), not counting the shared
+    /// vocabulary.
     pub fn memory_usage(&self) -> usize {
-        (self.offsets.capacity() + self.tokens.capacity() + self.targets.capacity()) * 4
-            + self.accepting.capacity() / 8
-            + (self.depth.capacity() + self.single_member.capacity()) * 4
-            + self.dense.iter().map(|(_, r)| r.len() * 4 + 16).sum::<usize>()
-            + (self.chain_base.capacity() + self.chain_member.capacity() + self.chain_first_depth.capacity()) * 4
-            + self.member_offsets.capacity() * 8
-            + self.member_bytes.capacity()
-            + self.dropped.capacity() * 8
+        self.offsets.size_bytes()
+            + self.tokens.size_bytes()
+            + self.targets.size_bytes()
+            + self.accepting.size_bytes()
+            + self.depth.size_bytes()
+            + self.single_member.size_bytes()
+            + self.dense_states.size_bytes()
+            + self.dense_rows.size_bytes()
+            + self.chain_base.size_bytes()
+            + self.chain_member.size_bytes()
+            + self.chain_first_depth.size_bytes()
+            + self.member_offsets.size_bytes()
+            + self.member_bytes.size_bytes()
+            + self.dropped.capacity() * std::mem::size_of::<usize>()
+    }
+}
+
+impl Automaton {
+    /// Saves the automaton to `path` (written atomically: a temporary file renamed into place). The file is the
+    /// frozen arrays themselves, tagged with the vocabulary's [`Vocabulary::fingerprint`]: [`Automaton::load`]
+    /// maps it back in milliseconds, and processes loading the same file share its pages.
+    pub fn save(&self, path: impl AsRef<Path>) -> Result<()> {
+        self.writer().write(path.as_ref())
+    }
+
+    /// The saved form of the automaton, in memory.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        self.writer().to_bytes()
+    }
+
+    fn writer(&self) -> Writer {
+        let mut w = Writer::new(FileKind::Automaton, self.vocab.fingerprint());
+        let dropped: Vec<u64> = self.dropped.iter().map(|&d| d as u64).collect();
+        w.section(A_META, &[self.vocab.n_vocab() as u64, self.n_dropped_members as u64]);
+        w.section(A_OFFSETS, &self.offsets);
+        w.section(A_TOKENS, &self.tokens);
+        w.section(A_TARGETS, &self.targets);
+        w.section(A_ACCEPTING, &self.accepting);
+        w.section(A_DEPTH, &self.depth);
+        w.section(A_SINGLE, &self.single_member);
+        w.section(A_DENSE_STATES, &self.dense_states);
+        w.section(A_DENSE_ROWS, &self.dense_rows);
+        w.section(A_CHAIN_BASE, &self.chain_base);
+        w.section(A_CHAIN_MEMBER, &self.chain_member);
+        w.section(A_CHAIN_DEPTH, &self.chain_first_depth);
+        w.section(A_MEMBER_OFFSETS, &self.member_offsets);
+        w.section(A_MEMBER_BYTES, &self.member_bytes);
+        w.section(A_DROPPED, &dropped);
+        w
+    }
+
+    /// Whether the automaton's arrays live in a file mapping ([`Automaton::load`]) rather than on the heap.
+    pub fn is_mapped(&self) -> bool {
+        self.tokens.is_mapped()
+    }
+
+    /// Loads an automaton saved by [`Automaton::save`] for use with `vocab`: the file is memory-mapped and checked
+    /// (header, checksum, and every array against the others, so that no lookup can leave its bounds), not
+    /// rebuilt. Errors: [`ErrorKind::Io`]; [`ErrorKind::MalformedFile`] (truncated, corrupt, another format
+    /// version or byte order, not an automaton); [`ErrorKind::VocabularyMismatch`] when the file was compiled
+    /// against another vocabulary.
+    pub fn load(vocab: Arc<Vocabulary>, path: impl AsRef<Path>) -> Result<Automaton> {
+        let path = path.as_ref();
+        Self::from_reader(vocab, Reader::open(path, FileKind::Automaton)?)
+            .map_err(|e| Error::new(e.kind(), format!("{}: {}", path.display(), e.message())))
+    }
+
+    /// Like [`Automaton::load`], from the bytes of a saved automaton (copied).
+    pub fn from_bytes(vocab: Arc<Vocabulary>, bytes: &[u8]) -> Result<Automaton> {
+        Self::from_reader(vocab, Reader::from_bytes(bytes, FileKind::Automaton)?)
+    }
+
+    fn from_reader(vocab: Arc<Vocabulary>, r: Reader) -> Result<Automaton> {
+        if r.fingerprint() != vocab.fingerprint() {
+            return Err(Error::new(
+                ErrorKind::VocabularyMismatch,
+                format!(
+                    "the automaton was compiled against another vocabulary (fingerprint {:032x}, this one is \
+                     {:032x}): compile the set again for this vocabulary",
+                    r.fingerprint(),
+                    vocab.fingerprint()
+                ),
+            ));
+        }
+        let meta: Array<u64> = r.array(A_META)?;
+        ensure(meta.len() == 2 && meta[0] == vocab.n_vocab() as u64, || "automaton metadata".into())?;
+        let a = Automaton {
+            offsets: r.array(A_OFFSETS)?,
+            tokens: r.array(A_TOKENS)?,
+            targets: r.array(A_TARGETS)?,
+            accepting: r.array(A_ACCEPTING)?,
+            depth: r.array(A_DEPTH)?,
+            single_member: r.array(A_SINGLE)?,
+            dense_states: r.array(A_DENSE_STATES)?,
+            dense_rows: r.array(A_DENSE_ROWS)?,
+            chain_base: r.array(A_CHAIN_BASE)?,
+            chain_member: r.array(A_CHAIN_MEMBER)?,
+            chain_first_depth: r.array(A_CHAIN_DEPTH)?,
+            member_offsets: r.array(A_MEMBER_OFFSETS)?,
+            member_bytes: r.array(A_MEMBER_BYTES)?,
+            dropped: r.array::<u64>(A_DROPPED)?.iter().map(|&d| usize::try_from(d).unwrap_or(usize::MAX)).collect(),
+            n_dropped_members: usize::try_from(meta[1]).unwrap_or(usize::MAX),
+            vocab,
+        };
+        a.validate()?;
+        Ok(a)
+    }
+
+    /// Checks a loaded automaton's arrays against each other and its vocabulary: every index used when decoding
+    /// is in bounds, so a crafted or damaged file is an error and never a crash.
+    fn validate(&self) -> Result<()> {
+        let n_members = self.member_offsets.len().checked_sub(1);
+        ensure(n_members.is_some() && self.member_offsets[0] == 0, || "member offsets".into())?;
+        let n_members = n_members.unwrap();
+        ensure(
+            self.member_offsets.windows(2).all(|w| w[0] <= w[1])
+                && self.member_offsets[n_members] == self.member_bytes.len() as u64
+                && self.n_dropped_members <= n_members,
+            || "member offsets are not ascending within the member bytes".into(),
+        )?;
+        let e = self.depth.len();
+        ensure(
+            e >= 1
+                && self.offsets.len() == e + 1
+                && self.single_member.len() == e
+                && self.accepting.len() == e.div_ceil(64)
+                && self.offsets[0] == 0
+                && self.offsets.windows(2).all(|w| w[0] <= w[1])
+                && self.offsets[e] as usize == self.tokens.len()
+                && self.targets.len() == self.tokens.len(),
+            || "explicit state tables of inconsistent sizes".into(),
+        )?;
+        let k = self.chain_member.len();
+        ensure(
+            self.chain_base.len() == k + 1
+                && self.chain_first_depth.len() == k
+                && self.chain_base[0] == 0
+                && self.chain_base.windows(2).all(|w| w[0] < w[1])
+                && self.chain_member.windows(2).all(|w| w[0] < w[1])
+                && self.chain_member.iter().all(|&m| (m as usize) < n_members),
+            || "chain tables".into(),
+        )?;
+        let bad_chain = (0..k).into_par_iter().with_min_len(1 << 14).find_any(|&i| {
+            let m = self.chain_member[i] as usize;
+            let len = self.member_offsets[m + 1] - self.member_offsets[m];
+            let (first, n) = (self.chain_first_depth[i] as u64, (self.chain_base[i + 1] - self.chain_base[i]) as u64);
+            !(first >= 1 && first + n - 1 == len)
+        });
+        ensure(bad_chain.is_none(), || format!("chain {} does not end at its member's end", bad_chain.unwrap()))?;
+        let n_states = e as u64 + self.chain_base[k] as u64;
+        ensure(n_states < State::FINISHED.0 as u64, || "too many states".into())?;
+        // The transitions, in parallel blocks of states: ids of the vocabulary, ascending within each state, and
+        // targets inside the automaton.
+        let n_vocab = self.vocab.n_vocab() as u64;
+        const BLOCK: usize = 1 << 14;
+        let bad = (0..e.div_ceil(BLOCK)).into_par_iter().find_any(|&b| {
+            (b * BLOCK..((b + 1) * BLOCK).min(e)).any(|s| {
+                let r = self.range(s);
+                let toks = &self.tokens[r.clone()];
+                !(toks.windows(2).all(|w| w[0] < w[1])
+                    && toks.last().map_or(true, |&t| (t as u64) < n_vocab)
+                    && self.targets[r].iter().all(|&t| t == State::FINISHED.0 || (t as u64) < n_states))
+            })
+        });
+        ensure(bad.is_none(), || "a state's tokens are not ascending ids of the vocabulary, or lead outside".into())?;
+        ensure(self.depth.iter().all(|&d| (d as usize) <= self.member_bytes.len()), || "state depths".into())?;
+        ensure(self.single_member.iter().all(|&m| m == NONE || (m as usize) < n_members), || "single members".into())?;
+        let words = self.mask_words();
+        ensure(
+            self.dense_states.windows(2).all(|w| w[0] < w[1])
+                && self.dense_states.iter().all(|&s| (s as usize) < e)
+                && self.dense_rows.len() == self.dense_states.len() * words,
+            || "dense rows".into(),
+        )?;
+        Ok(())
     }
 }
 
@@ -791,39 +982,45 @@ fn freeze(
     drop(al);
 
     // Accepting states, depths, and the single member below each explicit state.
-    let mut accepting = bitvec![u64, Lsb0; 0; kept_nodes.len()];
+    let mut accepting = vec![0u64; kept_nodes.len().div_ceil(64)];
     let mut depth = Vec::with_capacity(kept_nodes.len());
     for (s, &node) in kept_nodes.iter().enumerate() {
-        accepting.set(s, trie.end_member[node as usize] != NONE);
+        if trie.end_member[node as usize] != NONE {
+            accepting[s / 64] |= 1 << (s % 64);
+        }
         depth.push(trie.depth[node as usize]);
     }
     let single_member = single_members(&trie, &keep, &chain_entered, &kept_nodes);
     let chain_first_depth: Vec<u32> = trie.chain_member.iter().map(|&m| trie.explicit_depth[m as usize] + 1).collect();
 
-    let mut automaton = Automaton {
+    let words = vocab.mask_words();
+    let threshold = (words / 4).max(64);
+    let dense_states: Vec<u32> = (0..kept_nodes.len() as u32)
+        .filter(|&s| offsets[s as usize + 1] - offsets[s as usize] >= threshold as u32)
+        .collect();
+    let mut dense_rows = vec![0u32; dense_states.len() * words];
+    for (i, &s) in dense_states.iter().enumerate() {
+        let s = s as usize;
+        fill_sparse(&tokens[offsets[s] as usize..offsets[s + 1] as usize], &mut dense_rows[i * words..(i + 1) * words]);
+    }
+    Ok(Automaton {
         vocab,
-        offsets,
-        tokens,
-        targets,
-        accepting,
-        depth,
-        single_member,
-        dense: Vec::new(),
-        chain_base: trie.chain_base,
-        chain_member: trie.chain_member,
-        chain_first_depth,
-        member_offsets: trie.member_offsets,
-        member_bytes: trie.member_bytes,
+        offsets: offsets.into(),
+        tokens: tokens.into(),
+        targets: targets.into(),
+        accepting: accepting.into(),
+        depth: depth.into(),
+        single_member: single_member.into(),
+        dense_states: dense_states.into(),
+        dense_rows: dense_rows.into(),
+        chain_base: trie.chain_base.into(),
+        chain_member: trie.chain_member.into(),
+        chain_first_depth: chain_first_depth.into(),
+        member_offsets: trie.member_offsets.into_iter().map(|o| o as u64).collect::<Vec<u64>>().into(),
+        member_bytes: trie.member_bytes.into(),
         dropped,
         n_dropped_members,
-    };
-    let threshold = automaton.dense_threshold();
-    let words = automaton.mask_words();
-    automaton.dense = (0..automaton.n_explicit())
-        .filter(|&s| automaton.range(s).len() >= threshold)
-        .map(|s| (s as u32, dense_row(&automaton.tokens[automaton.range(s)], words)))
-        .collect();
-    Ok(automaton)
+    })
 }
 
 /// For each kept explicit node: the only reachable member below it (ending there, ending at a kept descendant, or

@@ -30,6 +30,8 @@ pub enum ErrorKind {
     LimitExceeded = 11,
     /// The state is not a state of this automaton.
     InvalidState = 12,
+    /// A saved automaton was compiled against another vocabulary than the one it is loaded with.
+    VocabularyMismatch = 13,
 }
 
 /// An error of libtrie: a kind and a message that names what failed and why.

@@ -95,6 +95,8 @@ pub enum trie_status {
     TRIE_ERR_LIMIT_EXCEEDED = 11,
     /// The state is not a state of this automaton.
     TRIE_ERR_INVALID_STATE = 12,
+    /// A saved automaton was compiled against another vocabulary than the one given to [`trie_automaton_load`].
+    TRIE_ERR_VOCAB_MISMATCH = 13,
 }
 
 use trie_status::*;
@@ -114,6 +116,7 @@ impl From<ErrorKind> for trie_status {
             ErrorKind::EmptySet => TRIE_ERR_EMPTY_SET,
             ErrorKind::LimitExceeded => TRIE_ERR_LIMIT_EXCEEDED,
             ErrorKind::InvalidState => TRIE_ERR_INVALID_STATE,
+            ErrorKind::VocabularyMismatch => TRIE_ERR_VOCAB_MISMATCH,
         }
     }
 }
@@ -404,6 +407,7 @@ pub extern "C" fn trie_status_str(status: c_int) -> *const c_char {
         10 => c"empty set",
         11 => c"limit exceeded",
         12 => c"invalid state",
+        13 => c"vocabulary mismatch",
         _ => c"unknown status",
     };
     s.as_ptr()
@@ -597,6 +601,54 @@ fn load_tokenizer_json(path: &str, _eog_ids: Option<Vec<TokenId>>, _n_vocab: Opt
     )))
 }
 
+/// Saves `vocab` with its alignment index to `path` (UTF-8; written atomically), so that servers can
+/// [`trie_vocab_load`] it in milliseconds instead of reading a GGUF or a tokenizer.json again. Errors:
+/// `TRIE_ERR_IO`, `TRIE_ERR_INVALID_ARGUMENT` (a path that is not UTF-8 or not a file path).
+///
+/// # Safety
+/// `vocab` must be NULL or a live vocabulary; `path` NULL or a NUL-terminated string.
+#[no_mangle]
+pub unsafe extern "C" fn trie_vocab_save(vocab: *const trie_vocab, path: *const c_char) -> trie_status {
+    guard(|| {
+        let v = vocab_ref(vocab)?;
+        v.save(path_str(path)?)
+    })
+}
+
+/// Writes the vocabulary's fingerprint to `out` (16 bytes): a digest of its mask width, token bytes, kinds and
+/// end-of-generation ids. Equal fingerprints mean interchangeable vocabularies (a saved automaton loads with
+/// either); a good key for caches of compiled sets.
+///
+/// # Safety
+/// `vocab` must be NULL or a live vocabulary; `out` NULL or 16 writable bytes.
+#[no_mangle]
+pub unsafe extern "C" fn trie_vocab_fingerprint(vocab: *const trie_vocab, out: *mut u8) -> trie_status {
+    guard(|| {
+        if out.is_null() {
+            return Err(null("out"));
+        }
+        let v = vocab_ref(vocab)?;
+        std::ptr::copy_nonoverlapping(v.fingerprint().to_be_bytes().as_ptr(), out, 16);
+        Ok(())
+    })
+}
+
+/// Loads a vocabulary saved by [`trie_vocab_save`]: the file is memory-mapped (pages shared between processes)
+/// and checked, not rebuilt. Errors: `TRIE_ERR_IO`; `TRIE_ERR_MALFORMED_FILE` (truncated, corrupt, another format
+/// version or byte order, not a vocabulary file). On failure `*out` is NULL.
+///
+/// # Safety
+/// `path` must be NULL or a NUL-terminated string; `out` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn trie_vocab_load(path: *const c_char, out: *mut *mut trie_vocab) -> trie_status {
+    guard(|| {
+        check_out(out)?;
+        let v = Vocabulary::load(path_str(path)?)?;
+        out.write(vocab_handle(Arc::new(v)));
+        Ok(())
+    })
+}
+
 /// Adds a reference to `vocab` and returns it (NULL for NULL). Free each reference with [`trie_vocab_free`].
 ///
 /// # Safety
@@ -724,6 +776,43 @@ pub unsafe extern "C" fn trie_compile(
         }
         let opts = trie_options::read(options)?;
         let a = Automaton::compile(vocab, &set, &opts)?;
+        out.write(Arc::into_raw(Arc::new(a)) as *mut trie_automaton);
+        Ok(())
+    })
+}
+
+/// Saves `automaton` to `path` (UTF-8; written atomically: a temporary file renamed into place). The file holds
+/// the frozen arrays and the fingerprint of the vocabulary: [`trie_automaton_load`] maps it back without
+/// compiling. Errors: `TRIE_ERR_IO`, `TRIE_ERR_INVALID_ARGUMENT`.
+///
+/// # Safety
+/// `automaton` must be NULL or a live automaton; `path` NULL or a NUL-terminated string.
+#[no_mangle]
+pub unsafe extern "C" fn trie_automaton_save(automaton: *const trie_automaton, path: *const c_char) -> trie_status {
+    guard(|| {
+        let a = automaton_ref(automaton)?;
+        a.save(path_str(path)?)
+    })
+}
+
+/// Loads an automaton saved by [`trie_automaton_save`] for use with `vocab` (which it keeps alive): the file is
+/// memory-mapped (processes loading the same file share its pages) and checked, header, checksum and every
+/// array, so a damaged or crafted file is an error, never a crash. Errors: `TRIE_ERR_IO`;
+/// `TRIE_ERR_MALFORMED_FILE`; `TRIE_ERR_VOCAB_MISMATCH` when the file was compiled against another vocabulary.
+/// On failure `*out` is NULL.
+///
+/// # Safety
+/// `vocab` must be NULL or a live vocabulary; `path` NULL or a NUL-terminated string; `out` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn trie_automaton_load(
+    vocab: *const trie_vocab,
+    path: *const c_char,
+    out: *mut *mut trie_automaton,
+) -> trie_status {
+    guard(|| {
+        check_out(out)?;
+        let vocab = vocab_arc(vocab)?;
+        let a = Automaton::load(vocab, path_str(path)?)?;
         out.write(Arc::into_raw(Arc::new(a)) as *mut trie_automaton);
         Ok(())
     })
@@ -1120,6 +1209,7 @@ mod tests {
             (ErrorKind::EmptySet, 10),
             (ErrorKind::LimitExceeded, 11),
             (ErrorKind::InvalidState, 12),
+            (ErrorKind::VocabularyMismatch, 13),
         ] {
             assert_eq!(k as i32, n);
             assert_eq!(trie_status::from(k) as i32, n);

@@ -24,11 +24,13 @@
 #![deny(missing_docs)]
 
 mod align;
+mod array;
 pub mod automaton;
 mod budget;
 mod decode;
 pub mod error;
 pub mod ffi;
+mod file;
 pub mod gguf;
 #[cfg(feature = "hf")]
 pub mod hf;

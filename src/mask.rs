@@ -12,13 +12,6 @@ pub(crate) fn fill_sparse(tokens: &[TokenId], row: &mut [u32]) {
     }
 }
 
-/// A precomputed row (`words` long) for a token list.
-pub(crate) fn dense_row(tokens: &[TokenId], words: usize) -> Box<[u32]> {
-    let mut row = vec![0u32; words].into_boxed_slice();
-    fill_sparse(tokens, &mut row);
-    row
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -6,24 +6,36 @@
 //! range); the root's children are also in the dense table `root`; `nodes[u].code` is the *token code* of the
 //! pattern that ends at `u` (see [`crate::vocab::TokenIndex::code_tokens`]), or `NONE`. A node's record and its edges are each contiguous, so a step costs about two cache lines.
 
+use crate::array::Array;
+use crate::error::Result;
+use crate::file::{ensure, Reader, Writer};
 use crate::string_trie::NONE;
+use bytemuck::{Pod, Zeroable};
 
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Pod, Zeroable)]
+#[repr(C)]
 struct Node {
     first_edge: u32,
     code: u32,
 }
 
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Pod, Zeroable)]
+#[repr(C)]
 struct Edge {
-    byte: u8,
+    byte: u32,
     child: u32,
 }
 
+// Section tags of the token trie in a saved vocabulary.
+const T_ROOT: u32 = 20;
+const T_NODES: u32 = 21;
+const T_EDGES: u32 = 22;
+
 pub(crate) struct TokenTrie {
-    root: Box<[u32; 256]>,
-    nodes: Vec<Node>,
-    edges: Vec<Edge>,
+    /// The root's child along each byte, or `NONE` (256 entries).
+    root: Array<u32>,
+    nodes: Array<Node>,
+    edges: Array<Edge>,
 }
 
 impl TokenTrie {
@@ -62,16 +74,50 @@ impl TokenTrie {
         // Preorder visits siblings in byte order, so each child list comes out sorted.
         for c in 1..n {
             let p = parent[c] as usize;
-            edges[cursor[p] as usize] = Edge { byte: byte[c], child: c as u32 };
+            edges[cursor[p] as usize] = Edge { byte: byte[c] as u32, child: c as u32 };
             cursor[p] += 1;
         }
-        let mut root = Box::new([NONE; 256]);
+        let mut root = vec![NONE; 256];
         for e in &edges[first[0] as usize..first[1] as usize] {
             root[e.byte as usize] = e.child;
         }
         let mut nodes: Vec<Node> = (0..n).map(|u| Node { first_edge: first[u], code: pattern_at[u] }).collect();
         nodes.push(Node { first_edge: first[n], code: NONE });
-        TokenTrie { root, nodes, edges }
+        TokenTrie { root: root.into(), nodes: nodes.into(), edges: edges.into() }
+    }
+
+    pub(crate) fn write(&self, w: &mut Writer) {
+        w.section(T_ROOT, &self.root);
+        w.section(T_NODES, &self.nodes);
+        w.section(T_EDGES, &self.edges);
+    }
+
+    /// Reads a saved trie and checks that every lookup stays in bounds: node ranges ascending and within the
+    /// edges, children ascending by byte (a byte value) and deeper in preorder, codes accepted by `valid_code`.
+    pub(crate) fn read(r: &Reader, valid_code: &dyn Fn(u32) -> bool) -> Result<TokenTrie> {
+        let root: Array<u32> = r.array(T_ROOT)?;
+        let nodes: Array<Node> = r.array(T_NODES)?;
+        let edges: Array<Edge> = r.array(T_EDGES)?;
+        let n = nodes.len().saturating_sub(1);
+        ensure(root.len() == 256 && n >= 1 && nodes[0].first_edge == 0, || "token trie tables".into())?;
+        ensure(nodes[n].first_edge as usize == edges.len() && nodes[n].code == NONE, || "token trie end".into())?;
+        for u in 0..n {
+            let (a, b) = (nodes[u].first_edge as usize, nodes[u + 1].first_edge as usize);
+            ensure(a <= b && b <= edges.len() && valid_code(nodes[u].code), || format!("token trie node {u}"))?;
+            let kids = &edges[a..b];
+            ensure(
+                kids.iter().all(|e| e.byte < 256 && e.child as usize > u && (e.child as usize) < n)
+                    && kids.windows(2).all(|w| w[0].byte < w[1].byte),
+                || format!("token trie node {u}'s children"),
+            )?;
+        }
+        let root_kids = &edges[nodes[0].first_edge as usize..nodes[1].first_edge as usize];
+        let mut want = [NONE; 256];
+        for e in root_kids {
+            want[e.byte as usize] = e.child;
+        }
+        ensure(root[..] == want[..], || "token trie root table".into())?;
+        Ok(TokenTrie { root, nodes, edges })
     }
 
     /// The child of `u` along `b`, or `NONE`.
@@ -82,6 +128,7 @@ impl TokenTrie {
         }
         let edges =
             &self.edges[self.nodes[u as usize].first_edge as usize..self.nodes[u as usize + 1].first_edge as usize];
+        let b = b as u32;
         if edges.len() <= 8 {
             for e in edges {
                 if e.byte == b {
@@ -104,9 +151,7 @@ impl TokenTrie {
     }
 
     pub(crate) fn memory_usage(&self) -> usize {
-        256 * 4
-            + self.nodes.capacity() * std::mem::size_of::<Node>()
-            + self.edges.capacity() * std::mem::size_of::<Edge>()
+        self.root.size_bytes() + self.nodes.size_bytes() + self.edges.size_bytes()
     }
 }
 

@@ -8,7 +8,9 @@
 //!   only text tokens move through the trie, and only EOG ids end a member;
 //! - Control, Unknown and Unused tokens, and padding, never appear in any mask.
 
+use crate::array::Array;
 use crate::error::{Error, ErrorKind, Result};
+use crate::file::{ensure, Kind, Reader, Writer};
 use crate::token_trie::TokenTrie;
 use aho_corasick::nfa::contiguous;
 use std::path::Path;
@@ -60,11 +62,15 @@ pub struct Vocabulary {
     /// Mask width: the model's vocabulary size (may exceed the listed tokens: padding).
     n_vocab: usize,
     /// Token `i`'s bytes are `bytes[offsets[i]..offsets[i + 1]]`; `offsets.len() == n_listed + 1`.
-    offsets: Vec<u32>,
-    bytes: Vec<u8>,
-    kinds: Vec<TokenKind>,
-    /// Sorted, deduplicated end-of-generation ids (all `< n_vocab`).
-    eog: Vec<TokenId>,
+    offsets: Array<u32>,
+    bytes: Array<u8>,
+    /// [`TokenKind`] numbers, one per listed token (all valid).
+    kinds: Array<u8>,
+    /// Sorted, deduplicated end-of-generation ids (all `< n_listed`).
+    eog: Array<TokenId>,
+    /// xxh3-128 of `n_vocab`, the token bytes, kinds and EOG ids: what an automaton file checks it was
+    /// compiled against.
+    fingerprint: u128,
     pub(crate) index: TokenIndex,
 }
 
@@ -76,12 +82,12 @@ pub(crate) struct TokenIndex {
     /// use by [`crate::Alignment::AhoCorasick`].
     ac: OnceLock<std::result::Result<contiguous::NFA, String>>,
     /// Pattern `p` stands for tokens `pattern_tokens[pattern_offsets[p]..pattern_offsets[p + 1]]` (ascending).
-    pub(crate) pattern_offsets: Vec<u32>,
-    pub(crate) pattern_tokens: Vec<TokenId>,
+    pub(crate) pattern_offsets: Array<u32>,
+    pub(crate) pattern_tokens: Array<TokenId>,
     /// Byte length of each pattern.
-    pub(crate) pattern_len: Vec<u32>,
+    pub(crate) pattern_len: Array<u32>,
     /// The token code of each pattern (see [`TokenIndex::code_tokens`]).
-    pub(crate) pattern_code: Vec<u32>,
+    pub(crate) pattern_code: Array<u32>,
     /// The longest pattern's length (0 without patterns).
     pub(crate) max_pattern_len: u32,
     /// `single_byte[b]`: the one-byte string `[b]` is a pattern (some text token stands for exactly that byte).
@@ -105,6 +111,29 @@ impl TokenIndex {
             self.tokens_of((code & !MULTI) as usize)
         }
     }
+}
+
+// Section tags of a saved vocabulary.
+const V_META: u32 = 1;
+const V_OFFSETS: u32 = 2;
+const V_BYTES: u32 = 3;
+const V_KINDS: u32 = 4;
+const V_EOG: u32 = 5;
+const V_PATTERN_OFFSETS: u32 = 6;
+const V_PATTERN_TOKENS: u32 = 7;
+const V_PATTERN_LEN: u32 = 8;
+const V_PATTERN_CODE: u32 = 9;
+
+/// xxh3-128 of what decides a vocabulary's automata.
+fn fingerprint(n_vocab: usize, offsets: &[u32], bytes: &[u8], kinds: &[u8], eog: &[u32]) -> u128 {
+    let mut h = xxhash_rust::xxh3::Xxh3::new();
+    h.update(&(n_vocab as u64).to_le_bytes());
+    h.update(&(kinds.len() as u64).to_le_bytes());
+    h.update(bytemuck::cast_slice(offsets));
+    h.update(bytes);
+    h.update(kinds);
+    h.update(bytemuck::cast_slice(eog));
+    h.digest128()
 }
 
 /// Marks a token code that names a pattern of several tokens.
@@ -200,19 +229,22 @@ impl Vocabulary {
                 *kind = TokenKind::Unused;
             }
         }
+        let kinds: Vec<u8> = kinds.into_iter().map(|k| k as u8).collect();
+        let fingerprint = fingerprint(n_vocab, &offsets, &bytes, &kinds, &eog);
         let mut vocab = Vocabulary {
             n_vocab,
-            offsets,
-            bytes,
-            kinds,
-            eog,
+            offsets: offsets.into(),
+            bytes: bytes.into(),
+            kinds: kinds.into(),
+            eog: eog.into(),
+            fingerprint,
             index: TokenIndex {
                 trie: TokenTrie::build(&[], &[]),
                 ac: OnceLock::new(),
-                pattern_offsets: vec![0],
-                pattern_tokens: Vec::new(),
-                pattern_len: Vec::new(),
-                pattern_code: Vec::new(),
+                pattern_offsets: vec![0].into(),
+                pattern_tokens: Array::default(),
+                pattern_len: Array::default(),
+                pattern_code: Array::default(),
                 max_pattern_len: 0,
                 single_byte: [false; 256],
             },
@@ -259,10 +291,10 @@ impl Vocabulary {
         Ok(TokenIndex {
             trie,
             ac: OnceLock::new(),
-            pattern_offsets,
-            pattern_tokens: ids,
-            pattern_len,
-            pattern_code,
+            pattern_offsets: pattern_offsets.into(),
+            pattern_tokens: ids.into(),
+            pattern_len: pattern_len.into(),
+            pattern_code: pattern_code.into(),
             max_pattern_len,
             single_byte,
         })
@@ -328,7 +360,7 @@ impl Vocabulary {
 
     /// The kind of token `id`; padding ids are Unused.
     pub fn kind(&self, id: TokenId) -> TokenKind {
-        self.kinds.get(id as usize).copied().unwrap_or(TokenKind::Unused)
+        self.kinds.get(id as usize).and_then(|&k| TokenKind::from_u32(k as u32)).unwrap_or(TokenKind::Unused)
     }
 
     /// The end-of-generation ids, ascending.
@@ -351,12 +383,12 @@ impl Vocabulary {
         self.index.pattern_len.len()
     }
 
-    /// Heap bytes held by this vocabulary, its index included.
+    /// Bytes held by this vocabulary, its index included (heap or, after [`Vocabulary::load`], mapped file pages).
     pub fn memory_usage(&self) -> usize {
-        self.bytes.capacity()
-            + self.offsets.capacity() * 4
-            + self.kinds.capacity()
-            + self.eog.capacity() * 4
+        self.bytes.size_bytes()
+            + self.offsets.size_bytes()
+            + self.kinds.size_bytes()
+            + self.eog.size_bytes()
             + self.index.trie.memory_usage()
             + self
                 .index
@@ -364,8 +396,131 @@ impl Vocabulary {
                 .get()
                 .and_then(|r| r.as_ref().ok())
                 .map_or(0, aho_corasick::automaton::Automaton::memory_usage)
-            + (self.index.pattern_offsets.capacity() + self.index.pattern_tokens.capacity()) * 4
-            + (self.index.pattern_len.capacity() + self.index.pattern_code.capacity()) * 4
+            + self.index.pattern_offsets.size_bytes()
+            + self.index.pattern_tokens.size_bytes()
+            + self.index.pattern_len.size_bytes()
+            + self.index.pattern_code.size_bytes()
+    }
+
+    /// A digest of everything that decides what an automaton compiled against this vocabulary contains (mask
+    /// width, token bytes, kinds, end-of-generation ids): equal fingerprints mean interchangeable vocabularies.
+    pub fn fingerprint(&self) -> u128 {
+        self.fingerprint
+    }
+
+    /// Saves the vocabulary with its alignment index to `path` (written atomically; see the `file` module of
+    /// the crate for the format), so that a server can [`Vocabulary::load`] it in milliseconds instead of
+    /// reading a GGUF or a tokenizer.json again.
+    pub fn save(&self, path: impl AsRef<Path>) -> Result<()> {
+        self.writer().write(path.as_ref())
+    }
+
+    /// The saved form of the vocabulary, in memory.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        self.writer().to_bytes()
+    }
+
+    fn writer(&self) -> Writer {
+        let mut w = Writer::new(Kind::Vocabulary, self.fingerprint);
+        w.section(V_META, &[self.n_vocab as u64, self.index.max_pattern_len as u64]);
+        w.section(V_OFFSETS, &self.offsets);
+        w.section(V_BYTES, &self.bytes);
+        w.section(V_KINDS, &self.kinds);
+        w.section(V_EOG, &self.eog);
+        w.section(V_PATTERN_OFFSETS, &self.index.pattern_offsets);
+        w.section(V_PATTERN_TOKENS, &self.index.pattern_tokens);
+        w.section(V_PATTERN_LEN, &self.index.pattern_len);
+        w.section(V_PATTERN_CODE, &self.index.pattern_code);
+        self.index.trie.write(&mut w);
+        w
+    }
+
+    /// Whether the vocabulary's arrays live in a file mapping ([`Vocabulary::load`]) rather than on the heap.
+    pub fn is_mapped(&self) -> bool {
+        self.bytes.is_mapped()
+    }
+
+    /// Loads a vocabulary saved by [`Vocabulary::save`]: the file is memory-mapped (its pages are shared by every
+    /// process that loads it) and checked, not rebuilt. Errors: [`ErrorKind::Io`]; [`ErrorKind::MalformedFile`]
+    /// for a file that is truncated, corrupt (checksum), of another format version or byte order, or not a
+    /// vocabulary.
+    pub fn load(path: impl AsRef<Path>) -> Result<Vocabulary> {
+        Self::from_reader(Reader::open(path.as_ref(), Kind::Vocabulary)?)
+    }
+
+    /// Like [`Vocabulary::load`], from the bytes of a saved vocabulary (copied).
+    pub fn from_bytes(bytes: &[u8]) -> Result<Vocabulary> {
+        Self::from_reader(Reader::from_bytes(bytes, Kind::Vocabulary)?)
+    }
+
+    fn from_reader(r: Reader) -> Result<Vocabulary> {
+        let meta: Array<u64> = r.array(V_META)?;
+        ensure(meta.len() == 2, || "vocabulary metadata of the wrong size".into())?;
+        let offsets: Array<u32> = r.array(V_OFFSETS)?;
+        let bytes: Array<u8> = r.array(V_BYTES)?;
+        let kinds: Array<u8> = r.array(V_KINDS)?;
+        let eog: Array<u32> = r.array(V_EOG)?;
+        let n_listed = kinds.len();
+        let n_vocab = usize::try_from(meta[0]).unwrap_or(usize::MAX);
+        ensure(n_listed > 0 || n_vocab > 0, || "the vocabulary has no tokens".into())?;
+        ensure(n_vocab >= n_listed && n_vocab <= MAX_VOCAB, || format!("n_vocab {n_vocab} is out of range"))?;
+        ensure(offsets.len() == n_listed + 1 && offsets[0] == 0, || "token offsets of the wrong size".into())?;
+        ensure(offsets.windows(2).all(|w| w[0] <= w[1]) && offsets[n_listed] as usize == bytes.len(), || {
+            "token offsets are not ascending within the token bytes".into()
+        })?;
+        ensure(kinds.iter().all(|&k| (1..=6).contains(&k)), || "a token kind is not 1..6".into())?;
+        ensure(eog.windows(2).all(|w| w[0] < w[1]) && eog.iter().all(|&e| (e as usize) < n_listed), || {
+            "end-of-generation ids are not ascending listed ids".into()
+        })?;
+        let pattern_offsets: Array<u32> = r.array(V_PATTERN_OFFSETS)?;
+        let pattern_tokens: Array<u32> = r.array(V_PATTERN_TOKENS)?;
+        let pattern_len: Array<u32> = r.array(V_PATTERN_LEN)?;
+        let pattern_code: Array<u32> = r.array(V_PATTERN_CODE)?;
+        let n_patterns = pattern_len.len();
+        ensure(
+            pattern_offsets.len() == n_patterns + 1
+                && pattern_code.len() == n_patterns
+                && pattern_offsets[0] == 0
+                && pattern_offsets.windows(2).all(|w| w[0] < w[1])
+                && pattern_offsets[n_patterns] as usize == pattern_tokens.len()
+                && pattern_tokens.iter().all(|&t| (t as usize) < n_listed),
+            || "the pattern tables are inconsistent".into(),
+        )?;
+        let valid_code =
+            |c: u32| if c & MULTI != 0 { ((c & !MULTI) as usize) < n_patterns } else { (c as usize) < n_listed };
+        ensure(pattern_code.iter().all(|&c| valid_code(c)), || "a pattern code is out of range".into())?;
+        let trie = TokenTrie::read(&r, &|c| c == crate::string_trie::NONE || valid_code(c))?;
+        let max_pattern_len = u32::try_from(meta[1]).unwrap_or(u32::MAX);
+        ensure(pattern_len.iter().all(|&l| l > 0 && l <= max_pattern_len), || "pattern lengths".into())?;
+        let mut single_byte = [false; 256];
+        for p in 0..n_patterns {
+            if pattern_len[p] == 1 {
+                let t = pattern_tokens[pattern_offsets[p] as usize] as usize;
+                let b = &bytes[offsets[t] as usize..offsets[t + 1] as usize];
+                ensure(b.len() == 1, || "a pattern's length disagrees with its token".into())?;
+                single_byte[b[0] as usize] = true;
+            }
+        }
+        let fingerprint = fingerprint(n_vocab, &offsets, &bytes, &kinds, &eog);
+        ensure(fingerprint == r.fingerprint(), || "the fingerprint does not match the vocabulary".into())?;
+        Ok(Vocabulary {
+            n_vocab,
+            offsets,
+            bytes,
+            kinds,
+            eog,
+            fingerprint,
+            index: TokenIndex {
+                trie,
+                ac: OnceLock::new(),
+                pattern_offsets,
+                pattern_tokens,
+                pattern_len,
+                pattern_code,
+                max_pattern_len,
+                single_byte,
+            },
+        })
     }
 
     /// Checks a token id from a foreign caller (C engines use `int32_t`): `0 <= id < n_vocab`, else

@@ -26,6 +26,7 @@ const (
 	StatusEmptySet              Status = C.TRIE_ERR_EMPTY_SET
 	StatusLimitExceeded         Status = C.TRIE_ERR_LIMIT_EXCEEDED
 	StatusInvalidState          Status = C.TRIE_ERR_INVALID_STATE
+	StatusVocabMismatch         Status = C.TRIE_ERR_VOCAB_MISMATCH
 )
 
 // String is libtrie's short description of the status, such as "token rejected".
@@ -77,6 +78,7 @@ var (
 	ErrEmptySet              error = &Error{Status: StatusEmptySet}
 	ErrLimitExceeded         error = &Error{Status: StatusLimitExceeded}
 	ErrInvalidState          error = &Error{Status: StatusInvalidState}
+	ErrVocabMismatch         error = &Error{Status: StatusVocabMismatch}
 )
 
 // ErrClosed is returned by the methods of a Vocab or Automaton after Close.

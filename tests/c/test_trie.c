@@ -84,8 +84,8 @@ static void test_version_and_status(void) {
     CHECK(TRIE_VERSION_MAJOR == 0 && TRIE_VERSION_MINOR == 2);
     CHECK(strcmp(trie_status_str(TRIE_OK), "ok") == 0);
     CHECK(strcmp(trie_status_str(TRIE_ERR_TOKEN_REJECTED), "token rejected") == 0);
-    for (int s = 0; s <= 12; s++) CHECK(strcmp(trie_status_str(s), "unknown status") != 0);
-    CHECK(strcmp(trie_status_str(13), "unknown status") == 0);
+    for (int s = 0; s <= 13; s++) CHECK(strcmp(trie_status_str(s), "unknown status") != 0);
+    CHECK(strcmp(trie_status_str(14), "unknown status") == 0);
     CHECK(strcmp(trie_status_str(-1), "unknown status") == 0);
     CHECK(trie_last_error() != NULL);
     CHECK(TRIE_STATE_FINISHED == 0xFFFFFFFFu);
@@ -642,6 +642,88 @@ static void test_files(void) {
     unlink(tmpl);
 }
 
+/* Saved vocabularies and automata: load back with the same behaviour; another vocabulary, a damaged file, a
+   missing file and NULLs are errors with their status. */
+static void test_saved_files(void) {
+    trie_vocab *v = toy_vocab();
+    const char *set[] = {"abcab", "abd", "bc", "e"};
+    trie_automaton *a = compile_strs(v, set, 4, NULL, NULL);
+    char dir[] = "/tmp/trie-saved-XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    char apath[256], vpath[256], bad[256];
+    snprintf(apath, sizeof apath, "%s/set.trie", dir);
+    snprintf(vpath, sizeof vpath, "%s/toy.vocab", dir);
+    snprintf(bad, sizeof bad, "%s/bad.trie", dir);
+    CHECK_ST(trie_automaton_save(a, apath), TRIE_OK);
+    CHECK_ST(trie_vocab_save(v, vpath), TRIE_OK);
+
+    trie_vocab *w = NULL;
+    CHECK_ST(trie_vocab_load(vpath, &w), TRIE_OK);
+    uint8_t fa[16], fb[16];
+    CHECK_ST(trie_vocab_fingerprint(v, fa), TRIE_OK);
+    CHECK_ST(trie_vocab_fingerprint(w, fb), TRIE_OK);
+    CHECK(memcmp(fa, fb, 16) == 0);
+    trie_automaton *b = NULL;
+    CHECK_ST(trie_automaton_load(w, apath, &b), TRIE_OK);
+    CHECK(trie_automaton_n_states(a) == trie_automaton_n_states(b));
+    uint32_t ma[2], mb[2];
+    int32_t ta[40], tb[40];
+    for (trie_state s = 0; s < trie_automaton_n_states(a); s++) {
+        size_t na, nb;
+        CHECK_ST(trie_mask(a, s, ma, 2), TRIE_OK);
+        CHECK_ST(trie_mask(b, s, mb, 2), TRIE_OK);
+        CHECK(ma[0] == mb[0] && ma[1] == mb[1]);
+        CHECK_ST(trie_allowed(a, s, ta, 40, &na), TRIE_OK);
+        CHECK_ST(trie_allowed(b, s, tb, 40, &nb), TRIE_OK);
+        CHECK(na == nb && memcmp(ta, tb, na * sizeof *ta) == 0);
+    }
+    trie_automaton_free(b);
+
+    /* Another vocabulary: same tokens, another end-of-generation id. */
+    const uint8_t *ptrs[9];
+    size_t lens[9];
+    static const char *texts[] = {"a", "b", "c", "d", "e", "ab", "abc", "bc", "</s>"};
+    for (int i = 0; i < 9; i++) { ptrs[i] = (const uint8_t *)texts[i]; lens[i] = strlen(texts[i]); }
+    trie_vocab *other = NULL;
+    CHECK_ST(trie_vocab_new(ptrs, lens, NULL, 9, NULL, 0, &other), TRIE_OK);
+    b = (trie_automaton *)0x1;
+    CHECK_ST(trie_automaton_load(other, apath, &b), TRIE_ERR_VOCAB_MISMATCH);
+    CHECK(b == NULL && strstr(trie_last_error(), "another vocabulary") != NULL);
+    trie_vocab_free(other);
+
+    /* A damaged copy, a truncated copy, a vocabulary file given as an automaton, a missing file, NULLs. */
+    FILE *f = fopen(apath, "rb");
+    static unsigned char buf[1 << 16];
+    size_t n = fread(buf, 1, sizeof buf, f);
+    fclose(f);
+    buf[n / 2] ^= 0x10;
+    write_file(bad, buf, n);
+    CHECK_ST(trie_automaton_load(w, bad, &b), TRIE_ERR_MALFORMED_FILE);
+    CHECK(strstr(trie_last_error(), "checksum") != NULL);
+    buf[n / 2] ^= 0x10;
+    write_file(bad, buf, n - 7);
+    CHECK_ST(trie_automaton_load(w, bad, &b), TRIE_ERR_MALFORMED_FILE);
+    CHECK_ST(trie_automaton_load(w, vpath, &b), TRIE_ERR_MALFORMED_FILE);
+    CHECK_ST(trie_vocab_load(apath, &other), TRIE_ERR_MALFORMED_FILE);
+    CHECK(other == NULL);
+    CHECK_ST(trie_automaton_load(w, "/nonexistent/x.trie", &b), TRIE_ERR_IO);
+    CHECK_ST(trie_automaton_load(NULL, apath, &b), TRIE_ERR_NULL_ARGUMENT);
+    CHECK_ST(trie_automaton_load(w, NULL, &b), TRIE_ERR_NULL_ARGUMENT);
+    CHECK_ST(trie_automaton_load(w, apath, NULL), TRIE_ERR_NULL_ARGUMENT);
+    CHECK_ST(trie_automaton_save(NULL, apath), TRIE_ERR_NULL_ARGUMENT);
+    CHECK_ST(trie_vocab_save(v, NULL), TRIE_ERR_NULL_ARGUMENT);
+    CHECK_ST(trie_vocab_fingerprint(v, NULL), TRIE_ERR_NULL_ARGUMENT);
+    CHECK_ST(trie_automaton_save(a, "/nonexistent/dir/x.trie"), TRIE_ERR_IO);
+
+    unlink(apath);
+    unlink(vpath);
+    unlink(bad);
+    rmdir(dir);
+    trie_automaton_free(a);
+    trie_vocab_free(w);
+    trie_vocab_free(v);
+}
+
 static void test_large(void) {
     if (!getenv("TRIE_TEST_LARGE")) {
         skipped++;
@@ -680,6 +762,7 @@ int main(void) {
     test_forced();
     test_threads();
     test_files();
+    test_saved_files();
     test_large();
     printf("%d passed, %d failed (%d skipped groups)\n", passed, failed, skipped);
     return failed ? 1 : 0;

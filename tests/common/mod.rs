@@ -177,3 +177,11 @@ pub fn accepts(a: &Automaton, ids: &[TokenId]) -> Result<(), String> {
     }
     Ok(())
 }
+
+/// A fresh empty directory under the system's temporary directory, for files a test writes.
+pub fn tempdir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("libtrie-test-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}

@@ -129,6 +129,34 @@ class RealVocabularyTest(unittest.TestCase):
             Vocab.from_tokenizer_json(ASSETS / "tokenizers" / "qwen3.tokenizer.json", n_vocab=10)
         self.assertEqual(ctx.exception.status, Status.INVALID_ARGUMENT)
 
+    def test_saved_sets_and_vocabularies_load_and_behave_the_same(self) -> None:
+        import tempfile
+        with tempfile.TemporaryDirectory() as tmp:
+            a = libtrie.compile(self.qwen, CITIES + TOOLS)
+            a.save(Path(tmp) / "set.trie")
+            self.qwen.save(Path(tmp) / "qwen.vocab")
+            v = Vocab.load(Path(tmp) / "qwen.vocab")
+            self.assertEqual(v.fingerprint, self.qwen.fingerprint)
+            self.assertEqual(len(v.fingerprint), 32)
+            b = Automaton.load(v, Path(tmp) / "set.trie")
+            self.assertEqual((b.n_states, b.n_members), (a.n_states, a.n_members))
+            rng = random.Random(3)
+            ra, rb = a.new_bitmask(), b.new_bitmask()
+            for _ in range(30):
+                _, states = walk(a, self.qwen, rng)
+                for st in states:
+                    self.assertEqual(a.allowed(st).tolist(), b.allowed(st).tolist())
+                    a.fill_bitmask(st, ra)
+                    b.fill_bitmask(st, rb)
+                    self.assertEqual(ra, rb)
+            with self.assertRaises(TrieError) as ctx:
+                Automaton.load(self.llama3, Path(tmp) / "set.trie")
+            self.assertEqual(ctx.exception.status, Status.VOCAB_MISMATCH)
+            (Path(tmp) / "bad.trie").write_bytes((Path(tmp) / "set.trie").read_bytes()[:-10])
+            with self.assertRaises(TrieError) as ctx:
+                Automaton.load(self.qwen, Path(tmp) / "bad.trie")
+            self.assertEqual(ctx.exception.status, Status.MALFORMED_FILE)
+
     def test_allowed_is_a_read_only_view_that_outlives_close(self) -> None:
         a = libtrie.compile(self.qwen, TOOLS)
         view = a.allowed(a.start())

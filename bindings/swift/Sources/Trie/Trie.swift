@@ -31,6 +31,7 @@ public enum TrieError: Error, Equatable, CustomStringConvertible {
     case emptySet(String)
     case limitExceeded(String)
     case invalidState(String)
+    case vocabMismatch(String)
     /// A status this binding does not know (a newer libtrie).
     case other(status: Int32, message: String)
 
@@ -48,6 +49,7 @@ public enum TrieError: Error, Equatable, CustomStringConvertible {
         case 10: self = .emptySet(message)
         case 11: self = .limitExceeded(message)
         case 12: self = .invalidState(message)
+        case 13: self = .vocabMismatch(message)
         default: self = .other(status: status, message: message)
         }
     }
@@ -67,6 +69,7 @@ public enum TrieError: Error, Equatable, CustomStringConvertible {
         case .emptySet: return 10
         case .limitExceeded: return 11
         case .invalidState: return 12
+        case .vocabMismatch: return 13
         case .other(let status, _): return status
         }
     }
@@ -76,7 +79,8 @@ public enum TrieError: Error, Equatable, CustomStringConvertible {
         switch self {
         case .nullArgument(let m), .invalidArgument(let m), .io(let m), .unsupportedVocabulary(let m),
              .unreachableString(let m), .bufferTooSmall(let m), .tokenRejected(let m), .panic(let m),
-             .malformedFile(let m), .emptySet(let m), .limitExceeded(let m), .invalidState(let m):
+             .malformedFile(let m), .emptySet(let m), .limitExceeded(let m), .invalidState(let m),
+             .vocabMismatch(let m):
             return m
         case .other(_, let m): return m
         }

@@ -1,0 +1,61 @@
+//! Loads arbitrary bytes as a saved vocabulary and as a saved automaton (built with `--cfg fuzzing`, the loader
+//! skips its checksum, so damaged arrays reach the validation behind it). Whatever loads must then be safe to
+//! use: every reachable state's allowed list, mask, transitions and forced continuation are computed without a
+//! panic, and the mask agrees with the allowed list. Seeds (fuzz/seeds/load) are saved files of the vocabulary
+//! below, made by `cargo test --test file_format write_fuzz_seeds -- --ignored`.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use std::collections::HashSet;
+use std::sync::{Arc, OnceLock};
+use trie::{Automaton, State, Step, TokenKind, Vocabulary};
+
+/// The seeds' vocabulary: single letters, a few longer tokens, a multi-byte character, two ids for "ab", an EOG.
+pub fn vocab() -> Arc<Vocabulary> {
+    static V: OnceLock<Arc<Vocabulary>> = OnceLock::new();
+    V.get_or_init(|| {
+        let texts = ["a", "b", "c", "d", "ab", "abc", "bc", "é", "ab", "</s>"];
+        let mut kinds = vec![TokenKind::Normal; texts.len()];
+        kinds[9] = TokenKind::Control;
+        let tokens = texts.iter().map(|t| t.as_bytes().to_vec()).collect();
+        Arc::new(Vocabulary::new(tokens, kinds, &[9], Some(40)).unwrap())
+    })
+    .clone()
+}
+
+fn exercise(a: &Automaton) {
+    let words = a.mask_words();
+    let mut row = vec![0u32; words];
+    let mut seen = HashSet::new();
+    let mut stack = vec![a.start(), State::FINISHED];
+    while let Some(s) = stack.pop() {
+        if !seen.insert(s) || seen.len() > 2000 {
+            continue;
+        }
+        let allowed = a.allowed(s);
+        a.fill_bitmask(s, &mut row).unwrap();
+        let ones: usize = row.iter().map(|w| w.count_ones() as usize).sum();
+        assert_eq!(ones, allowed.len(), "mask and allowed list of state {s:?}");
+        let _ = (a.is_accepting(s), a.depth(s), a.forced(s));
+        for &t in allowed.iter() {
+            if let Ok(Step::Next(n)) = a.advance(s, t) {
+                stack.push(n);
+            }
+        }
+    }
+}
+
+fuzz_target!(|data: &[u8]| {
+    if let Ok(v) = Vocabulary::from_bytes(data) {
+        let v = Arc::new(v);
+        for id in 0..v.n_vocab() as u32 {
+            let _ = (v.token_bytes(id), v.kind(id), v.is_text_token(id));
+        }
+        if let Ok(a) = Automaton::compile(v.clone(), &["ab", "abc", "é"], &Default::default()) {
+            exercise(&a);
+        }
+    }
+    if let Ok(a) = Automaton::from_bytes(vocab(), data) {
+        exercise(&a);
+    }
+});

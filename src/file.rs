@@ -1,0 +1,290 @@
+//! The file format of saved vocabularies and automata: their frozen arrays, laid out so that loading is a
+//! memory map plus validation, never a rebuild.
+//!
+//! ```text
+//! offset 0   header, 64 bytes:
+//!            magic "LIBTRIE\0" | format version u32 | endian tag u32 (0x01020304 as written) | kind u32 |
+//!            number of sections u32 | file length u64 | checksum u64 (see `checksum`) |
+//!            vocabulary fingerprint (xxh3-128) 16 bytes | 8 reserved bytes (zero)
+//! offset 64  section table: per section tag u32 | element size u32 | offset u64 | element count u64
+//! then       the sections, each at a 64-byte aligned offset, in native byte order
+//! ```
+//!
+//! Invariants checked on reading (a failure is [`ErrorKind::MalformedFile`], never a crash): the magic, version,
+//! endianness and kind; the length; the checksum of everything after the header; every section inside the
+//! file, aligned, with the element size the reader expects. What the arrays mean is checked by their owner
+//! ([`crate::vocab`], [`crate::automaton`]).
+
+use crate::array::{Array, Mapping};
+use crate::error::{Error, ErrorKind, Result};
+use bytemuck::Pod;
+use std::path::Path;
+use std::sync::Arc;
+
+const MAGIC: &[u8; 8] = b"LIBTRIE\0";
+/// The format this library writes and reads.
+pub(crate) const FORMAT_VERSION: u32 = 1;
+const ENDIAN_TAG: u32 = 0x0102_0304;
+const HEADER: usize = 64;
+const ENTRY: usize = 24;
+const ALIGN: usize = 64;
+
+/// What a file holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Kind {
+    Vocabulary = 1,
+    Automaton = 2,
+}
+
+impl Kind {
+    fn name(self) -> &'static str {
+        match self {
+            Kind::Vocabulary => "vocabulary",
+            Kind::Automaton => "automaton",
+        }
+    }
+}
+
+/// The checksum of a whole file but its checksum field (bytes 32..40): xxh3-64 of the xxh3-64 of each 1 MiB
+/// block, so that large files are hashed on every core.
+fn checksum(b: &[u8]) -> u64 {
+    use rayon::prelude::*;
+    const BLOCK: usize = 1 << 20;
+    let mut head = [0u8; HEADER];
+    head.copy_from_slice(&b[..HEADER]);
+    head[32..40].fill(0);
+    let rest = &b[HEADER..];
+    let blocks: Vec<u64> = if rest.len() > 4 * BLOCK {
+        rest.par_chunks(BLOCK).map(xxhash_rust::xxh3::xxh3_64).collect()
+    } else {
+        rest.chunks(BLOCK).map(xxhash_rust::xxh3::xxh3_64).collect()
+    };
+    let mut h = xxhash_rust::xxh3::Xxh3::new();
+    h.update(&head);
+    h.update(bytemuck::cast_slice(&blocks));
+    h.digest()
+}
+
+/// Collects sections, then writes the file atomically (a temporary file renamed over the target, so a reader
+/// never sees a partial file and mappings of an older file stay valid).
+pub(crate) struct Writer {
+    kind: Kind,
+    fingerprint: u128,
+    sections: Vec<(u32, u32, Vec<u8>)>,
+}
+
+impl Writer {
+    pub(crate) fn new(kind: Kind, fingerprint: u128) -> Writer {
+        Writer { kind, fingerprint, sections: Vec::new() }
+    }
+
+    /// Adds section `tag` holding `items`.
+    pub(crate) fn section<T: Pod>(&mut self, tag: u32, items: &[T]) {
+        self.sections.push((tag, std::mem::size_of::<T>() as u32, bytemuck::cast_slice(items).to_vec()));
+    }
+
+    /// The file's bytes.
+    pub(crate) fn to_bytes(&self) -> Vec<u8> {
+        let table_end = HEADER + ENTRY * self.sections.len();
+        let mut offset = table_end.next_multiple_of(ALIGN);
+        let mut entries = Vec::with_capacity(self.sections.len());
+        for (tag, size, bytes) in &self.sections {
+            entries.push((*tag, *size, offset, bytes.len() / (*size as usize).max(1)));
+            offset = (offset + bytes.len()).next_multiple_of(ALIGN);
+        }
+        let mut out = vec![0u8; offset];
+        for ((_, _, bytes), &(_, _, at, _)) in self.sections.iter().zip(&entries) {
+            out[at..at + bytes.len()].copy_from_slice(bytes);
+        }
+        for (i, &(tag, size, at, count)) in entries.iter().enumerate() {
+            let e = HEADER + ENTRY * i;
+            out[e..e + 4].copy_from_slice(&tag.to_ne_bytes());
+            out[e + 4..e + 8].copy_from_slice(&size.to_ne_bytes());
+            out[e + 8..e + 16].copy_from_slice(&(at as u64).to_ne_bytes());
+            out[e + 16..e + 24].copy_from_slice(&(count as u64).to_ne_bytes());
+        }
+        out[0..8].copy_from_slice(MAGIC);
+        out[8..12].copy_from_slice(&FORMAT_VERSION.to_ne_bytes());
+        out[12..16].copy_from_slice(&ENDIAN_TAG.to_ne_bytes());
+        out[16..20].copy_from_slice(&(self.kind as u32).to_ne_bytes());
+        out[20..24].copy_from_slice(&(self.sections.len() as u32).to_ne_bytes());
+        let len = out.len() as u64;
+        out[24..32].copy_from_slice(&len.to_ne_bytes());
+        out[40..56].copy_from_slice(&self.fingerprint.to_ne_bytes());
+        let sum = checksum(&out);
+        out[32..40].copy_from_slice(&sum.to_ne_bytes());
+        out
+    }
+
+    /// Writes the file to `path` (atomically).
+    pub(crate) fn write(&self, path: &Path) -> Result<()> {
+        let io =
+            |what: &str, e: std::io::Error| Error::new(ErrorKind::Io, format!("cannot {what} {}: {e}", path.display()));
+        let name = path.file_name().ok_or_else(|| Error::invalid(format!("{} is not a file path", path.display())))?;
+        let mut tmp_name = std::ffi::OsString::from(".");
+        tmp_name.push(name);
+        tmp_name.push(format!(".tmp{}", std::process::id()));
+        let tmp = path.with_file_name(tmp_name);
+        std::fs::write(&tmp, self.to_bytes()).map_err(|e| io("write", e))?;
+        std::fs::rename(&tmp, path).map_err(|e| {
+            let _ = std::fs::remove_file(&tmp);
+            io("replace", e)
+        })
+    }
+}
+
+/// A checked file: its mapping and section table.
+pub(crate) struct Reader {
+    map: Arc<Mapping>,
+    sections: Vec<(u32, u32, usize, usize)>,
+    fingerprint: u128,
+}
+
+fn malformed(what: &str, why: impl std::fmt::Display) -> Error {
+    Error::malformed(format!("{what}: {why}"))
+}
+
+impl Reader {
+    /// Maps the file at `path` and checks its header, checksum and section table.
+    pub(crate) fn open(path: &Path, kind: Kind) -> Result<Reader> {
+        let file = std::fs::File::open(path)
+            .map_err(|e| Error::new(ErrorKind::Io, format!("cannot open {}: {e}", path.display())))?;
+        let len = file
+            .metadata()
+            .map_err(|e| Error::new(ErrorKind::Io, format!("cannot read {}: {e}", path.display())))?
+            .len();
+        if len < HEADER as u64 {
+            return Err(malformed(&path.display().to_string(), "not a libtrie file (too short)"));
+        }
+        // SAFETY: the mapping is read-only. libtrie writes its files by renaming a new file into place, so a file
+        // being replaced does not change an existing mapping; truncating a mapped file in place is outside the
+        // contract (as for any memory-mapped file).
+        let map = unsafe { memmap2::MmapOptions::new().populate().map(&file) }
+            .map_err(|e| Error::new(ErrorKind::Io, format!("cannot map {}: {e}", path.display())))?;
+        Self::check(Arc::new(Mapping::Mmap(map)), kind)
+            .map_err(|e| Error::new(e.kind(), format!("{}: {}", path.display(), e.message())))
+    }
+
+    /// Checks the file held in `bytes` (copied into an aligned buffer).
+    pub(crate) fn from_bytes(bytes: &[u8], kind: Kind) -> Result<Reader> {
+        Self::check(Arc::new(Mapping::copy_of(bytes)), kind)
+    }
+
+    fn check(map: Arc<Mapping>, kind: Kind) -> Result<Reader> {
+        let b = map.bytes();
+        let what = "libtrie file";
+        if b.len() < HEADER || &b[0..8] != MAGIC {
+            return Err(malformed(what, format!("not a libtrie {} file (bad magic)", kind.name())));
+        }
+        let u32_at = |o: usize| u32::from_ne_bytes(b[o..o + 4].try_into().unwrap());
+        let u64_at = |o: usize| u64::from_ne_bytes(b[o..o + 8].try_into().unwrap());
+        if u32_at(12) != ENDIAN_TAG {
+            return Err(malformed(what, "written on a machine of the other byte order; save it again here"));
+        }
+        let version = u32_at(8);
+        if version != FORMAT_VERSION {
+            return Err(malformed(
+                what,
+                format!(
+                    "format version {version}, but this libtrie {} reads version {FORMAT_VERSION}; save it again \
+                     with this version",
+                    env!("CARGO_PKG_VERSION")
+                ),
+            ));
+        }
+        let found = u32_at(16);
+        if found != kind as u32 {
+            let other = if found == Kind::Vocabulary as u32 { "a vocabulary" } else { "an automaton" };
+            return Err(malformed(what, format!("this file holds {other}, not {} {}", "a", kind.name())));
+        }
+        if u64_at(24) != b.len() as u64 {
+            return Err(malformed(
+                what,
+                format!("truncated or extended: {} bytes, the header says {}", b.len(), u64_at(24)),
+            ));
+        }
+        // Under the fuzzer the checksum is not checked, so that damaged arrays reach the validation behind it.
+        if !cfg!(fuzzing) && checksum(b) != u64_at(32) {
+            return Err(malformed(what, "checksum mismatch: the file is corrupt"));
+        }
+        let n = u32_at(20) as usize;
+        if n > 1024 || HEADER + ENTRY * n > b.len() {
+            return Err(malformed(what, format!("{n} sections do not fit")));
+        }
+        let mut sections = Vec::with_capacity(n);
+        for i in 0..n {
+            let e = HEADER + ENTRY * i;
+            let (tag, size, offset, count) = (u32_at(e), u32_at(e + 4), u64_at(e + 8), u64_at(e + 16));
+            let fits = usize::try_from(offset).ok().zip(usize::try_from(count).ok()).and_then(|(o, c)| {
+                let end = c.checked_mul(size as usize)?.checked_add(o)?;
+                (end <= b.len() && o % ALIGN == 0).then_some((o, c))
+            });
+            let Some((offset, count)) = fits else {
+                return Err(malformed(what, format!("section {tag} lies outside the file")));
+            };
+            sections.push((tag, size, offset, count));
+        }
+        let fingerprint = u128::from_ne_bytes(b[40..56].try_into().unwrap());
+        Ok(Reader { map, sections, fingerprint })
+    }
+
+    /// The vocabulary fingerprint in the header.
+    pub(crate) fn fingerprint(&self) -> u128 {
+        self.fingerprint
+    }
+
+    /// Section `tag` as an array of `T`.
+    pub(crate) fn array<T: Pod>(&self, tag: u32) -> Result<Array<T>> {
+        let &(_, size, offset, count) = self
+            .sections
+            .iter()
+            .find(|s| s.0 == tag)
+            .ok_or_else(|| malformed("libtrie file", format!("section {tag} is missing")))?;
+        if size as usize != std::mem::size_of::<T>() {
+            return Err(malformed("libtrie file", format!("section {tag} has elements of {size} bytes")));
+        }
+        Array::mapped(&self.map, offset, count)
+            .ok_or_else(|| malformed("libtrie file", format!("section {tag} is misplaced")))
+    }
+}
+
+/// Fails with a malformed-file error naming `what` unless `ok`.
+pub(crate) fn ensure(ok: bool, what: impl FnOnce() -> String) -> Result<()> {
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::malformed(format!("libtrie file: {}", what())))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip_and_every_corruption_is_an_error() {
+        let mut w = Writer::new(Kind::Automaton, 42);
+        w.section(1, &[1u32, 2, 3]);
+        w.section(2, &[9u8]);
+        let bytes = w.to_bytes();
+        let r = Reader::from_bytes(&bytes, Kind::Automaton).unwrap();
+        assert_eq!(r.fingerprint(), 42);
+        assert_eq!(&r.array::<u32>(1).unwrap()[..], &[1, 2, 3]);
+        assert_eq!(&r.array::<u8>(2).unwrap()[..], &[9]);
+        assert!(r.array::<u64>(1).is_err(), "element size");
+        assert!(r.array::<u32>(7).is_err(), "missing");
+        let e = Reader::from_bytes(&bytes, Kind::Vocabulary).err().unwrap();
+        assert!(e.message().contains("not a vocabulary"), "{e}");
+        for cut in [0, 10, 63, 64, bytes.len() - 1] {
+            assert_eq!(
+                Reader::from_bytes(&bytes[..cut], Kind::Automaton).err().unwrap().kind(),
+                ErrorKind::MalformedFile
+            );
+        }
+        for i in 0..bytes.len() {
+            let mut bad = bytes.clone();
+            bad[i] ^= 0x40;
+            assert!(Reader::from_bytes(&bad, Kind::Automaton).is_err(), "byte {i} flipped unnoticed");
+        }
+    }
+}
