@@ -44,6 +44,11 @@ Requests are untrusted input. Operator settings (environment of the vLLM server)
   a set beyond them fails with ``LIMIT_EXCEEDED``.
 - ``LIBTRIE_COMPILE_THREADS`` (default 1): concurrent compiles of the scheduler; ``LIBTRIE_CACHE_SIZE`` (default 64):
   compiled sets kept (least recently used go first; a set still in use by a request is never compiled twice).
+- ``LIBTRIE_CACHE_DIR``: a folder (the operator's, writable) where compiled sets and the vocabulary are saved in
+  libtrie's file format: a restarted server, or another worker process, maps them instead of compiling (the pages
+  are shared). Files are named by a digest of the vocabulary's fingerprint, the set (its content, or for a set file
+  its path, size, modification time and inode) and the compile options; a damaged or stale file is compiled again
+  and replaced. libtrie never deletes files there: size the folder yourself.
 
 A request whose set passes admission but then fails to compile (not UTF-8, empty, a string the vocabulary cannot
 spell, beyond the memory bounds) ends with finish reason ``error`` under the scheduler, or with an empty output
@@ -138,6 +143,7 @@ class Settings:
     max_bytes: int = 0
     compile_threads: int = 1
     cache_size: int = 64
+    cache_dir: Optional[str] = None  # real path of LIBTRIE_CACHE_DIR
 
     @classmethod
     def from_env(cls, env: Optional[Mapping[str, str]] = None) -> "Settings":
@@ -149,7 +155,13 @@ class Settings:
             if not os.path.isdir(real):
                 raise ValueError("LIBTRIE_SET_DIR is not a directory")
             root = real
+        cache_dir = env.get("LIBTRIE_CACHE_DIR", "").strip()
+        if cache_dir:
+            cache_dir = os.path.realpath(cache_dir)
+            if not os.path.isdir(cache_dir):
+                raise ValueError("LIBTRIE_CACHE_DIR is not a directory")
         return cls(
+            cache_dir=cache_dir or None,
             set_dir=root or None,
             allow_any_path=env.get("LIBTRIE_ALLOW_ANY_PATH", "").strip().lower() in ("1", "true", "yes", "on"),
             max_inline_strings=_env_int(env, "LIBTRIE_MAX_INLINE_STRINGS", d.max_inline_strings),
@@ -322,9 +334,11 @@ class SetCache:
         self._vocab_lock = threading.Lock()
         self._executor: Optional[ThreadPoolExecutor] = None
         self._nothing: Optional[Automaton] = None
-        #: Compiles run (successful or not), and the seconds the last one took.
+        #: Compiles run (successful or not, loads from ``LIBTRIE_CACHE_DIR`` included), and the seconds the last one
+        #: took; how many of them loaded a saved set instead of compiling.
         self.compiles = 0
         self.last_compile_s = 0.0
+        self.loaded = 0
 
     @property
     def vocab(self) -> Vocab:
@@ -400,12 +414,46 @@ class SetCache:
 
     def _compile(self, spec: SetSpec) -> Automaton:
         s = self.settings
+        saved = self._saved_path(spec)
+        if saved is not None and os.path.isfile(saved):
+            try:
+                a = Automaton.load(self.vocab, saved)
+                with self._lock:
+                    self.loaded += 1
+                return a
+            except TrieError as e:  # damaged, another format version or vocabulary: compile again, replace it
+                log.warning("libtrie: compiling again instead of loading %s (%s)", saved, e.message)
         if spec.strings is not None:
             members: Sequence[Union[str, bytes]] = spec.strings
         else:
             members = read_set_file(spec.path or "", s.max_file_bytes)
-        return Automaton(self.vocab, members, spec.drop_unreachable, max_states=s.max_states or None,
-                         max_bytes=s.max_bytes or None)
+        a = Automaton(self.vocab, members, spec.drop_unreachable, max_states=s.max_states or None,
+                      max_bytes=s.max_bytes or None)
+        if saved is not None:
+            try:
+                a.save(saved)
+            except TrieError as e:  # a full disk must not fail the request
+                log.warning("libtrie: cannot save a compiled set to %s: %s", saved, e.message)
+        return a
+
+    def _saved_path(self, spec: SetSpec) -> Optional[str]:
+        """Where ``spec``'s compiled set is saved in ``LIBTRIE_CACHE_DIR`` (``None`` without one): a digest of the
+        vocabulary, the set (inline: its members; a file: its path, size, modification time and inode) and the
+        compile options."""
+        s = self.settings
+        if s.cache_dir is None:
+            return None
+        h = hashlib.sha256()
+        h.update(b"libtrie-set-v1\0" + self.vocab.fingerprint.encode())
+        h.update(repr((spec.drop_unreachable, s.max_states, s.max_bytes)).encode())
+        if spec.strings is not None:
+            for m in spec.strings:
+                b = m.encode("utf-8")
+                h.update(len(b).to_bytes(8, "little") + b)
+        else:
+            st = os.stat(spec.path or "")
+            h.update(repr(("file", spec.path, st.st_size, st.st_mtime_ns, st.st_ino)).encode())
+        return os.path.join(s.cache_dir, h.hexdigest()[:40] + ".trie")
 
     def get(self, spec: SetSpec) -> Automaton:
         """The compiled set of ``spec``, compiled in this thread if nobody has (blocks until it is ready). Raises
@@ -468,9 +516,27 @@ def load_model_vocab(vllm_config: "VllmConfig") -> Vocab:
     except Exception:  # pragma: no cover - no generation config
         pass
     path = os.environ.get("LIBTRIE_VOCAB") or _tokenizer_json(vllm_config)
+    cache_dir = Settings.from_env().cache_dir
+    saved = None
+    if cache_dir is not None:
+        st = os.stat(path)
+        key = repr(("vocab", os.path.realpath(path), st.st_size, st.st_mtime_ns, st.st_ino, n_vocab, sorted(eog)))
+        saved = os.path.join(cache_dir, "vocab-" + hashlib.sha256(key.encode()).hexdigest()[:40] + ".vocab")
+        if os.path.isfile(saved):
+            try:
+                return Vocab.load(saved)
+            except TrieError as e:
+                log.warning("libtrie: reading the vocabulary again instead of loading %s (%s)", saved, e.message)
     if path.endswith(".gguf"):
-        return Vocab.from_gguf(path)
-    return Vocab.from_tokenizer_json(path, eog_ids=sorted(eog) if eog else None, n_vocab=n_vocab)
+        vocab = Vocab.from_gguf(path)
+    else:
+        vocab = Vocab.from_tokenizer_json(path, eog_ids=sorted(eog) if eog else None, n_vocab=n_vocab)
+    if saved is not None:
+        try:
+            vocab.save(saved)
+        except TrieError as e:
+            log.warning("libtrie: cannot save the vocabulary to %s: %s", saved, e.message)
+    return vocab
 
 
 # ---- applying bitmasks --------------------------------------------------------------------------------------------

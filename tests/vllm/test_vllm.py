@@ -259,6 +259,38 @@ class SetCacheTest(unittest.TestCase):
             (Path(d) / "empty.txt").write_bytes(b"now\nfixed\n")  # a new size and time: a new key
             self.assertEqual(cache.get(parse_spec("empty", settings)).n_members, 2)
 
+    def test_compiled_sets_are_saved_to_and_loaded_from_the_cache_dir(self):
+        with tempfile.TemporaryDirectory() as sets, tempfile.TemporaryDirectory() as saved:
+            shutil.copy(SETS / "tools-10000.txt", sets)
+            settings = Settings.from_env({"LIBTRIE_SET_DIR": sets, "LIBTRIE_CACHE_DIR": saved})
+            spec, inline = parse_spec("tools-10000", settings), parse_spec({"strings": ["yes", "no"]}, settings)
+            first = SetCache(self.vocab, settings=settings)
+            a, b = first.get(spec), first.get(inline)
+            self.assertEqual((first.compiles, first.loaded), (2, 0))
+            files = sorted(Path(saved).glob("*.trie"))
+            self.assertEqual(len(files), 2)
+            # A restarted server (or another worker): the same sets are loaded, not compiled, and behave the same.
+            second = SetCache(self.vocab, settings=settings)
+            a2, b2 = second.get(spec), second.get(inline)
+            self.assertEqual((second.compiles, second.loaded), (2, 2))
+            self.assertEqual((a2.n_states, a2.n_members, b2.n_members), (a.n_states, a.n_members, b.n_members))
+            rng = random.Random(5)
+            for _ in range(20):
+                s = a.start()
+                while s != libtrie.FINISHED:
+                    self.assertEqual(a.allowed(s).tolist(), a2.allowed(s).tolist())
+                    s = a.advance(s, rng.choice(a.allowed(s).tolist()))
+            # A damaged file is compiled again and replaced; another option is another file.
+            big = max(files, key=lambda f: f.stat().st_size)
+            big.write_bytes(big.read_bytes()[:-9])
+            third = SetCache(self.vocab, settings=settings)
+            self.assertEqual(third.get(spec).n_members, 10_000)
+            self.assertEqual(third.loaded, 0)
+            self.assertEqual(libtrie.Automaton.load(self.vocab, big).n_members, 10_000, "replaced by a good file")
+            dropping = parse_spec({"set": "tools-10000", "drop_unreachable": True}, settings)
+            SetCache(self.vocab, settings=settings).get(dropping)
+            self.assertEqual(len(list(Path(saved).glob("*.trie"))), 3)
+
     def test_the_operator_memory_bounds(self):
         with tempfile.TemporaryDirectory() as d:
             shutil.copy(SETS / "tools-100000.txt", d)
