@@ -447,6 +447,25 @@ enum trie_status trie_automaton_load(const struct trie_vocab *vocab,
                                      struct trie_automaton **out);
 
 /**
+ * Compiles token sequences instead of strings: the automaton allows exactly the token paths `sequences[i]`
+ * (`lens[i]` ids each; NULL is fine for an empty sequence), each followed by an end-of-generation token. Pass
+ * the model tokenizer's own tokenization of every member (e.g. `llama_tokenize` without special tokens) to
+ * allow only canonical tokenizations. Every id must be a text token of `vocab` (else
+ * `TRIE_ERR_INVALID_ARGUMENT` naming the sequence and position). `options` as for [`trie_compile`]
+ * (`max_states`, `max_bytes`; `drop_unreachable` does not apply). On failure `*out` is NULL.
+ *
+ * # Safety
+ * `vocab` must be NULL or a live vocabulary; non-NULL arrays must hold `n_sequences` elements; each
+ * `sequences[i]` must hold `lens[i]` ids.
+ */
+enum trie_status trie_compile_tokens(const struct trie_vocab *vocab,
+                                     const int32_t *const *sequences,
+                                     const size_t *lens,
+                                     size_t n_sequences,
+                                     const struct trie_options *options,
+                                     struct trie_automaton **out);
+
+/**
  * Adds a reference to `automaton` and returns it (NULL for NULL). Free each reference with
  * [`trie_automaton_free`].
  *

@@ -993,34 +993,74 @@ fn freeze(
     let single_member = single_members(&trie, &keep, &chain_entered, &kept_nodes);
     let chain_first_depth: Vec<u32> = trie.chain_member.iter().map(|&m| trie.explicit_depth[m as usize] + 1).collect();
 
-    let words = vocab.mask_words();
-    let threshold = (words / 4).max(64);
-    let dense_states: Vec<u32> = (0..kept_nodes.len() as u32)
-        .filter(|&s| offsets[s as usize + 1] - offsets[s as usize] >= threshold as u32)
-        .collect();
-    let mut dense_rows = vec![0u32; dense_states.len() * words];
-    for (i, &s) in dense_states.iter().enumerate() {
-        let s = s as usize;
-        fill_sparse(&tokens[offsets[s] as usize..offsets[s + 1] as usize], &mut dense_rows[i * words..(i + 1) * words]);
-    }
-    Ok(Automaton {
+    Ok(Automaton::assemble(
         vocab,
-        offsets: offsets.into(),
-        tokens: tokens.into(),
-        targets: targets.into(),
-        accepting: accepting.into(),
-        depth: depth.into(),
-        single_member: single_member.into(),
-        dense_states: dense_states.into(),
-        dense_rows: dense_rows.into(),
-        chain_base: trie.chain_base.into(),
-        chain_member: trie.chain_member.into(),
-        chain_first_depth: chain_first_depth.into(),
-        member_offsets: trie.member_offsets.into_iter().map(|o| o as u64).collect::<Vec<u64>>().into(),
-        member_bytes: trie.member_bytes.into(),
+        Explicit { offsets, tokens, targets, accepting, depth, single_member },
+        Chains { base: trie.chain_base, member: trie.chain_member, first_depth: chain_first_depth },
+        trie.member_offsets.into_iter().map(|o| o as u64).collect(),
+        trie.member_bytes,
         dropped,
         n_dropped_members,
-    })
+    ))
+}
+
+/// The explicit states of an automaton being built (see the fields of [`Automaton`]).
+pub(crate) struct Explicit {
+    pub(crate) offsets: Vec<u32>,
+    pub(crate) tokens: Vec<TokenId>,
+    pub(crate) targets: Vec<u32>,
+    pub(crate) accepting: Vec<u64>,
+    pub(crate) depth: Vec<u32>,
+    pub(crate) single_member: Vec<u32>,
+}
+
+/// The chains of an automaton being built.
+pub(crate) struct Chains {
+    pub(crate) base: Vec<u32>,
+    pub(crate) member: Vec<u32>,
+    pub(crate) first_depth: Vec<u32>,
+}
+
+impl Automaton {
+    /// An automaton from its parts, with precomputed rows for the explicit states that allow many tokens.
+    pub(crate) fn assemble(
+        vocab: Arc<Vocabulary>,
+        e: Explicit,
+        chains: Chains,
+        member_offsets: Vec<u64>,
+        member_bytes: Vec<u8>,
+        dropped: Vec<usize>,
+        n_dropped_members: usize,
+    ) -> Automaton {
+        let words = vocab.mask_words();
+        let threshold = (words / 4).max(64);
+        let n = e.depth.len();
+        let dense_states: Vec<u32> =
+            (0..n as u32).filter(|&s| e.offsets[s as usize + 1] - e.offsets[s as usize] >= threshold as u32).collect();
+        let mut dense_rows = vec![0u32; dense_states.len() * words];
+        for (i, &s) in dense_states.iter().enumerate() {
+            let r = e.offsets[s as usize] as usize..e.offsets[s as usize + 1] as usize;
+            fill_sparse(&e.tokens[r], &mut dense_rows[i * words..(i + 1) * words]);
+        }
+        Automaton {
+            vocab,
+            offsets: e.offsets.into(),
+            tokens: e.tokens.into(),
+            targets: e.targets.into(),
+            accepting: e.accepting.into(),
+            depth: e.depth.into(),
+            single_member: e.single_member.into(),
+            dense_states: dense_states.into(),
+            dense_rows: dense_rows.into(),
+            chain_base: chains.base.into(),
+            chain_member: chains.member.into(),
+            chain_first_depth: chains.first_depth.into(),
+            member_offsets: member_offsets.into(),
+            member_bytes: member_bytes.into(),
+            dropped,
+            n_dropped_members,
+        }
+    }
 }
 
 /// For each kept explicit node: the only reachable member below it (ending there, ending at a kept descendant, or

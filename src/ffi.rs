@@ -818,6 +818,59 @@ pub unsafe extern "C" fn trie_automaton_load(
     })
 }
 
+/// Compiles token sequences instead of strings: the automaton allows exactly the token paths `sequences[i]`
+/// (`lens[i]` ids each; NULL is fine for an empty sequence), each followed by an end-of-generation token. Pass
+/// the model tokenizer's own tokenization of every member (e.g. `llama_tokenize` without special tokens) to
+/// allow only canonical tokenizations. Every id must be a text token of `vocab` (else
+/// `TRIE_ERR_INVALID_ARGUMENT` naming the sequence and position). `options` as for [`trie_compile`]
+/// (`max_states`, `max_bytes`; `drop_unreachable` does not apply). On failure `*out` is NULL.
+///
+/// # Safety
+/// `vocab` must be NULL or a live vocabulary; non-NULL arrays must hold `n_sequences` elements; each
+/// `sequences[i]` must hold `lens[i]` ids.
+#[no_mangle]
+pub unsafe extern "C" fn trie_compile_tokens(
+    vocab: *const trie_vocab,
+    sequences: *const *const i32,
+    lens: *const usize,
+    n_sequences: usize,
+    options: *const trie_options,
+    out: *mut *mut trie_automaton,
+) -> trie_status {
+    guard(|| {
+        check_out(out)?;
+        let vocab = vocab_arc(vocab)?;
+        let ptrs = slice(sequences, n_sequences, "sequences")?;
+        let lens = slice(lens, n_sequences, "lens")?;
+        let mut seqs: Vec<Vec<TokenId>> = Vec::with_capacity(n_sequences);
+        for (i, (&p, &n)) in ptrs.iter().zip(lens).enumerate() {
+            let ids = if n == 0 {
+                &[][..]
+            } else if p.is_null() {
+                return Err(Error::new(
+                    ErrorKind::NullArgument,
+                    format!("sequences[{i}] is NULL but lens[{i}] is {n}"),
+                ));
+            } else {
+                slice(p, n, "sequences")?
+            };
+            let ids: Vec<TokenId> = ids
+                .iter()
+                .enumerate()
+                .map(|(j, &t)| {
+                    TokenId::try_from(t)
+                        .map_err(|_| Error::invalid(format!("token {j} of sequence {i} is negative ({t})")))
+                })
+                .collect::<Result<_>>()?;
+            seqs.push(ids);
+        }
+        let opts = trie_options::read(options)?;
+        let a = Automaton::compile_tokens(vocab, &seqs, &opts)?;
+        out.write(Arc::into_raw(Arc::new(a)) as *mut trie_automaton);
+        Ok(())
+    })
+}
+
 /// Adds a reference to `automaton` and returns it (NULL for NULL). Free each reference with
 /// [`trie_automaton_free`].
 ///

@@ -27,6 +27,7 @@ mod align;
 mod array;
 pub mod automaton;
 mod budget;
+mod canonical;
 mod decode;
 pub mod error;
 pub mod ffi;

@@ -97,3 +97,48 @@ proptest! {
         }
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(12))]
+
+    /// Canonical mode (`compile_tokens` with the tokenizer's own encodings): every member is accepted along its
+    /// encoding, every walk ends on a member along exactly one member's encoding, and every state allows a subset
+    /// of what the full compile allows after the same text.
+    #[test]
+    fn canonical_tokenizations_are_a_subset_of_all_tokenizations(seed in 0u64..1000, k in 1usize..300) {
+        for hf in all() {
+            let set = random_set(seed, k, 4);
+            let encoded: Vec<Vec<TokenId>> = set.iter().map(|s| encode(hf, s)).collect();
+            let members: Vec<Vec<u8>> = encoded.iter().map(|ids| detokenize(&hf.vocab, ids)).collect();
+            let canonical = Automaton::compile_tokens(hf.vocab.clone(), &encoded, &CompileOptions::new()).unwrap();
+            let full = Automaton::compile(hf.vocab.clone(), &members, &CompileOptions::new()).unwrap();
+            prop_assert_eq!(canonical.n_members(), full.n_members());
+            for ids in &encoded {
+                prop_assert!(accepts(&canonical, ids).is_ok(), "{}: {:?}", hf.name, ids);
+            }
+            let encodings: BTreeSet<&[TokenId]> = encoded.iter().map(|e| &e[..]).collect();
+            let mut rng = SmallRng::seed_from_u64(seed);
+            for _ in 0..20 {
+                let mut state = canonical.start();
+                let mut path: Vec<TokenId> = Vec::new();
+                let mut full_state = full.start();
+                loop {
+                    let allowed = canonical.allowed(state);
+                    let full_allowed = full.allowed(full_state);
+                    prop_assert!(allowed.iter().all(|t| full_allowed.binary_search(t).is_ok()), "{}: not a subset", hf.name);
+                    let t = allowed[rand::Rng::gen_range(&mut rng, 0..allowed.len())];
+                    match (canonical.advance(state, t).unwrap(), full.advance(full_state, t).unwrap()) {
+                        (trie::Step::Finished, trie::Step::Finished) => break,
+                        (trie::Step::Next(a), trie::Step::Next(b)) => {
+                            state = a;
+                            full_state = b;
+                            path.push(t);
+                        }
+                        other => prop_assert!(false, "{}: the two automata disagree: {:?}", hf.name, other),
+                    }
+                }
+                prop_assert!(encodings.contains(&path[..]), "{}: walked a path that is no encoding: {:?}", hf.name, path);
+            }
+        }
+    }
+}

@@ -35,7 +35,7 @@ from . import _native
 from ._native import i32p, library, sizep, u8p, vp
 
 __all__ = [
-    "FINISHED", "Status", "TrieError", "Vocab", "Automaton", "Forced", "compile", "fill_bitmask_rows",
+    "FINISHED", "Status", "TrieError", "Vocab", "Automaton", "Forced", "compile", "compile_tokens", "fill_bitmask_rows",
     "bitmask_words", "library", "version", "TokenKind", "TOKEN_NORMAL", "TOKEN_UNKNOWN", "TOKEN_CONTROL",
     "TOKEN_USER_DEFINED", "TOKEN_UNUSED", "TOKEN_BYTE",
 ]
@@ -330,6 +330,19 @@ class Forced(NamedTuple):
     tokens: Tuple[int, ...]
 
 
+def _options(drop_unreachable: bool, max_states: Optional[int], max_bytes: Optional[int]) -> "_native.Options":
+    """``trie_options`` for a compile; a bound of ``None`` is no bound."""
+    opts = _native.Options()
+    _check(library().trie_options_init(ctypes.byref(opts)))
+    opts.drop_unreachable = drop_unreachable
+    for name, bound in (("max_states", max_states), ("max_bytes", max_bytes)):
+        if bound is not None:
+            if bound <= 0:
+                raise ValueError(f"{name} must be positive, not {bound}")
+            setattr(opts, name, min(bound, 2**64 - 1))
+    return opts
+
+
 class Automaton(_Handle):
     """A set of strings compiled against a vocabulary (``trie_automaton``). Immutable and thread-safe; the decoding
     state of each sequence is a plain ``int`` (start: :meth:`start`; end: :data:`FINISHED`)."""
@@ -349,14 +362,7 @@ class Automaton(_Handle):
         n = len(data)
         ptrs, lens, _keep = _byte_strings(data)
         lib = library()
-        opts = _native.Options()
-        _check(lib.trie_options_init(ctypes.byref(opts)))
-        opts.drop_unreachable = drop_unreachable
-        for name, bound in (("max_states", max_states), ("max_bytes", max_bytes)):
-            if bound is not None:
-                if bound <= 0:
-                    raise ValueError(f"{name} must be positive, not {bound}")
-                setattr(opts, name, min(bound, 2**64 - 1))
+        opts = _options(drop_unreachable, max_states, max_bytes)
         out = vp()
         _check(lib.trie_compile(vocab._live(), ptrs, lens, n, ctypes.byref(opts),
                                 ctypes.byref(out)))
@@ -496,6 +502,24 @@ class Automaton(_Handle):
     def _release(self, handle: vp) -> None:
         library().trie_automaton_free(handle)
 
+
+
+def compile_tokens(vocab: Vocab, sequences: Iterable[Sequence[int]], *, max_states: Optional[int] = None,
+                   max_bytes: Optional[int] = None) -> Automaton:
+    """Compile token sequences instead of strings: the automaton allows exactly these token paths (each then an
+    end-of-generation id). Pass the model tokenizer's own tokenization of every member to allow only canonical
+    tokenizations. Every id must be a text token of ``vocab`` (else :class:`TrieError` ``INVALID_ARGUMENT``)."""
+    seqs = [array("i", [int(t) for t in s]) for s in sequences]
+    n = len(seqs)
+    ptrs = (i32p * max(n, 1))(*[ctypes.cast(s.buffer_info()[0], i32p) for s in seqs])
+    lens = (ctypes.c_size_t * max(n, 1))(*[len(s) for s in seqs])
+    lib = library()
+    opts = _options(False, max_states, max_bytes)
+    out = vp()
+    _check(lib.trie_compile_tokens(vocab._live(), ptrs, lens, n, ctypes.byref(opts), ctypes.byref(out)))
+    a = Automaton.__new__(Automaton)
+    a._adopt(vocab, out)
+    return a
 
 
 def compile(vocab: Vocab, strings: Iterable[StrOrBytes], *, drop_unreachable: bool = False,

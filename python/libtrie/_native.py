@@ -66,6 +66,8 @@ _SIGNATURES = {
     "trie_automaton_dropped": ([vp, ctypes.POINTER(sizep), sizep], ctypes.c_int),
     "trie_start": ([vp], ctypes.c_uint32),
     "trie_options_init": ([vp], ctypes.c_int),
+    "trie_compile_tokens": ([vp, ctypes.POINTER(i32p), sizep, ctypes.c_size_t, ctypes.POINTER(Options),
+                             ctypes.POINTER(vp)], ctypes.c_int),
     "trie_vocab_save": ([vp, ctypes.c_char_p], ctypes.c_int),
     "trie_vocab_load": ([ctypes.c_char_p, ctypes.POINTER(vp)], ctypes.c_int),
     "trie_vocab_fingerprint": ([vp, ctypes.c_char_p], ctypes.c_int),

@@ -724,6 +724,32 @@ static void test_saved_files(void) {
     trie_vocab_free(v);
 }
 
+/* Token sequences (canonical tokenizations): only the given paths; bad ids name the sequence. */
+static void test_compile_tokens(void) {
+    trie_vocab *v = toy_vocab(); /* a b c d e ab abc bc </s> */
+    const int32_t abc[] = {5, 2}, bd[] = {1, 3}, bad[] = {0, 8};
+    const int32_t *seqs[] = {abc, bd};
+    size_t lens[] = {2, 2};
+    trie_automaton *a = NULL;
+    CHECK_ST(trie_compile_tokens(v, seqs, lens, 2, NULL, &a), TRIE_OK);
+    CHECK(trie_automaton_n_members(a) == 2);
+    int32_t toks[8];
+    size_t n;
+    CHECK_ST(trie_allowed(a, trie_start(a), toks, 8, &n), TRIE_OK);
+    CHECK(n == 2 && toks[0] == 1 && toks[1] == 5);
+    trie_state s;
+    CHECK_ST(trie_advance(a, trie_start(a), 6, &s), TRIE_ERR_TOKEN_REJECTED); /* [abc] was not given */
+    trie_automaton_free(a);
+    const int32_t *bad_seqs[] = {abc, bad};
+    a = (trie_automaton *)0x1;
+    CHECK_ST(trie_compile_tokens(v, bad_seqs, lens, 2, NULL, &a), TRIE_ERR_INVALID_ARGUMENT);
+    CHECK(a == NULL && strstr(trie_last_error(), "token 1 of sequence 1") != NULL);
+    const int32_t *null_seqs[] = {abc, NULL};
+    CHECK_ST(trie_compile_tokens(v, null_seqs, lens, 2, NULL, &a), TRIE_ERR_NULL_ARGUMENT);
+    CHECK_ST(trie_compile_tokens(v, NULL, NULL, 0, NULL, &a), TRIE_ERR_EMPTY_SET);
+    trie_vocab_free(v);
+}
+
 static void test_large(void) {
     if (!getenv("TRIE_TEST_LARGE")) {
         skipped++;
@@ -763,6 +789,7 @@ int main(void) {
     test_threads();
     test_files();
     test_saved_files();
+    test_compile_tokens();
     test_large();
     printf("%d passed, %d failed (%d skipped groups)\n", passed, failed, skipped);
     return failed ? 1 : 0;

@@ -318,6 +318,21 @@ class ToyVocabularyTest(unittest.TestCase):
             v = Vocab.from_tokens(["a", "<x>"], kinds=[libtrie.TOKEN_NORMAL, kind])
             self.assertEqual(libtrie.compile(v, ["a", "<x>"]).allowed(0).tolist(), [0, 1])
 
+    def test_compile_tokens_allows_only_the_given_tokenizations(self) -> None:
+        # tokens: a b c ab abc é <eos> (padding): "abc" only as [ab, c], "a" as [a].
+        a = libtrie.compile_tokens(self.v, [[3, 2], [0]])
+        self.assertEqual(a.n_members, 2)
+        self.assertEqual(a.allowed(0).tolist(), [0, 3])
+        s = a.advance(0, 3)
+        self.assertEqual(a.allowed(s).tolist(), [2])
+        with self.assertRaises(TrieError) as ctx:
+            a.advance(0, 4)  # [abc] was not given
+        self.assertEqual(ctx.exception.status, Status.TOKEN_REJECTED)
+        with self.assertRaises(TrieError) as ctx:
+            libtrie.compile_tokens(self.v, [[0, 6]])  # <eos> is not text
+        self.assertEqual(ctx.exception.status, Status.INVALID_ARGUMENT)
+        self.assertIn("token 1 of sequence 0", ctx.exception.message)
+
     def test_compile_bounds(self) -> None:
         strings = ["abc" * 20 + str(i) for i in range(50)]
         v = Vocab.from_tokens([str(d) for d in range(10)] + ["a", "b", "c"])
