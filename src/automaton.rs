@@ -614,7 +614,8 @@ impl Automaton {
         let bytes = member.get(self.depth(state)?..)?.to_vec();
         let mut tokens = Vec::new();
         let mut s = state;
-        while self.depth(s)? < member.len() {
+        let mut depth = self.depth(s)?;
+        while depth < member.len() {
             // Every allowed text token leads to a live state on the member's path: take the longest.
             let best = self
                 .allowed(s)
@@ -627,6 +628,14 @@ impl Automaton {
                 Step::Next(next) => s = next,
                 Step::Finished => return None,
             }
+            // Every step of a compiled automaton adds the token's bytes to the depth. A loaded file's transitions
+            // are only checked to stay inside the automaton, so a crafted one could loop (a state leading to
+            // itself): stop unless the walk makes progress, which bounds it by the member's length.
+            let next_depth = self.depth(s)?;
+            if next_depth <= depth {
+                return None;
+            }
+            depth = next_depth;
         }
         Some(Forced { bytes, tokens })
     }
@@ -820,6 +829,14 @@ impl Automaton {
                 && self.dense_rows.len() == self.dense_states.len() * words,
             || "dense rows".into(),
         )?;
+        // A precomputed row must be its state's allowed list (masks and allowed lists never disagree).
+        let bad_row = (0..self.dense_states.len()).into_par_iter().find_any(|&i| {
+            let allowed = &self.tokens[self.range(self.dense_states[i] as usize)];
+            let row = &self.dense_rows[i * words..(i + 1) * words];
+            row.iter().map(|w| w.count_ones() as usize).sum::<usize>() != allowed.len()
+                || !allowed.iter().all(|&t| row[(t >> 5) as usize] >> (t & 31) & 1 == 1)
+        });
+        ensure(bad_row.is_none(), || format!("dense row {} differs from its state's allowed tokens", bad_row.unwrap()))?;
         Ok(())
     }
 }
@@ -1187,6 +1204,41 @@ mod tests {
             assert!(e.message().contains("max_bytes"), "{e}");
         }
         Automaton::compile(toy(), &set, &CompileOptions::new().max_bytes(1 << 20)).unwrap();
+    }
+
+    /// A loaded file is only checked to keep every lookup in bounds; its transitions may still be nonsense. One
+    /// that leads back to the same state must not make `forced` loop (found by the `load` fuzz target: a timeout).
+    #[test]
+    fn forced_stops_on_a_loop_of_a_crafted_file() {
+        let mut a = Automaton::compile(toy(), &["abcabcab"], &CompileOptions::default()).unwrap();
+        assert!(a.n_explicit() >= 1 && a.allowed_total() >= 1);
+        a.targets = vec![0; a.targets.len()].into();
+        a.validate().unwrap();
+        let a = Arc::new(a);
+        let (tx, rx) = std::sync::mpsc::channel();
+        let b = a.clone();
+        std::thread::spawn(move || tx.send(b.forced(b.start())).unwrap());
+        let forced = rx.recv_timeout(std::time::Duration::from_secs(20)).expect("forced() did not return");
+        assert_eq!(forced, None);
+    }
+
+    /// A precomputed mask row of a loaded file must agree with its state's allowed list.
+    #[test]
+    fn a_dense_row_that_disagrees_is_refused() {
+        let vocab = toy();
+        let mut a = Automaton::compile(vocab, &["ab", "abc", "bc", "a", "b", "c"], &CompileOptions::default()).unwrap();
+        // The toy vocabulary is too small for a dense row: make the start state's row by hand, then spoil it.
+        let words = a.mask_words();
+        let mut row = vec![0u32; words];
+        fill_sparse(&a.tokens[a.range(0)], &mut row);
+        a.dense_states = vec![0u32].into();
+        a.dense_rows = row.clone().into();
+        a.validate().unwrap();
+        row[0] ^= 1 << 3;
+        a.dense_rows = row.into();
+        let e = a.validate().unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::MalformedFile);
+        assert!(e.message().contains("dense row 0"), "{e}");
     }
 
     #[test]
