@@ -836,7 +836,9 @@ impl Automaton {
             row.iter().map(|w| w.count_ones() as usize).sum::<usize>() != allowed.len()
                 || !allowed.iter().all(|&t| row[(t >> 5) as usize] >> (t & 31) & 1 == 1)
         });
-        ensure(bad_row.is_none(), || format!("dense row {} differs from its state's allowed tokens", bad_row.unwrap()))?;
+        ensure(bad_row.is_none(), || {
+            format!("dense row {} differs from its state's allowed tokens", bad_row.unwrap())
+        })?;
         Ok(())
     }
 }
