@@ -340,7 +340,9 @@ enum trie_status trie_vocab_fingerprint(const struct trie_vocab *vocab, uint8_t 
 /**
  * Loads a vocabulary saved by [`trie_vocab_save`]: the file is memory-mapped (pages shared between processes)
  * and checked, not rebuilt. Errors: `TRIE_ERR_IO`; `TRIE_ERR_MALFORMED_FILE` (truncated, corrupt, another format
- * version or byte order, not a vocabulary file). On failure `*out` is NULL.
+ * version or byte order, not a vocabulary file). On failure `*out` is NULL. No file can crash or hang the
+ * process; the checksum detects damage, but a file crafted with a valid one can make masks wrong: load files
+ * that libtrie wrote into a directory you trust.
  *
  * # Safety
  * `path` must be NULL or a NUL-terminated string; `out` NULL or writable.

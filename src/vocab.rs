@@ -441,7 +441,10 @@ impl Vocabulary {
     }
 
     /// Loads a vocabulary saved by [`Vocabulary::save`]: the file is memory-mapped (its pages are shared by every
-    /// process that loads it) and checked, not rebuilt. Errors: [`ErrorKind::Io`]; [`ErrorKind::MalformedFile`]
+    /// process that loads it) and checked, not rebuilt. The checks keep every lookup of the index in bounds, so no file
+    /// can crash or hang the process; that the index agrees with the token bytes rests on the checksum (damage is
+    /// detected), not on a re-derivation, which would cost as much as building the index: load files that libtrie
+    /// wrote into a directory you trust, as you would a model. Errors: [`ErrorKind::Io`]; [`ErrorKind::MalformedFile`]
     /// for a file that is truncated, corrupt (checksum), of another format version or byte order, or not a
     /// vocabulary.
     pub fn load(path: impl AsRef<Path>) -> Result<Vocabulary> {
@@ -491,7 +494,11 @@ impl Vocabulary {
         ensure(pattern_code.iter().all(|&c| valid_code(c)), || "a pattern code is out of range".into())?;
         let trie = TokenTrie::read(&r, &|c| c == crate::string_trie::NONE || valid_code(c))?;
         let max_pattern_len = u32::try_from(meta[1]).unwrap_or(u32::MAX);
-        ensure(pattern_len.iter().all(|&l| l > 0 && l <= max_pattern_len), || "pattern lengths".into())?;
+        ensure(
+            pattern_len.iter().all(|&l| l > 0 && l <= max_pattern_len)
+                && (n_patterns == 0 || pattern_len.iter().any(|&l| l == max_pattern_len)),
+            || "pattern lengths".into(),
+        )?;
         let mut single_byte = [false; 256];
         for p in 0..n_patterns {
             if pattern_len[p] == 1 {

@@ -1,8 +1,11 @@
 //! Loads arbitrary bytes as a saved vocabulary and as a saved automaton (built with `--cfg fuzzing`, the loader
 //! skips its checksum, so damaged arrays reach the validation behind it). Whatever loads must then be safe to
 //! use: every reachable state's allowed list, mask, transitions and forced continuation are computed without a
-//! panic, and the mask agrees with the allowed list. Seeds (fuzz/seeds/load) are saved files of the vocabulary
-//! below, made by `cargo test --test file_format write_fuzz_seeds -- --ignored`.
+//! panic or a hang. For a loaded automaton (over the good vocabulary below) the mask also agrees with the allowed
+//! list: its validation checks every state's tokens and precomputed rows. A loaded vocabulary's index is only
+//! checked to stay in bounds (its agreement with the token bytes rests on the checksum, see `Vocabulary::load`),
+//! so a set compiled against a crafted one must be safe to use, not right. Seeds (fuzz/seeds/load) are saved
+//! files of the vocabulary below, made by `cargo test --test file_format write_fuzz_seeds -- --ignored`.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -23,7 +26,7 @@ pub fn vocab() -> Arc<Vocabulary> {
     .clone()
 }
 
-fn exercise(a: &Automaton) {
+fn exercise(a: &Automaton, consistent: bool) {
     let words = a.mask_words();
     let mut row = vec![0u32; words];
     let mut seen = HashSet::new();
@@ -35,7 +38,9 @@ fn exercise(a: &Automaton) {
         let allowed = a.allowed(s);
         a.fill_bitmask(s, &mut row).unwrap();
         let ones: usize = row.iter().map(|w| w.count_ones() as usize).sum();
-        assert_eq!(ones, allowed.len(), "mask and allowed list of state {s:?}");
+        if consistent {
+            assert_eq!(ones, allowed.len(), "mask and allowed list of state {s:?}");
+        }
         let _ = (a.is_accepting(s), a.depth(s), a.forced(s));
         for &t in allowed.iter() {
             if let Ok(Step::Next(n)) = a.advance(s, t) {
@@ -52,10 +57,10 @@ fuzz_target!(|data: &[u8]| {
             let _ = (v.token_bytes(id), v.kind(id), v.is_text_token(id));
         }
         if let Ok(a) = Automaton::compile(v.clone(), &["ab", "abc", "é"], &Default::default()) {
-            exercise(&a);
+            exercise(&a, false);
         }
     }
     if let Ok(a) = Automaton::from_bytes(vocab(), data) {
-        exercise(&a);
+        exercise(&a, true);
     }
 });
