@@ -496,7 +496,7 @@ impl Vocabulary {
         let max_pattern_len = u32::try_from(meta[1]).unwrap_or(u32::MAX);
         ensure(
             pattern_len.iter().all(|&l| l > 0 && l <= max_pattern_len)
-                && (n_patterns == 0 || pattern_len.iter().any(|&l| l == max_pattern_len)),
+                && (n_patterns == 0 || pattern_len.contains(&max_pattern_len)),
             || "pattern lengths".into(),
         )?;
         let mut single_byte = [false; 256];
