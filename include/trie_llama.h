@@ -18,8 +18,15 @@
  *
  * The sampler keeps one trie_state. apply() restricts the candidates to the tokens allowed in that state;
  * accept() advances it (a token the automaton rejects, e.g. one forced by the caller, leaves the state as it
- * is); reset() goes back to the start state; clone() copies the state. After an end-of-generation token the
- * state is TRIE_STATE_FINISHED and apply() leaves the candidates untouched: stop generating at EOG.
+ * is and is recorded); reset() goes back to the start state; clone() copies the state. After an
+ * end-of-generation token the state is TRIE_STATE_FINISHED, where only EOG ids are allowed: stop at EOG.
+ *
+ * The stage fails closed: it never lets a token outside the automaton through. If a libtrie call fails or a
+ * state allows no token, apply() leaves only the end-of-generation ids (the answer ends there) or, when the
+ * vocabulary has none, sets every logit to -inf; the failure is kept (the first one, until reset) and
+ * trie_llama_sampler_error() returns it. Check it after generating when outputs must be members.
+ *
+ * trie_llama_sampler_is_trie() recognizes a stage made in any translation unit (name + magic number).
  *
  * Put the stage before any truncating sampler (top-k, top-p, min-p ...) so those see only allowed tokens.
  * Only the CPU sampler interface is used (the experimental backend members of llama_sampler_i stay NULL).
@@ -30,7 +37,9 @@
 #define TRIE_LLAMA_H
 
 #include <math.h>
+#include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -123,12 +132,21 @@ done:
  * Sampler stage.
  * ---------------------------------------------------------------------------------------------------------- */
 
+/* First member of every stage's context: identifies a trie stage made in any translation unit (and by any copy
+ * of this header with the same context layout). */
+#define TRIE_LLAMA_MAGIC UINT64_C(0x3176616D6C656972) /* "rielmav1": layout version 1 */
+
 typedef struct trie_llama_ctx {
+    uint64_t        magic;       /* TRIE_LLAMA_MAGIC */
     trie_automaton *automaton;   /* own reference (trie_automaton_retain) */
     trie_state      state;
     size_t          n_vocab;     /* trie_automaton_n_vocab: the mask width */
     uint32_t       *mask;        /* ceil(n_vocab / 32) words, filled on demand */
     int32_t        *allowed;     /* n_vocab ids (always enough for trie_allowed), filled on demand */
+    int32_t        *eog;         /* the end-of-generation ids (trie_allowed in TRIE_STATE_FINISHED) */
+    size_t          n_eog;
+    trie_status     error;       /* TRIE_OK, or the first failure since init / reset (sticky) */
+    char            error_msg[192];
 } trie_llama_ctx;
 
 static inline const char *trie_llama__name(const struct llama_sampler *smpl) {
@@ -136,11 +154,27 @@ static inline const char *trie_llama__name(const struct llama_sampler *smpl) {
     return "trie";
 }
 
+/* Records the first failure; later ones keep the first message. */
+static inline void trie_llama__fail(trie_llama_ctx *c, trie_status st, const char *what, const char *detail) {
+    if (c->error != TRIE_OK) return;
+    c->error = st;
+    snprintf(c->error_msg, sizeof c->error_msg, "trie sampler: %s: %s%s%s (state %u)", what,
+             trie_status_str((int) st), detail && *detail ? ": " : "", detail ? detail : "", (unsigned) c->state);
+}
+
 static inline void trie_llama__accept(struct llama_sampler *smpl, llama_token token) {
     trie_llama_ctx *c = (trie_llama_ctx *) smpl->ctx;
     trie_state next;
-    /* A token the automaton does not allow (one the caller forced) leaves the state unchanged. */
-    if (trie_advance(c->automaton, c->state, token, &next) == TRIE_OK) c->state = next;
+    /* A token the automaton does not allow (one the caller forced, or one picked after a failure) leaves the
+     * state unchanged and is recorded: the output is no longer guaranteed to be a member. */
+    const trie_status st = trie_advance(c->automaton, c->state, token, &next);
+    if (st == TRIE_OK) {
+        c->state = next;
+    } else {
+        char detail[48];
+        snprintf(detail, sizeof detail, "token %d", (int) token);
+        trie_llama__fail(c, st, "accept", detail);
+    }
 }
 
 static inline void trie_llama__apply(struct llama_sampler *smpl, llama_token_data_array *cur_p) {
@@ -148,14 +182,21 @@ static inline void trie_llama__apply(struct llama_sampler *smpl, llama_token_dat
     const int32_t *allowed = c->allowed;
     size_t n_allowed = 0;
 
-    if (c->state == TRIE_STATE_FINISHED) return;
-    if (trie_allowed(c->automaton, c->state, c->allowed, c->n_vocab, &n_allowed) != TRIE_OK || n_allowed == 0)
-        return;
+    /* Fail closed: when libtrie fails or the state allows nothing, only the end-of-generation ids stay (the
+     * model stops); with no EOG id at all every candidate gets logit -inf. Either way the failure is recorded
+     * (trie_llama_sampler_error). In TRIE_STATE_FINISHED trie_allowed gives the EOG ids. */
+    const trie_status st = trie_allowed(c->automaton, c->state, c->allowed, c->n_vocab, &n_allowed);
+    if (st != TRIE_OK || n_allowed == 0) {
+        if (st != TRIE_OK) trie_llama__fail(c, st, "apply", trie_last_error());
+        else trie_llama__fail(c, TRIE_ERR_INVALID_STATE, "apply", "the state allows no token");
+        allowed = c->eog;
+        n_allowed = c->n_eog;
+    }
 
     /* Fast path: the candidates are the whole vocabulary in id order (what llama_sampler_sample builds from
      * the logits). Verify data[t].id == t for every allowed t (O(allowed)), then compact the allowed entries
      * to the front in ascending id order (in place: the target index never exceeds the source index). */
-    if (!cur_p->sorted && cur_p->size >= c->n_vocab && cur_p->size > 0
+    if (n_allowed > 0 && !cur_p->sorted && cur_p->size >= c->n_vocab && cur_p->size > 0
         && cur_p->data[0].id == 0 && cur_p->data[cur_p->size - 1].id == (llama_token) (cur_p->size - 1)) {
         int in_order = 1;
         for (size_t k = 0; k < n_allowed; ++k) {
@@ -170,10 +211,15 @@ static inline void trie_llama__apply(struct llama_sampler *smpl, llama_token_dat
         }
     }
 
-    /* General path: any order, any subset. Mask out (logit = -inf) every id not allowed. */
+    /* General path: any order, any subset. Mask out (logit = -inf) every id not allowed. The mask is built from
+     * the list, so this path cannot fail. */
     {
         const size_t n_words = (c->n_vocab + 31) / 32;
-        if (trie_mask(c->automaton, c->state, c->mask, n_words) != TRIE_OK) return;
+        memset(c->mask, 0, n_words * sizeof(uint32_t));
+        for (size_t k = 0; k < n_allowed; ++k) {
+            const int32_t t = allowed[k];
+            if (t >= 0 && (size_t) t < c->n_vocab) c->mask[(size_t) t >> 5] |= 1u << ((uint32_t) t & 31u);
+        }
         for (size_t i = 0; i < cur_p->size; ++i) {
             const llama_token id = cur_p->data[i].id;
             const int ok = id >= 0 && (size_t) id < c->n_vocab
@@ -186,6 +232,8 @@ static inline void trie_llama__apply(struct llama_sampler *smpl, llama_token_dat
 static inline void trie_llama__reset(struct llama_sampler *smpl) {
     trie_llama_ctx *c = (trie_llama_ctx *) smpl->ctx;
     c->state = trie_start(c->automaton);
+    c->error = TRIE_OK;
+    c->error_msg[0] = '\0';
 }
 
 static inline struct llama_sampler *trie_llama_sampler_init(const trie_automaton *automaton);
@@ -193,16 +241,23 @@ static inline struct llama_sampler *trie_llama_sampler_init(const trie_automaton
 static inline struct llama_sampler *trie_llama__clone(const struct llama_sampler *smpl) {
     const trie_llama_ctx *c = (const trie_llama_ctx *) smpl->ctx;
     struct llama_sampler *copy = trie_llama_sampler_init(c->automaton);
-    if (copy != NULL) ((trie_llama_ctx *) copy->ctx)->state = c->state;
+    if (copy != NULL) {
+        trie_llama_ctx *d = (trie_llama_ctx *) copy->ctx;
+        d->state = c->state;
+        d->error = c->error;
+        memcpy(d->error_msg, c->error_msg, sizeof d->error_msg);
+    }
     return copy;
 }
 
 static inline void trie_llama__free(struct llama_sampler *smpl) {
     trie_llama_ctx *c = (trie_llama_ctx *) smpl->ctx;
     if (c == NULL) return;
+    c->magic = 0;
     trie_automaton_free(c->automaton);
     free(c->mask);
     free(c->allowed);
+    free(c->eog);
     free(c);
     smpl->ctx = NULL;
 }
@@ -255,11 +310,30 @@ static inline struct llama_sampler *trie_llama_sampler_init(const trie_automaton
     c->n_vocab = trie_automaton_n_vocab(automaton);
     c->mask = (uint32_t *) calloc((c->n_vocab + 31) / 32 + 1, sizeof(uint32_t));
     c->allowed = (int32_t *) malloc((c->n_vocab + 1) * sizeof(int32_t));
-    if (c->mask == NULL || c->allowed == NULL) { free(c->mask); free(c->allowed); free(c); return NULL; }
+    if (c->mask == NULL || c->allowed == NULL) goto fail;
+    /* the EOG ids, what a failing state falls back to */
+    if (trie_allowed(automaton, TRIE_STATE_FINISHED, c->allowed, c->n_vocab, &c->n_eog) != TRIE_OK) c->n_eog = 0;
+    c->eog = (int32_t *) malloc((c->n_eog + 1) * sizeof(int32_t));
+    if (c->eog == NULL) goto fail;
+    if (c->n_eog) memcpy(c->eog, c->allowed, c->n_eog * sizeof(int32_t));
     c->automaton = trie_automaton_retain(automaton);
-    if (c->automaton == NULL) { free(c->mask); free(c->allowed); free(c); return NULL; }
+    if (c->automaton == NULL) goto fail;
+    c->magic = TRIE_LLAMA_MAGIC;
     c->state = trie_start(c->automaton);
+    c->error = TRIE_OK;
     return llama_sampler_init(trie_llama__iface(), c);
+fail:
+    free(c->mask); free(c->allowed); free(c->eog); free(c);
+    return NULL;
+}
+
+/* True when `smpl` is a sampler made by trie_llama_sampler_init, in this or any other translation unit (it
+ * checks the name "trie" and then the context's magic number, not the address of the interface). */
+static inline bool trie_llama_sampler_is_trie(const struct llama_sampler *smpl) {
+    if (smpl == NULL || smpl->iface == NULL || smpl->iface->name == NULL || smpl->ctx == NULL) return false;
+    const char *name = smpl->iface->name(smpl);
+    return name != NULL && strcmp(name, "trie") == 0
+           && ((const trie_llama_ctx *) smpl->ctx)->magic == TRIE_LLAMA_MAGIC;
 }
 
 /* The stage's current state (TRIE_STATE_FINISHED after an end-of-generation token). `smpl` must be a sampler
@@ -268,9 +342,26 @@ static inline trie_state trie_llama_sampler_state(const struct llama_sampler *sm
     return ((const trie_llama_ctx *) smpl->ctx)->state;
 }
 
-/* True when `smpl` is a sampler made by trie_llama_sampler_init. */
-static inline bool trie_llama_sampler_is_trie(const struct llama_sampler *smpl) {
-    return smpl != NULL && smpl->iface == trie_llama__iface();
+/*
+ * TRIE_OK while the stage has kept every output on the automaton; else the first failure since init or the
+ * last reset, with a message in `*message` (when `message` is not NULL; "" for TRIE_OK; valid until the next
+ * call on the sampler):
+ *   - apply: trie_allowed failed (e.g. TRIE_ERR_INVALID_STATE) or the state allows no token (reported as
+ *     TRIE_ERR_INVALID_STATE). The stage failed closed: only the end-of-generation ids were left, or, with no
+ *     EOG id, every logit was set to -inf (llama.cpp's selecting sampler still returns some token then, so
+ *     such an output is not a member: check this after generating);
+ *   - accept: a token the automaton rejects (TRIE_ERR_TOKEN_REJECTED; forced by the caller, or picked after a
+ *     failure). The state stays as it was.
+ * `smpl` must be a trie stage (trie_llama_sampler_is_trie); for anything else TRIE_ERR_INVALID_ARGUMENT.
+ */
+static inline trie_status trie_llama_sampler_error(const struct llama_sampler *smpl, const char **message) {
+    if (!trie_llama_sampler_is_trie(smpl)) {
+        if (message) *message = "not a trie sampler";
+        return TRIE_ERR_INVALID_ARGUMENT;
+    }
+    const trie_llama_ctx *c = (const trie_llama_ctx *) smpl->ctx;
+    if (message) *message = c->error_msg;
+    return c->error;
 }
 
 #ifdef __cplusplus

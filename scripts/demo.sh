@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
-# The main demo: a small instruct model must name one tool out of 4,000 (data/tools.txt); compared across
-# unconstrained decoding, libtrie's sampler stage and llama.cpp's GBNF grammar sampler.
+# The main demo: a small instruct model (SmolLM2-135M-Instruct) must name the one tool out of 4,000
+# (data/tools.txt) that each of 16 requests (data/tools-prompts.tsv) needs, after 5 worked examples in the chat
+# (data/tools-shots.tsv, none of them a test answer). The same prompts run four ways: unconstrained, libtrie's
+# sampler stage (greedy), llama.cpp's GBNF grammar (greedy), and libtrie's beam search (the 4 best partial
+# members by total log-probability over trie states); validity and accuracy are printed for each.
 #
 #   scripts/demo.sh [extra trie-llama options, e.g. --batch 8 --json]
 #
@@ -26,7 +29,8 @@ cargo build --release
 step "harness: examples/llama"
 HARNESS="$(scripts/build-harness.sh | tail -n 1)"
 
-step "run: $(wc -l < data/tools.txt) tool names, $(wc -l < data/tools-prompts.tsv) prompts, modes unconstrained / trie / gbnf"
-"$HARNESS" --model "$MODEL" --choices data/tools.txt --prompts data/tools-prompts.tsv --mode all --batch 4 "$@"
+step "run: $(wc -l < data/tools.txt) tool names, $(wc -l < data/tools-prompts.tsv) prompts, $(wc -l < data/tools-shots.tsv) few-shot examples, modes unconstrained / trie / gbnf / beam"
+"$HARNESS" --model "$MODEL" --choices data/tools.txt --prompts data/tools-prompts.tsv --shots data/tools-shots.tsv \
+  --mode all --beam 4 --batch 4 "$@"
 
 printf '\n==> done in %d s\n' "$(( $(date +%s) - t_all ))" >&2

@@ -22,11 +22,14 @@ if [[ ! -f "$SDIST" ]]; then
   tmp="$(mktemp -d)"
   # pip reads an sdist's metadata even for `download`; without build isolation it needs the build backend
   # (scikit-build-core) at hand, and with isolation it would try to compile cmake from source.
-  if [[ ! -x "$CACHE/venv-dl/bin/pip" ]]; then
+  # scikit-build-core's metadata hook also looks for CMake >= 3.21, which a fresh machine may lack: the venv
+  # holds the same pinned cmake/ninja wheels as scripts/fetch-llama.sh and is put first on PATH.
+  if [[ ! -x "$CACHE/venv-dl/bin/pip" || ! -x "$CACHE/venv-dl/bin/cmake" ]]; then
     python3 -m venv "$CACHE/venv-dl"
-    "$CACHE/venv-dl/bin/pip" install -q --disable-pip-version-check "scikit-build-core==0.11.6"
+    "$CACHE/venv-dl/bin/pip" install -q --disable-pip-version-check "scikit-build-core==0.11.6" \
+      "cmake==3.31.10" "ninja==1.11.1.4"
   fi
-  "$CACHE/venv-dl/bin/pip" download -q --disable-pip-version-check --no-deps --no-binary :all: \
+  PATH="$CACHE/venv-dl/bin:$PATH" "$CACHE/venv-dl/bin/pip" download -q --disable-pip-version-check --no-deps --no-binary :all: \
     --no-build-isolation "llama-cpp-python==$LCP_VERSION" -d "$tmp"
   f="$(ls "$tmp"/llama_cpp_python-*.tar.gz | head -1)"
   mv "$f" "$SDIST"

@@ -43,7 +43,10 @@ struct Args {
     std::string prompts;
     std::string mode = "all";
     std::string out;
+    std::string system = kSystemPrompt;
+    std::string shots;           // few-shot examples: 'prompt<TAB>answer' lines, sent as earlier chat turns
     int batch = 4;
+    int beam = 4;                // beam width of mode beam (0: not part of --mode all)
     int n_predict = 48;
     uint32_t seed = 42;
     float temp = 0.0f;
@@ -52,6 +55,7 @@ struct Args {
     size_t gbnf_max_k = 5000;
     bool json = false;
     bool require_valid = false;
+    bool extra_bufts = false;    // llama_model_params.use_extra_bufts (see --extra-bufts)
     bool quiet = false;
     bool verbose = false;
 };
@@ -61,19 +65,25 @@ void usage(const char *argv0) {
         "usage: %s --model FILE.gguf --choices FILE --prompts FILE [options]\n"
         "  --choices FILE     the allowed strings, one per line (exact bytes; empty lines skipped)\n"
         "  --prompts FILE     one prompt per line: 'prompt' or 'prompt<TAB>gold'\n"
-        "  --mode M           unconstrained | trie | gbnf | all (default all)\n"
+        "  --system TEXT      the system prompt (default: \"%s\")\n"
+        "  --shots FILE       few-shot examples, 'prompt<TAB>answer' per line, sent as earlier chat turns\n"
+        "  --mode M           unconstrained | trie | gbnf | beam | all (default all: the four, beam if --beam > 0)\n"
+        "  --beam W           beam width of mode beam: the W best partial members by total log-probability,\n"
+        "                     over trie states (default 4; 0 leaves beam out of --mode all)\n"
         "  --batch B          sequences decoded together (default 4)\n"
         "  --n-predict N      max tokens per answer (default 48)\n"
         "  --temp T           0 = greedy (default); > 0 samples with --seed\n"
         "  --seed S           sampling seed (default 42)\n"
-        "  --threads N        CPU threads (default: all cores)\n"
+        "  --threads N        CPU threads (default: all cores but one)\n"
         "  --ngl N            layers offloaded to a GPU when llama.cpp has one (default 99)\n"
+        "  --extra-bufts      let llama.cpp use its extra CPU buffer types (weight repacking; AMX kernels in an\n"
+        "                     AMX-enabled build). Off by default: a native build crashed on AMX CPUs there\n"
         "  --gbnf-max-k K     skip gbnf mode above K strings (default 5000; its mask cost grows with K)\n"
         "  --out FILE         write 'mode<TAB>prompt#<TAB>output' lines (output with \\\\ \\t \\n \\r escaped)\n"
         "  --json             also print one JSON line per mode\n"
         "  --require-valid    exit 1 unless every trie output is a member\n"
         "  --quiet            no per-prompt lines;  --verbose: keep llama.cpp's log\n",
-        argv0);
+        argv0, kSystemPrompt);
 }
 
 bool parse_args(int argc, char **argv, Args &a) {
@@ -89,9 +99,13 @@ bool parse_args(int argc, char **argv, Args &a) {
         if (k == "--model" || k == "-m") a.model = val("--model");
         else if (k == "--choices") a.choices = val("--choices");
         else if (k == "--prompts") a.prompts = val("--prompts");
+        else if (k == "--system") a.system = val("--system");
+        else if (k == "--shots") a.shots = val("--shots");
+        else if (k == "--extra-bufts") a.extra_bufts = true;
         else if (k == "--mode") a.mode = val("--mode");
         else if (k == "--out") a.out = val("--out");
         else if (k == "--batch" || k == "-b") a.batch = std::atoi(val("--batch"));
+        else if (k == "--beam") a.beam = std::atoi(val("--beam"));
         else if (k == "--n-predict" || k == "-n") a.n_predict = std::atoi(val("--n-predict"));
         else if (k == "--seed") a.seed = (uint32_t) std::strtoul(val("--seed"), nullptr, 10);
         else if (k == "--temp") a.temp = (float) std::atof(val("--temp"));
@@ -107,8 +121,15 @@ bool parse_args(int argc, char **argv, Args &a) {
     }
     if (a.model.empty() || a.choices.empty() || a.prompts.empty()) return false;
     if (a.batch < 1 || a.n_predict < 1) return false;
-    if (a.mode != "all" && a.mode != "unconstrained" && a.mode != "trie" && a.mode != "gbnf") return false;
-    if (a.threads <= 0) a.threads = (int) std::max(1u, std::thread::hardware_concurrency());
+    if (a.mode != "all" && a.mode != "unconstrained" && a.mode != "trie" && a.mode != "gbnf" && a.mode != "beam")
+        return false;
+    if (a.beam < 0 || (a.mode == "beam" && a.beam < 1)) return false;
+    // Default: all cores but one. ggml's threads spin at every barrier, so on a machine whose cores are busy
+    // with other work, using all of them was 10x slower here (2 shared cores: 3.5 against 42 tokens/s).
+    if (a.threads <= 0) {
+        const unsigned hw = std::thread::hardware_concurrency();
+        a.threads = hw > 1 ? (int) hw - 1 : 1;
+    }
     return true;
 }
 
@@ -189,19 +210,36 @@ std::vector<llama_token> tokenize(const llama_vocab *vocab, const std::string &t
     return toks;
 }
 
-std::string chat_prompt(const llama_model *model, const std::string &user) {
+struct Shot {
+    std::string prompt, answer;
+};
+
+// The model's chat template applied to: the system prompt, the few-shot examples as earlier user/assistant
+// turns, then the prompt. Without a template: plain "Q:/A:" text.
+std::string chat_prompt(const llama_model *model, const std::string &system, const std::vector<Shot> &shots,
+                        const std::string &user) {
     const char *tmpl = llama_model_chat_template(model, nullptr);
-    llama_chat_message msgs[2] = {{"system", kSystemPrompt}, {"user", user.c_str()}};
+    std::vector<llama_chat_message> msgs;
+    size_t total = system.size() + user.size();
+    if (!system.empty()) msgs.push_back({"system", system.c_str()});
+    for (const auto &sh : shots) {
+        msgs.push_back({"user", sh.prompt.c_str()});
+        msgs.push_back({"assistant", sh.answer.c_str()});
+        total += sh.prompt.size() + sh.answer.size();
+    }
+    msgs.push_back({"user", user.c_str()});
     if (tmpl != nullptr) {
-        std::vector<char> buf(4096 + user.size() * 2);
-        int n = llama_chat_apply_template(tmpl, msgs, 2, true, buf.data(), (int32_t) buf.size());
+        std::vector<char> buf(4096 + total * 2);
+        int n = llama_chat_apply_template(tmpl, msgs.data(), msgs.size(), true, buf.data(), (int32_t) buf.size());
         if (n > (int) buf.size()) {
             buf.resize((size_t) n);
-            n = llama_chat_apply_template(tmpl, msgs, 2, true, buf.data(), (int32_t) buf.size());
+            n = llama_chat_apply_template(tmpl, msgs.data(), msgs.size(), true, buf.data(), (int32_t) buf.size());
         }
         if (n >= 0) return std::string(buf.data(), (size_t) n);
     }
-    return std::string(kSystemPrompt) + "\n\n" + user + "\nAnswer: ";
+    std::string r = system.empty() ? "" : system + "\n\n";
+    for (const auto &sh : shots) r += "Q: " + sh.prompt + "\nA: " + sh.answer + "\n\n";
+    return r + "Q: " + user + "\nA: ";
 }
 
 // ---- a sampler wrapper that times its inner stage's apply + accept -----------------------------------------
@@ -273,6 +311,8 @@ struct ModeResult {
     bool skipped = false;
     std::string note;
     size_t n = 0, valid = 0, n_gold = 0, correct = 0, truncated = 0;
+    size_t stage_errors = 0;     // trie: sequences whose stage reported a failure (trie_llama_sampler_error)
+    std::string first_stage_error;
     double compile_ms = 0;       // trie: vocab + compile; gbnf: grammar sampler init (first sequence)
     double vocab_ms = 0;         // trie only
     double prefill_ms = 0, gen_ms = 0;
@@ -299,6 +339,37 @@ struct Runner {
     llama_batch batch;
     std::vector<Prompt> &prompts;
     const std::unordered_set<std::string> &members;
+    size_t prefix_len;           // tokens every prompt starts with (system prompt, few-shot turns)
+    llama_seq_id prefix_seq;     // the sequence holding them, decoded once
+    bool prefix_ready = false;
+    double prefix_ms = 0;
+
+    // Empties sequences 0..n-1 and gives every `stride`-th one the shared prefix's cells.
+    bool reset_seqs(int n, int stride) {
+        llama_memory_t mem = llama_get_memory(ctx);
+        if (!prefix_ready) {
+            llama_memory_clear(mem, true);
+            if (prefix_len > 0) {
+                batch.n_tokens = 0;
+                const auto &toks = prompts[0].tokens;
+                for (size_t j = 0; j < prefix_len; ++j) {
+                    batch_add(batch, toks[j], (llama_pos) j, prefix_seq, j + 1 == prefix_len);
+                }
+                auto t0 = clk::now();
+                if (llama_decode(ctx, batch) != 0) {
+                    std::fprintf(stderr, "llama_decode failed (shared prefix)\n");
+                    return false;
+                }
+                prefix_ms = ms_since(t0);
+            }
+            prefix_ready = true;
+        }
+        for (int s = 0; s < n; ++s) {
+            llama_memory_seq_rm(mem, s, -1, -1);
+            if (prefix_len > 0 && s % stride == 0) llama_memory_seq_cp(mem, prefix_seq, s, -1, -1);
+        }
+        return true;
+    }
 
     // Builds the chain of one sequence. `stage` (may be NULL) is the constraint, wrapped for timing.
     llama_sampler *make_chain(llama_sampler *stage, StageTimer *timer) {
@@ -323,10 +394,13 @@ struct Runner {
         r.outputs.assign(P, std::string());
         for (size_t g = 0; g < P; g += (size_t) args.batch) {
             const size_t ns = std::min((size_t) args.batch, P - g);
-            llama_memory_clear(llama_get_memory(ctx), true);
+            if (!reset_seqs((int) ns, 1)) return false;
 
-            std::vector<llama_sampler *> chains(ns);
-            for (size_t s = 0; s < ns; ++s) chains[s] = make_chain(stage_factory(), &timer);
+            std::vector<llama_sampler *> chains(ns), stages(ns);
+            for (size_t s = 0; s < ns; ++s) {
+                stages[s] = stage_factory();
+                chains[s] = make_chain(stages[s], &timer);
+            }
 
             // prefill: every prompt of the group in one batch, logits at each prompt's last token
             batch.n_tokens = 0;
@@ -334,7 +408,7 @@ struct Runner {
             std::vector<llama_pos> pos(ns);
             for (size_t s = 0; s < ns; ++s) {
                 const auto &toks = prompts[g + s].tokens;
-                for (size_t j = 0; j < toks.size(); ++j) {
+                for (size_t j = prefix_len; j < toks.size(); ++j) {
                     batch_add(batch, toks[j], (llama_pos) j, (llama_seq_id) s, j + 1 == toks.size());
                 }
                 idx[s] = batch.n_tokens - 1;
@@ -379,10 +453,25 @@ struct Runner {
                 }
             }
             r.gen_ms += ms_since(t0);
+            // The trie stage fails closed and records why; a sequence with a failure is reported, never hidden.
+            for (size_t s = 0; s < ns; ++s) {
+                const char *msg = nullptr;
+                if (stages[s] != nullptr && trie_llama_sampler_is_trie(stages[s])
+                    && trie_llama_sampler_error(stages[s], &msg) != TRIE_OK) {
+                    if (r.stage_errors++ == 0) r.first_stage_error = msg;
+                    std::fprintf(stderr, "trie-llama: prompt #%zu: %s\n", g + s, msg);
+                }
+            }
             for (auto *c : chains) llama_sampler_free(c);
         }
         r.stage_ns = timer.ns;
+        score(r);
+        return true;
+    }
 
+    // Validity and accuracy of r.outputs; prints one line per prompt unless --quiet.
+    void score(ModeResult &r) {
+        const size_t P = prompts.size();
         r.n = P;
         for (size_t i = 0; i < P; ++i) {
             const std::string &o = r.outputs[i];
@@ -400,6 +489,146 @@ struct Runner {
             }
         }
         std::fflush(stdout);
+    }
+
+    // Beam search over trie states: each prompt keeps the `width` best partial members by total log-probability
+    // (the model's full-vocabulary log-softmax, summed over the tokens), one llama.cpp sequence per hypothesis
+    // (KV cells shared through llama_memory_seq_cp). A hypothesis ends with an end-of-generation token, which
+    // the automaton allows only after a whole member. The answer is the best finished hypothesis; search stops
+    // when no live hypothesis can beat it (scores only decrease). Greedy decoding is width 1.
+    bool run_beam(ModeResult &r, const trie_automaton *a, int width) {
+        struct Hyp {
+            trie_state state;
+            double score;
+            std::vector<llama_token> toks;
+            int slot;      // sequence id
+            int32_t idx;   // logits row in the last batch
+        };
+        struct Cand {
+            int parent;
+            llama_token tok;
+            double score;
+            trie_state next;
+        };
+        const size_t P = prompts.size();
+        const size_t n_vocab = (size_t) llama_vocab_n_tokens(vocab);
+        const size_t nv = trie_automaton_n_vocab(a);
+        std::vector<int32_t> allowed(nv + 1);
+        r.outputs.assign(P, std::string());
+        llama_memory_t mem = llama_get_memory(ctx);
+        for (size_t g = 0; g < P; g += (size_t) args.batch) {
+            const size_t np = std::min((size_t) args.batch, P - g);
+            if (!reset_seqs((int) (np * (size_t) width), width)) return false;
+            // prefill each prompt (after the shared prefix) into its first slot; children copy their parent
+            batch.n_tokens = 0;
+            std::vector<std::vector<Hyp>> live(np);
+            std::vector<double> best_done(np, -INFINITY);
+            std::vector<std::vector<llama_token>> best_toks(np);
+            std::vector<llama_pos> pos(np);
+            for (size_t p = 0; p < np; ++p) {
+                const auto &toks = prompts[g + p].tokens;
+                const int slot0 = (int) (p * (size_t) width);
+                for (size_t j = prefix_len; j < toks.size(); ++j) {
+                    batch_add(batch, toks[j], (llama_pos) j, slot0, j + 1 == toks.size());
+                }
+                live[p].push_back(Hyp{trie_start(a), 0.0, {}, slot0, batch.n_tokens - 1});
+                pos[p] = (llama_pos) toks.size();
+            }
+            auto t0 = clk::now();
+            if (llama_decode(ctx, batch) != 0) {
+                std::fprintf(stderr, "llama_decode failed (prefill)\n");
+                return false;
+            }
+            r.prefill_ms += ms_since(t0);
+            t0 = clk::now();
+            for (int step = 0;; ++step) {
+                batch.n_tokens = 0;
+                for (size_t p = 0; p < np; ++p) {
+                    auto &hs = live[p];
+                    if (hs.empty()) continue;
+                    auto ts = clk::now();
+                    std::vector<Cand> cands;
+                    for (size_t h = 0; h < hs.size(); ++h) {
+                        const float *lg = llama_get_logits_ith(ctx, hs[h].idx);
+                        float mx = -INFINITY;
+                        for (size_t t = 0; t < n_vocab; ++t) mx = std::max(mx, lg[t]);
+                        double sum = 0;
+                        for (size_t t = 0; t < n_vocab; ++t) sum += std::exp((double) (lg[t] - mx));
+                        const double lse = mx + std::log(sum);
+                        size_t n_allowed = 0;
+                        if (trie_allowed(a, hs[h].state, allowed.data(), nv, &n_allowed) != TRIE_OK) {
+                            std::fprintf(stderr, "libtrie: %s\n", trie_last_error());
+                            return false;
+                        }
+                        for (size_t k = 0; k < n_allowed; ++k) {
+                            const llama_token t = allowed[k];
+                            if ((size_t) t >= n_vocab) continue;
+                            cands.push_back(Cand{(int) h, t, hs[h].score + (double) lg[t] - lse, 0});
+                        }
+                    }
+                    const size_t keep = std::min(cands.size(), (size_t) width);
+                    std::partial_sort(cands.begin(), cands.begin() + (ptrdiff_t) keep, cands.end(),
+                                      [](const Cand &x, const Cand &y) { return x.score > y.score; });
+                    cands.resize(keep);
+                    std::vector<Hyp> next;
+                    std::vector<int> children(hs.size(), 0);
+                    for (auto &c : cands) {
+                        if (c.score <= best_done[p]) break;  // sorted: nothing after can win
+                        if (trie_advance(a, hs[c.parent].state, c.tok, &c.next) != TRIE_OK) {
+                            std::fprintf(stderr, "libtrie: %s\n", trie_last_error());
+                            return false;
+                        }
+                        if (c.next == TRIE_STATE_FINISHED) {
+                            best_done[p] = c.score;
+                            best_toks[p] = hs[c.parent].toks;
+                            continue;
+                        }
+                        if ((int) hs[c.parent].toks.size() + 1 >= args.n_predict) continue;
+                        Hyp n{c.next, c.score, hs[c.parent].toks, -1, -1};
+                        n.toks.push_back(c.tok);
+                        // the first child continues in its parent's sequence; others get a free slot (below)
+                        if (children[c.parent]++ == 0) n.slot = hs[c.parent].slot;
+                        next.push_back(std::move(n));
+                        next.back().idx = c.parent;  // parent index until a slot is assigned
+                    }
+                    // free slots: this prompt's slots that no surviving hypothesis continues in
+                    std::vector<bool> used((size_t) width, false);
+                    const int base = (int) (p * (size_t) width);
+                    for (const auto &n : next) if (n.slot >= 0) used[(size_t) (n.slot - base)] = true;
+                    size_t f = 0;
+                    for (auto &n : next) {
+                        if (n.slot >= 0) continue;
+                        while (used[f]) ++f;
+                        used[f] = true;
+                        n.slot = base + (int) f;
+                        llama_memory_seq_rm(mem, n.slot, -1, -1);
+                        llama_memory_seq_cp(mem, hs[(size_t) n.idx].slot, n.slot, -1, -1);
+                    }
+                    for (size_t k = 0; k < (size_t) width; ++k) {
+                        if (!used[k]) llama_memory_seq_rm(mem, base + (int) k, -1, -1);
+                    }
+                    r.stage_ns += std::chrono::duration<double, std::nano>(clk::now() - ts).count();
+                    for (auto &n : next) {
+                        n.idx = batch.n_tokens;
+                        batch_add(batch, n.toks.back(), pos[p], n.slot, true);
+                    }
+                    if (next.empty() && best_toks[p].empty() && best_done[p] == -INFINITY) r.truncated++;
+                    pos[p]++;
+                    hs = std::move(next);
+                }
+                if (batch.n_tokens == 0) break;
+                r.gen_tokens += (size_t) batch.n_tokens;
+                if (llama_decode(ctx, batch) != 0) {
+                    std::fprintf(stderr, "llama_decode failed (beam)\n");
+                    return false;
+                }
+            }
+            r.gen_ms += ms_since(t0);
+            for (size_t p = 0; p < np; ++p) {
+                for (llama_token t : best_toks[p]) r.outputs[g + p] += token_piece(vocab, t);
+            }
+        }
+        score(r);
         return true;
     }
 };
@@ -437,6 +666,11 @@ int main(int argc, char **argv) {
     llama_backend_init();
     llama_model_params mp = llama_model_default_params();
     mp.n_gpu_layers = args.n_gpu_layers;
+    // Extra buffer types (CPU weight repacking, and AMX kernels when ggml was built with them) stay off unless
+    // asked for: a GGML_NATIVE build crashed on Intel AMX CPUs (SIGILL in tinygemm_kernel_amx through the AMX
+    // buffer type), and results must not depend on which CPU a machine has. scripts/fetch-llama.sh builds without
+    // AMX anyway; this also protects builds made elsewhere.
+    mp.use_extra_bufts = args.extra_bufts;
     auto t_load = clk::now();
     llama_model *model = llama_model_load_from_file(args.model.c_str(), mp);
     if (model == nullptr) {
@@ -446,6 +680,23 @@ int main(int argc, char **argv) {
     const double load_ms = ms_since(t_load);
     const llama_vocab *vocab = llama_model_get_vocab(model);
 
+    std::vector<Shot> shots;
+    if (!args.shots.empty()) {
+        std::vector<std::string> slines;
+        if (!read_lines(args.shots, slines)) {
+            std::fprintf(stderr, "cannot read few-shot examples from %s\n", args.shots.c_str());
+            return 2;
+        }
+        for (const auto &l : slines) {
+            const auto tab = l.find('\t');
+            if (tab == std::string::npos) {
+                std::fprintf(stderr, "%s: a line without a TAB: %s\n", args.shots.c_str(), l.c_str());
+                return 2;
+            }
+            shots.push_back({l.substr(0, tab), l.substr(tab + 1)});
+        }
+    }
+
     std::vector<Prompt> prompts;
     size_t max_prompt = 0;
     for (const auto &l : plines) {
@@ -453,7 +704,7 @@ int main(int argc, char **argv) {
         const auto tab = l.find('\t');
         p.text = tab == std::string::npos ? l : l.substr(0, tab);
         if (tab != std::string::npos) p.gold = l.substr(tab + 1);
-        p.tokens = tokenize(vocab, chat_prompt(model, p.text));
+        p.tokens = tokenize(vocab, chat_prompt(model, args.system, shots, p.text));
         max_prompt = std::max(max_prompt, p.tokens.size());
         prompts.push_back(std::move(p));
     }
@@ -461,12 +712,24 @@ int main(int argc, char **argv) {
     for (const auto &p : prompts) gold_outside += !p.gold.empty() && !members.count(p.gold);
 
     const int B = (int) std::min((size_t) args.batch, prompts.size());
-    const uint32_t per_seq = (uint32_t) (max_prompt + (size_t) args.n_predict + 8);
+    const bool all = args.mode == "all";
+    const int W = (args.mode == "beam" || (all && args.beam > 0)) ? std::max(1, args.beam) : 1;
+    // The tokens all prompts start with (system prompt, few-shot turns) are decoded once into their own sequence
+    // and shared (llama_memory_seq_cp: the cells are shared, kv_unified); each prompt keeps at least one token.
+    size_t prefix_len = prompts[0].tokens.size();
+    for (const auto &p : prompts) {
+        size_t k = 0;
+        while (k < prefix_len && k < p.tokens.size() && p.tokens[k] == prompts[0].tokens[k]) ++k;
+        prefix_len = p.tokens.empty() ? 0 : std::min(k, p.tokens.size() - 1);
+    }
+    if (prompts.size() < 2) prefix_len = 0;
+    // beam: a prompt's hypotheses share its cells (kv_unified), each adds at most one cell per step
+    const uint32_t per_seq = (uint32_t) (max_prompt - prefix_len + (size_t) W * (size_t) args.n_predict + 8);
     llama_context_params cp = llama_context_default_params();
-    cp.n_ctx = (uint32_t) B * per_seq;
+    cp.n_ctx = (uint32_t) (prefix_len + (size_t) B * per_seq);
     cp.n_batch = cp.n_ctx;
     cp.n_ubatch = std::min<uint32_t>(cp.n_ctx, 512);
-    cp.n_seq_max = (uint32_t) B;
+    cp.n_seq_max = (uint32_t) (B * W + 1);
     cp.kv_unified = true;
     cp.n_threads = args.threads;
     cp.n_threads_batch = args.threads;
@@ -485,13 +748,13 @@ int main(int argc, char **argv) {
     std::printf("trie-llama: %zu choices from %s, %zu prompts from %s, batch %d, n_predict %d, %s, %d threads\n",
                 choices.size(), args.choices.c_str(), prompts.size(), args.prompts.c_str(), B, args.n_predict,
                 args.temp <= 0 ? "greedy" : "sampling", args.threads);
+    if (!shots.empty()) std::printf("trie-llama: %zu few-shot examples from %s\n", shots.size(), args.shots.c_str());
     if (gold_outside) std::printf("trie-llama: warning: %zu gold labels are not in the choices\n", gold_outside);
     std::fflush(stdout);
 
-    Runner runner{args, model, vocab, ctx, batch, prompts, members};
+    Runner runner{args, model, vocab, ctx, batch, prompts, members, prefix_len, (llama_seq_id) (B * W)};
     std::vector<ModeResult> results;
     bool failed = false;
-    const bool all = args.mode == "all";
 
     if (all || args.mode == "unconstrained") {
         ModeResult r;
@@ -501,16 +764,18 @@ int main(int argc, char **argv) {
         results.push_back(std::move(r));
     }
 
-    if (!failed && (all || args.mode == "trie")) {
-        ModeResult r;
-        r.mode = "trie";
-        std::printf("-- mode trie: building the vocabulary and compiling %zu strings\n", choices.size());
+    // trie and beam share one automaton (vocabulary extraction + compile, timed once, reported by both)
+    const bool want_trie = all || args.mode == "trie";
+    const bool want_beam = args.mode == "beam" || (all && args.beam > 0);
+    trie_automaton *automaton = nullptr;
+    double vocab_ms = 0, compile_ms = 0;
+    if (!failed && (want_trie || want_beam)) {
+        std::printf("-- libtrie: building the vocabulary and compiling %zu strings\n", choices.size());
         std::fflush(stdout);
         auto t0 = clk::now();
         trie_vocab *tv = nullptr;
         trie_status st = trie_llama_vocab(vocab, &tv);
-        r.vocab_ms = ms_since(t0);
-        trie_automaton *automaton = nullptr;
+        vocab_ms = ms_since(t0);
         if (st == TRIE_OK) {
             std::vector<const uint8_t *> ptrs;
             std::vector<size_t> lens;
@@ -520,19 +785,26 @@ int main(int argc, char **argv) {
             }
             t0 = clk::now();
             st = trie_compile(tv, ptrs.data(), lens.data(), choices.size(), nullptr, &automaton);
-            r.compile_ms = ms_since(t0);
+            compile_ms = ms_since(t0);
             trie_vocab_free(tv);
         }
         if (st != TRIE_OK) {
             std::fprintf(stderr, "libtrie: %s: %s\n", trie_status_str(st), trie_last_error());
             failed = true;
         } else {
-            std::printf("   vocab %.1f ms, compile %.1f ms, %zu states\n", r.vocab_ms, r.compile_ms,
+            std::printf("   vocab %.1f ms, compile %.1f ms, %zu states\n", vocab_ms, compile_ms,
                         trie_automaton_n_states(automaton));
             std::fflush(stdout);
-            if (!runner.run(r, [&] { return trie_llama_sampler_init(automaton); })) failed = true;
-            trie_automaton_free(automaton);
         }
+    }
+
+    if (!failed && want_trie) {
+        ModeResult r;
+        r.mode = "trie";
+        r.vocab_ms = vocab_ms;
+        r.compile_ms = compile_ms;
+        std::printf("-- mode trie: libtrie's sampler stage, then greedy / sampling\n");
+        if (!runner.run(r, [&] { return trie_llama_sampler_init(automaton); })) failed = true;
         results.push_back(std::move(r));
     }
 
@@ -562,6 +834,18 @@ int main(int argc, char **argv) {
         }
         results.push_back(std::move(r));
     }
+
+    if (!failed && want_beam) {
+        ModeResult r;
+        r.mode = "beam";
+        r.vocab_ms = vocab_ms;
+        r.compile_ms = compile_ms;
+        std::printf("-- mode beam: width %d over trie states, members ranked by total log-probability\n", W);
+        std::fflush(stdout);
+        if (!runner.run_beam(r, automaton, W)) failed = true;
+        results.push_back(std::move(r));
+    }
+    trie_automaton_free(automaton);
 
     if (!args.out.empty()) {
         std::FILE *f = std::fopen(args.out.c_str(), "wb");
@@ -596,35 +880,48 @@ int main(int argc, char **argv) {
                     r.n ? 100.0 * r.valid / r.n : 0.0, acc, comp, r.prefill_ms,
                     r.gen_ms > 0 ? r.gen_tokens / (r.gen_ms / 1e3) : 0.0, stage, r.truncated);
     }
-    std::printf("(valid: exact members; compile: trie = vocabulary %s + compile, gbnf = grammar sampler init;\n"
-                " decode t/s: generated tokens / generation wall time incl. sampling, %d sequences at once)\n",
-                "extraction", B);
+    if (prefix_len > 0) {
+        std::printf("shared prompt prefix (system prompt + few-shot turns): %zu tokens, decoded once in %.0f ms\n",
+                    prefix_len, runner.prefix_ms);
+    }
+    std::printf("(valid: exact members; accuracy: exact gold answers; compile: trie/beam = vocabulary extraction +\n"
+                " compile, gbnf = grammar sampler init; decode t/s: generated tokens / generation wall time incl.\n"
+                " sampling, %d prompts at once; stage: the constraint's apply + accept per token, for beam libtrie +\n"
+                " ranking per decoded hypothesis token)\n",
+                B);
     if (args.json) {
         for (const auto &r : results) {
             std::printf("{\"mode\":%s,\"skipped\":%s,\"k\":%zu,\"n\":%zu,\"valid\":%zu,\"validity\":%.4f,"
                         "\"n_gold\":%zu,\"correct\":%zu,\"accuracy\":%.4f,\"vocab_ms\":%.3f,\"compile_ms\":%.3f,"
                         "\"prefill_ms\":%.3f,\"gen_ms\":%.3f,\"gen_tokens\":%zu,\"decode_tok_per_s\":%.3f,"
-                        "\"stage_us_per_token\":%.3f,\"truncated\":%zu,\"batch\":%d}\n",
+                        "\"stage_us_per_token\":%.3f,\"truncated\":%zu,\"stage_errors\":%zu,\"batch\":%d}\n",
                         json_str(r.mode).c_str(), r.skipped ? "true" : "false", choices.size(), r.n, r.valid,
                         r.n ? (double) r.valid / r.n : 0.0, r.n_gold, r.correct,
                         r.n_gold ? (double) r.correct / r.n_gold : 0.0, r.vocab_ms, r.compile_ms, r.prefill_ms,
                         r.gen_ms, r.gen_tokens, r.gen_ms > 0 ? r.gen_tokens / (r.gen_ms / 1e3) : 0.0,
-                        r.gen_tokens ? r.stage_ns / 1e3 / r.gen_tokens : 0.0, r.truncated, B);
+                        r.gen_tokens ? r.stage_ns / 1e3 / r.gen_tokens : 0.0, r.truncated, r.stage_errors, B);
         }
     }
     std::fflush(stdout);
 
     int rc = failed ? 1 : 0;
+    for (const auto &r : results) {
+        if (r.stage_errors) {
+            std::fprintf(stderr, "trie-llama: %s: the stage failed (closed) on %zu prompts; first: %s\n",
+                         r.mode.c_str(), r.stage_errors, r.first_stage_error.c_str());
+            rc = 1;
+        }
+    }
     if (args.require_valid) {
         for (const auto &r : results) {
-            if (r.mode == "trie" && !r.skipped && r.valid != r.n) {
-                std::fprintf(stderr, "trie-llama: --require-valid: %zu of %zu trie outputs are not members\n",
-                             r.n - r.valid, r.n);
+            if ((r.mode == "trie" || r.mode == "beam") && !r.skipped && r.valid != r.n) {
+                std::fprintf(stderr, "trie-llama: --require-valid: %zu of %zu %s outputs are not members\n",
+                             r.n - r.valid, r.n, r.mode.c_str());
                 rc = 1;
             }
         }
         bool has_trie = false;
-        for (const auto &r : results) has_trie |= r.mode == "trie";
+        for (const auto &r : results) has_trie |= r.mode == "trie" || r.mode == "beam";
         if (!has_trie) {
             std::fprintf(stderr, "trie-llama: --require-valid without a trie run\n");
             rc = 1;

@@ -6,7 +6,10 @@
  * llama_sampler_sample does, and compare its two apply paths: the full vocabulary in id order (compacted to the
  * allowed tokens) and shuffled or partial candidate arrays (masked with -inf), against trie_allowed. Also
  * checks accept of a rejected token, clone (state copied, independent), reset, and that each walk spells a
- * member. Exit status 0 when every check passes. */
+ * member. Regression checks: a stage made in another translation unit (trie_llama_selftest_tu2.cpp, C++) is
+ * recognized by trie_llama_sampler_is_trie both ways; the stage fails closed (an invalid state, a state that
+ * allows no token, the finished state: no token outside the automaton keeps a finite logit or its place, and
+ * the failure is reported by trie_llama_sampler_error). Exit status 0 when every check passes. */
 #include "llama.h"
 #include "trie.h"
 #include "trie_llama.h"
@@ -51,6 +54,104 @@ static int is_member(const char *s, size_t n) {
     return 0;
 }
 
+/* trie_llama_selftest_tu2.cpp */
+struct llama_sampler *selftest_tu2_sampler_init(const trie_automaton *automaton);
+bool selftest_tu2_is_trie(const struct llama_sampler *smpl);
+
+/* The stage's state, set from outside (what a corrupted or foreign state looks like to apply). */
+static void poke_state(struct llama_sampler *smpl, trie_state s) { ((trie_llama_ctx *) smpl->ctx)->state = s; }
+
+/* Error reporting exists since the fail-closed header; the behavioural checks below also run on older ones. */
+#ifdef TRIE_LLAMA_MAGIC
+#define CHECK_ERROR(smpl, want, what)                                                                  \
+    do {                                                                                               \
+        const char *msg_ = NULL;                                                                       \
+        const trie_status got_ = trie_llama_sampler_error((smpl), &msg_);                              \
+        CHECK(got_ == (want), "%s: trie_llama_sampler_error %s, want %s (%s)", (what),                 \
+              trie_status_str(got_), trie_status_str(want), msg_ ? msg_ : "");                         \
+        CHECK(msg_ != NULL && (got_ == TRIE_OK) == (msg_[0] == '\0'), "%s: message '%s'", (what),      \
+              msg_ ? msg_ : "(null)");                                                                 \
+    } while (0)
+#else
+#define CHECK_ERROR(smpl, want, what) ((void) (smpl))
+#endif
+
+/* Applies `smpl` to the full vocabulary in id order and to a reversed copy; every surviving candidate (kept
+ * entry / finite logit) must satisfy `ok`. Returns the number kept on the full array. */
+static size_t apply_and_check(struct llama_sampler *smpl, int32_t n_vocab, int (*ok)(const struct llama_vocab *, llama_token),
+                              const struct llama_vocab *vocab, const char *what) {
+    llama_token_data *d = (llama_token_data *) malloc(sizeof(llama_token_data) * (size_t) n_vocab);
+    for (int32_t i = 0; i < n_vocab; ++i) { d[i].id = i; d[i].logit = 1.0f; d[i].p = 0.0f; }
+    llama_token_data_array cur = { d, (size_t) n_vocab, -1, false };
+    llama_sampler_apply(smpl, &cur);
+    size_t kept = 0, bad = 0;
+    for (size_t i = 0; i < cur.size; ++i) {
+        if (!isfinite(cur.data[i].logit)) continue;
+        kept++;
+        if (!ok(vocab, cur.data[i].id)) bad++;
+    }
+    CHECK(bad == 0, "%s (id order): %zu candidates not allowed survive (size %zu of %d)", what, bad, cur.size, n_vocab);
+    for (int32_t i = 0; i < n_vocab; ++i) { d[i].id = n_vocab - 1 - i; d[i].logit = 1.0f; d[i].p = 0.0f; }
+    llama_token_data_array rev = { d, (size_t) n_vocab, -1, false };
+    llama_sampler_apply(smpl, &rev);
+    bad = 0;
+    for (size_t i = 0; i < rev.size; ++i) {
+        if (isfinite(rev.data[i].logit) && !ok(vocab, rev.data[i].id)) bad++;
+    }
+    CHECK(bad == 0, "%s (reversed): %zu candidates not allowed keep a finite logit", what, bad);
+    free(d);
+    return kept;
+}
+
+static int only_eog(const struct llama_vocab *vocab, llama_token t) { return llama_vocab_is_eog(vocab, t); }
+static int nothing(const struct llama_vocab *vocab, llama_token t) { (void) vocab; (void) t; return 0; }
+
+/* Fail-closed checks on the model's vocabulary (automaton `a`). */
+static void test_fail_closed(const trie_automaton *a, const struct llama_vocab *vocab, int32_t n_vocab) {
+    struct llama_sampler *s = trie_llama_sampler_init(a);
+    CHECK_ERROR(s, TRIE_OK, "fresh stage");
+
+    /* an invalid state: trie_allowed fails -> only end-of-generation ids are left */
+    poke_state(s, (trie_state) trie_automaton_n_states(a) + 7);
+    size_t kept = apply_and_check(s, n_vocab, only_eog, vocab, "invalid state");
+    CHECK(kept >= 1, "invalid state: the EOG ids stay (kept %zu)", kept);
+    CHECK_ERROR(s, TRIE_ERR_INVALID_STATE, "invalid state");
+    llama_sampler_reset(s);
+    CHECK_ERROR(s, TRIE_OK, "after reset");
+
+    /* the finished state (after EOG): only EOG ids, no error */
+    poke_state(s, TRIE_STATE_FINISHED);
+    kept = apply_and_check(s, n_vocab, only_eog, vocab, "finished state");
+    CHECK(kept >= 1, "finished state: the EOG ids stay (kept %zu)", kept);
+    CHECK_ERROR(s, TRIE_OK, "finished state");
+    llama_sampler_free(s);
+}
+
+/* A vocabulary without any end-of-generation id: after the whole member "ab" the state allows nothing. */
+static void test_empty_state(void) {
+    const uint8_t *tok[3] = { (const uint8_t *) "a", (const uint8_t *) "b", (const uint8_t *) "c" };
+    const size_t tok_len[3] = { 1, 1, 1 };
+    trie_vocab *tv = NULL;
+    trie_status st = trie_vocab_new(tok, tok_len, NULL, 3, NULL, 0, &tv);
+    CHECK(st == TRIE_OK, "trie_vocab_new: %s", trie_last_error());
+    const uint8_t *members[1] = { (const uint8_t *) "ab" };
+    const size_t member_len[1] = { 2 };
+    trie_automaton *a = NULL;
+    st = trie_compile(tv, members, member_len, 1, NULL, &a);
+    trie_vocab_free(tv);
+    CHECK(st == TRIE_OK, "trie_compile: %s", trie_last_error());
+    if (st != TRIE_OK) return;
+    struct llama_sampler *s = trie_llama_sampler_init(a);
+    trie_automaton_free(a);
+    llama_sampler_accept(s, 0);                          /* "a" */
+    llama_sampler_accept(s, 1);                          /* "b": a whole member, no EOG to end it */
+    CHECK_ERROR(s, TRIE_OK, "walk to the leaf");
+    size_t kept = apply_and_check(s, 3, nothing, NULL, "state allowing nothing");
+    CHECK(kept == 0, "state allowing nothing: %zu candidates keep a finite logit", kept);
+    CHECK_ERROR(s, TRIE_ERR_INVALID_STATE, "state allowing nothing");
+    llama_sampler_free(s);
+}
+
 static int cmp_id(const void *a, const void *b) {
     const llama_token x = *(const llama_token *) a, y = *(const llama_token *) b;
     return (x > y) - (x < y);
@@ -89,6 +190,22 @@ int main(int argc, char **argv) {
     trie_automaton_free(a);                       /* the sampler keeps its own reference */
     CHECK(smpl != NULL, "trie_llama_sampler_init");
     CHECK(trie_llama_sampler_is_trie(smpl), "is_trie");
+    {   /* is_trie across translation units (the other one is C++), and for other samplers */
+        struct llama_sampler *other = selftest_tu2_sampler_init(a);
+        CHECK(other != NULL, "stage made in the other translation unit");
+        CHECK(trie_llama_sampler_is_trie(other), "is_trie of a stage made in another translation unit");
+        CHECK(selftest_tu2_is_trie(smpl), "is_trie, in another translation unit, of a stage made here");
+        CHECK(selftest_tu2_is_trie(other), "is_trie of its own stage in the other translation unit");
+        struct llama_sampler *greedy = llama_sampler_init_greedy();
+        CHECK(!trie_llama_sampler_is_trie(greedy) && !selftest_tu2_is_trie(greedy), "greedy is not a trie stage");
+        CHECK(!trie_llama_sampler_is_trie(NULL), "NULL is not a trie stage");
+        struct llama_sampler *chain = llama_sampler_chain_init(llama_sampler_chain_default_params());
+        llama_sampler_chain_add(chain, other);
+        CHECK(!trie_llama_sampler_is_trie(chain), "a chain is not a trie stage");
+        CHECK(trie_llama_sampler_is_trie(llama_sampler_chain_get(chain, 0)), "chain member 0 is");
+        llama_sampler_free(chain);
+        llama_sampler_free(greedy);
+    }
     CHECK(strcmp(llama_sampler_name(smpl), "trie") == 0, "name");
     const trie_state start = trie_llama_sampler_state(smpl);
 
@@ -101,6 +218,7 @@ int main(int argc, char **argv) {
     for (int walk = 0; walk < 200; ++walk) {
         llama_sampler_reset(smpl);
         CHECK(trie_llama_sampler_state(smpl) == start, "reset goes back to the start state");
+        CHECK_ERROR(smpl, TRIE_OK, "after reset");
         char out[256];
         size_t out_len = 0;
         struct llama_sampler *cloned = NULL;
@@ -158,6 +276,7 @@ int main(int argc, char **argv) {
                 if (!ok) {
                     llama_sampler_accept(smpl, t);
                     CHECK(trie_llama_sampler_state(smpl) == before, "rejected token changed the state");
+                    CHECK_ERROR(smpl, TRIE_ERR_TOKEN_REJECTED, "rejected token");
                     break;
                 }
             }
@@ -187,6 +306,9 @@ int main(int argc, char **argv) {
         n_walks++;
     }
     CHECK(n_members_hit == n_walks, "every walk ended with EOG (%d of %d)", n_members_hit, n_walks);
+
+    test_fail_closed(a, vocab, n_vocab);
+    test_empty_state();
 
     llama_sampler_free(smpl);
     free(full); free(shuf); free(ids); free(allowed);

@@ -11,7 +11,11 @@
 #   3. the UTF-8 city set, trie, sampling at temperature 1.5 with 3 seeds: every output is a member
 #   4. 20 tool names, trie and gbnf: both 100 % valid (checked per mode), and identical greedy outputs
 #   5. --require-valid exits 0 on the 10,000-name run (done in 1)
-#   0. trie-llama-selftest: the header's two apply paths, accept/clone/reset, on the model's real vocabulary
+#   6. 20 tool names, beam search over trie states with few-shot turns: every output is a member
+#   0. trie-llama-selftest: the header's two apply paths, accept/clone/reset, on the model's real vocabulary;
+#      is_trie across translation units; fail closed (invalid / empty / finished states) with the error reported
+#   P. the llama.cpp build is portable (unless TRIE_LLAMA_CPU_FLAGS overrides it): no -march=native in its compile
+#      commands and no AMX instruction in libggml-cpu.so, so results do not depend on the machine's CPU
 # Prints "N passed, N failed" last; exits 1 if anything failed.
 set -uo pipefail
 
@@ -36,6 +40,28 @@ HARNESS="$(scripts/build-harness.sh | tail -n 1)"
 set +e
 
 CHECK=(python3 "$REPO/tests/llama/check.py")
+NTOOLS="$(grep -c . data/tools-prompts.tsv)"
+
+# ---- P: portable llama.cpp build ---------------------------------------------------------------------------
+if [[ -z "${TRIE_LLAMA_CPU_FLAGS+set}" && "$(uname -m)" == x86_64 ]]; then
+  LBUILD="${TRIE_CACHE:-$REPO/.cache}/llama.cpp/build"
+  NINJA="${TRIE_CACHE:-$REPO/.cache}/venv/bin/ninja"
+  cmds="$("$NINJA" -C "$LBUILD" -t commands 2>/dev/null)"
+  if [[ -n "$cmds" ]] && ! grep -q -- '-march=native' <<<"$cmds" && grep -q -- '-mavx2' <<<"$cmds"; then
+    ok "portable build: no -march=native in llama.cpp's compile commands (explicit -mavx2 ISA list)"
+  else ko "portable build: compile commands missing or using -march=native"; fi
+  GGML_CPU="$LLAMA_PREFIX/lib/libggml-cpu.so"
+  if ! command -v objdump >/dev/null; then
+    echo "SKIP  portable build: no objdump for the AMX instruction check"
+  else
+    n_amx=missing
+    if [[ -f "$GGML_CPU" ]]; then
+      n_amx="$(objdump -d --no-show-raw-insn "$GGML_CPU" | grep -c -E '\s(tilezero|tileloadd|tileloaddt1|tdpb[a-z]+|tdpbf16ps)\s' || true)"
+    fi
+    if [[ "$n_amx" == 0 ]]; then ok "portable build: no AMX instruction (tilezero, tileloadd, tdpb*) in libggml-cpu.so"
+    else ko "portable build: $GGML_CPU: $n_amx AMX instructions"; fi
+  fi
+fi
 
 # ---- 0: the sampler stage itself (C99 build of include/trie_llama.h) on the model's vocabulary ----------------
 SELFTEST="$(dirname "$HARNESS")/trie-llama-selftest"
@@ -51,7 +77,7 @@ echo "[test] 10,000 tool names, trie, greedy" >&2
 rc=$?
 grep -E '^(trie|\{)' "$TMP/t1.log" | sed 's/^/    /'
 if [[ $rc -eq 0 ]]; then ok "10k: harness --require-valid exit 0"; else ko "10k: harness exit $rc"; tail -5 "$TMP/t1.log"; fi
-if "${CHECK[@]}" "$TMP/tools10k.txt" "$TMP/t1.tsv" trie 8; then ok "10k: every trie output is a member"
+if "${CHECK[@]}" "$TMP/tools10k.txt" "$TMP/t1.tsv" trie "$NTOOLS"; then ok "10k: every trie output is a member"
 else ko "10k: trie outputs not all members"; fi
 
 # ---- 2: UTF-8 set, greedy ----------------------------------------------------------------------------------
@@ -92,19 +118,28 @@ echo "[test] 20 tool names, trie vs gbnf" >&2
   --batch 4 --out "$TMP/t4-trie.tsv" > "$TMP/t4-trie.log" 2>&1
 rc=$?
 grep -E '^(trie|\{)' "$TMP/t4-trie.log" | sed 's/^/    /'
-if [[ $rc -eq 0 ]] && "${CHECK[@]}" "$TMP/tools20.txt" "$TMP/t4-trie.tsv" trie 8; then ok "K=20: trie 100% valid"
+if [[ $rc -eq 0 ]] && "${CHECK[@]}" "$TMP/tools20.txt" "$TMP/t4-trie.tsv" trie "$NTOOLS"; then ok "K=20: trie 100% valid"
 else ko "K=20 trie (harness exit $rc)"; tail -5 "$TMP/t4-trie.log"; fi
 "$HARNESS" "${COMMON[@]}" --choices "$TMP/tools20.txt" --prompts data/tools-prompts.tsv --mode gbnf \
   --batch 4 --out "$TMP/t4-gbnf.tsv" > "$TMP/t4-gbnf.log" 2>&1
 rc=$?
 grep -E '^(gbnf|\{)' "$TMP/t4-gbnf.log" | sed 's/^/    /'
-if [[ $rc -eq 0 ]] && "${CHECK[@]}" "$TMP/tools20.txt" "$TMP/t4-gbnf.tsv" gbnf 8; then
+if [[ $rc -eq 0 ]] && "${CHECK[@]}" "$TMP/tools20.txt" "$TMP/t4-gbnf.tsv" gbnf "$NTOOLS"; then
   ok "K=20: gbnf 100% valid (agrees with trie on validity)"
 else ko "K=20 gbnf (harness exit $rc)"; tail -5 "$TMP/t4-gbnf.log"; fi
 # Greedy decoding under two exact constraints for the same set must pick the same strings.
 if cmp -s <(cut -f2- "$TMP/t4-trie.tsv") <(cut -f2- "$TMP/t4-gbnf.tsv"); then
   ok "K=20: trie and gbnf give identical greedy outputs"
 else ko "K=20: trie and gbnf outputs differ"; paste "$TMP/t4-trie.tsv" "$TMP/t4-gbnf.tsv" | sed 's/^/    /'; fi
+
+# ---- 6: beam search over trie states, with few-shot turns (a shared prompt prefix) -------------------------------
+echo "[test] 20 tool names, beam width 3, few-shot" >&2
+"$HARNESS" "${COMMON[@]}" --choices "$TMP/tools20.txt" --prompts data/tools-prompts.tsv --shots data/tools-shots.tsv \
+  --mode beam --beam 3 --batch 4 --require-valid --out "$TMP/t6.tsv" > "$TMP/t6.log" 2>&1
+rc=$?
+grep -E '^(beam|\{)' "$TMP/t6.log" | sed 's/^/    /'
+if [[ $rc -eq 0 ]] && "${CHECK[@]}" "$TMP/tools20.txt" "$TMP/t6.tsv" beam "$NTOOLS"; then ok "K=20: beam 100% valid"
+else ko "K=20 beam (harness exit $rc)"; tail -5 "$TMP/t6.log"; fi
 
 printf '%d passed, %d failed\n' "$pass" "$fail"
 [[ $fail -eq 0 ]]
