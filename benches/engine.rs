@@ -1,7 +1,11 @@
 //! The engine benchmark: vocabulary index build, compile time per K, per-step lookup/mask/advance cost over full
 //! decodes of members, batch mask fill, and automaton size. Prints one JSON object per line.
 //!
-//! `cargo bench --bench engine -- [--vocab NAME|PATH.gguf] [--max-k N] [--quick]`
+//! `cargo bench --bench engine -- [--vocab NAME|PATH.gguf] [--min-k N] [--max-k N] [--quick] [--workloads tools,words,geonames]`
+//! (`TRIE_BENCH_COMPILE_ONLY=N`: only compile each set N times and print the median, for profilers.)
+//!
+//! `geonames` (real GeoNames city names, multi-byte UTF-8) needs `scripts/fetch-cities.sh` first; it is skipped
+//! with a note when its file is absent. Its largest K is 100,000 (the file has 179,347 names).
 mod workloads;
 
 use rand::rngs::SmallRng;
@@ -69,12 +73,29 @@ fn main() {
         vocab.memory_usage()
     );
 
-    for workload in ["tools", "words"] {
-        let mut k = 10;
+    let names = arg("--workloads").unwrap_or_else(|| "tools,words,geonames".into());
+    for workload in names.split(',') {
+        let geonames = if workload == "geonames" {
+            match workloads::geonames_all(42) {
+                Some(all) => Some(all),
+                None => {
+                    eprintln!("engine bench: no GeoNames file (run scripts/fetch-cities.sh): skipping geonames");
+                    continue;
+                }
+            }
+        } else {
+            None
+        };
+        let mut k = arg("--min-k").map(|s| s.parse().unwrap()).unwrap_or(10);
         while k <= max_k {
             let set = match workload {
                 "tools" => workloads::tool_names(k, 42),
-                _ => workloads::words(k, 42),
+                "words" => workloads::words(k, 42),
+                "geonames" => match &geonames {
+                    Some(all) if k <= all.len() => all[..k].to_vec(),
+                    _ => break,
+                },
+                other => panic!("unknown workload {other}"),
             };
             bench_set(&vocab, &vocab_name, workload, &set, quick);
             k *= 10;
@@ -85,6 +106,20 @@ fn main() {
 fn bench_set(vocab: &Arc<Vocabulary>, vocab_name: &str, workload: &str, set: &[String], quick: bool) {
     let k = set.len();
     let opts = CompileOptions::default();
+    if let Some(n) = std::env::var("TRIE_BENCH_COMPILE_ONLY").ok().and_then(|v| v.parse::<usize>().ok()) {
+        // Compile `n` times and report the median only (for profilers).
+        let ms = median(
+            (0..n)
+                .map(|_| {
+                    let s = Instant::now();
+                    black_box(Automaton::compile(vocab.clone(), set, &opts).unwrap());
+                    s.elapsed().as_secs_f64() * 1e3
+                })
+                .collect(),
+        );
+        println!("{{\"kind\":\"compile\",\"workload\":\"{workload}\",\"k\":{k},\"compile_ms\":{ms:.2}}}");
+        return;
+    }
     let first_t = Instant::now();
     let automaton = Automaton::compile(vocab.clone(), set, &opts).unwrap();
     let first_ms = first_t.elapsed().as_secs_f64() * 1e3;
