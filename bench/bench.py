@@ -35,7 +35,8 @@ def plan(quick: bool, max_k: int) -> List[Tuple[str, str, str, List[int], List[s
                 ("qwen2", "cities", "json", [k for k in ks if k <= 100], ENGINES)]
     groups = [
         ("qwen2", "tools", "raw", ks, ENGINES), ("qwen2", "tools", "json", ks, ENGINES),
-        ("qwen2", "cities", "raw", ks, ENGINES), ("qwen2", "words", "raw", ks, ENGINES),
+        ("qwen2", "cities", "raw", ks, ENGINES), ("qwen2", "geonames", "raw", ks, ENGINES),
+        ("qwen2", "words", "raw", ks, ENGINES),
         ("llama-bpe", "tools", "raw", ks, ENGINES),
     ]
     if max_k >= 100_000:  # the engines still standing at 100K (GBNF and Outlines-core are not)

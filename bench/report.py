@@ -181,6 +181,10 @@ def main() -> None:
            "- LLGuidance's Lark alternation of literals hits `max_items_in_row` (2,000) at K = 10,000 and, with raised "
            "limits, a u16 symbol-count assertion at K = 100,000; the same set as one regex (`LLGuidance (regex)`) or "
            "as a JSON enum compiles. LLGuidance builds lazily: part of its compile cost shows in the first masks.",
+           "- `geonames` (real GeoNames city names, `scripts/fetch-cities.sh`; docs/bench/geonames.md) was run on "
+           "2026-12-03 16:30–16:50 UTC with `bench/bench.py --groups qwen2:geonames:raw` (no GBNF: llama.cpp was not "
+           "built for that run), load average 10 to 14 on 2 cores: every engine's times are inflated, ratios within "
+           "the run hold; at K = 100,000 XGrammar compiled in 174 s and LLGuidance's Lark form hit its symbol limit.",
            "- llama.cpp GBNF has no ahead-of-time compile: its \"compile\" is the grammar parse; the work is done per "
            "step, on the full vocabulary, and `llama_sampler_reset` re-parses.",
            "- The first full run (2026-12-02 13:44–15:20 UTC) shared the machine with other builds (load average 3 "

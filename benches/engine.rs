@@ -1,7 +1,12 @@
 //! The engine benchmark: vocabulary index build, compile time per K, per-step lookup/mask/advance cost over full
 //! decodes of members, batch mask fill, and automaton size. Prints one JSON object per line.
 //!
-//! `cargo bench --bench engine -- [--vocab NAME|PATH.gguf] [--max-k N] [--quick]`
+//! `cargo bench --bench engine -- [--vocab NAME|PATH.gguf] [--min-k N] [--max-k N] [--quick] [--workloads tools,words,geonames]`
+//! (`TRIE_BENCH_COMPILE_ONLY=N`: only compile each set N times and print the median, for profilers.)
+//! `--vocab-load`: only vocabulary load times (GGUF, tokenizer.json, and the saved-vocabulary file of each).
+//!
+//! `geonames` (real GeoNames city names, multi-byte UTF-8) needs `scripts/fetch-cities.sh` first; it is skipped
+//! with a note when its file is absent. Its largest K is 100,000 (the file has 179,347 names).
 mod workloads;
 
 use rand::rngs::SmallRng;
@@ -45,6 +50,9 @@ fn main() {
     let vocab_name = arg("--vocab").unwrap_or_else(|| "qwen2".into());
     let max_k: usize = arg("--max-k").map(|s| s.parse().unwrap()).unwrap_or(if quick { 10_000 } else { 1_000_000 });
 
+    if args.iter().any(|a| a == "--vocab-load") {
+        return vocab_load(if quick { 3 } else { 7 });
+    }
     let path = assets_vocab(&vocab_name);
     let meta_t = Instant::now();
     let vocab = Arc::new(Vocabulary::from_gguf(&path).unwrap());
@@ -69,12 +77,29 @@ fn main() {
         vocab.memory_usage()
     );
 
-    for workload in ["tools", "words"] {
-        let mut k = 10;
+    let names = arg("--workloads").unwrap_or_else(|| "tools,words,geonames".into());
+    for workload in names.split(',') {
+        let geonames = if workload == "geonames" {
+            match workloads::geonames_all(42) {
+                Some(all) => Some(all),
+                None => {
+                    eprintln!("engine bench: no GeoNames file (run scripts/fetch-cities.sh): skipping geonames");
+                    continue;
+                }
+            }
+        } else {
+            None
+        };
+        let mut k = arg("--min-k").map(|s| s.parse().unwrap()).unwrap_or(10);
         while k <= max_k {
             let set = match workload {
                 "tools" => workloads::tool_names(k, 42),
-                _ => workloads::words(k, 42),
+                "words" => workloads::words(k, 42),
+                "geonames" => match &geonames {
+                    Some(all) if k <= all.len() => all[..k].to_vec(),
+                    _ => break,
+                },
+                other => panic!("unknown workload {other}"),
             };
             bench_set(&vocab, &vocab_name, workload, &set, quick);
             k *= 10;
@@ -82,9 +107,68 @@ fn main() {
     }
 }
 
+/// Vocabulary load times (median of `reps`): GGUF (qwen2, gemma-4) and tokenizer.json (qwen3, llama3) parsed and
+/// indexed, against loading the same vocabulary from libtrie's saved-vocabulary file (memory map + checks).
+fn vocab_load(reps: usize) {
+    let dir = assets_vocab("qwen2").parent().unwrap().parent().unwrap().to_path_buf();
+    let tmp = std::env::temp_dir().join(format!("trie-bench-vocab-{}.bin", std::process::id()));
+    let cases: Vec<(&str, &str, PathBuf)> = vec![
+        ("gguf", "qwen2", dir.join("vocab/ggml-vocab-qwen2.gguf")),
+        ("gguf", "gemma-4", dir.join("vocab/ggml-vocab-gemma-4.gguf")),
+        ("tokenizer.json", "qwen3", dir.join("tokenizers/qwen3.tokenizer.json")),
+        ("tokenizer.json", "llama3", dir.join("tokenizers/llama3.tokenizer.json")),
+    ];
+    for (format, name, path) in cases {
+        let load = || match format {
+            "gguf" => Vocabulary::from_gguf(&path).unwrap(),
+            _ => Vocabulary::from_tokenizer_json(&path, &trie::hf::HfOptions { eog_ids: None, n_vocab: None }).unwrap(),
+        };
+        let ms = median(
+            (0..reps)
+                .map(|_| {
+                    let s = Instant::now();
+                    black_box(load());
+                    s.elapsed().as_secs_f64() * 1e3
+                })
+                .collect(),
+        );
+        let v = load();
+        v.save(&tmp).unwrap();
+        let saved_ms = median(
+            (0..reps)
+                .map(|_| {
+                    let s = Instant::now();
+                    black_box(Vocabulary::load(&tmp).unwrap());
+                    s.elapsed().as_secs_f64() * 1e3
+                })
+                .collect(),
+        );
+        println!(
+            "{{\"kind\":\"vocab_load\",\"format\":\"{format}\",\"vocab\":\"{name}\",\"n_vocab\":{},\"load_ms\":{ms:.2},\"saved_load_ms\":{saved_ms:.2},\"saved_bytes\":{}}}",
+            v.n_vocab(),
+            std::fs::metadata(&tmp).unwrap().len()
+        );
+    }
+    let _ = std::fs::remove_file(&tmp);
+}
+
 fn bench_set(vocab: &Arc<Vocabulary>, vocab_name: &str, workload: &str, set: &[String], quick: bool) {
     let k = set.len();
     let opts = CompileOptions::default();
+    if let Some(n) = std::env::var("TRIE_BENCH_COMPILE_ONLY").ok().and_then(|v| v.parse::<usize>().ok()) {
+        // Compile `n` times and report the median only (for profilers).
+        let ms = median(
+            (0..n)
+                .map(|_| {
+                    let s = Instant::now();
+                    black_box(Automaton::compile(vocab.clone(), set, &opts).unwrap());
+                    s.elapsed().as_secs_f64() * 1e3
+                })
+                .collect(),
+        );
+        println!("{{\"kind\":\"compile\",\"workload\":\"{workload}\",\"k\":{k},\"compile_ms\":{ms:.2}}}");
+        return;
+    }
     let first_t = Instant::now();
     let automaton = Automaton::compile(vocab.clone(), set, &opts).unwrap();
     let first_ms = first_t.elapsed().as_secs_f64() * 1e3;

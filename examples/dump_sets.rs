@@ -5,7 +5,9 @@
 //! K = 10, 100, ..., MAX_K (default 1,000,000). `tools` and `words` come from `benches/workloads` (the generator of the
 //! engine bench, seed 42); `cities` is a multi-byte UTF-8 workload generated here: made-up place names built from
 //! syllables of ten scripts (Latin with diacritics, Cyrillic, Greek, Arabic, Devanagari, Hangul, kana, Han, Thai,
-//! Hebrew), one script per name, some with a second word.
+//! Hebrew), one script per name, some with a second word. `geonames` (when `scripts/fetch-cities.sh` has fetched
+//! it) is real: GeoNames city names ("Name, CC" and non-Latin-script alternate names), the first K of the file
+//! shuffled with seed 42, as in the engine bench; K up to 100,000.
 #[path = "../benches/workloads/mod.rs"]
 mod workloads;
 
@@ -159,14 +161,22 @@ fn main() {
     let out = std::path::PathBuf::from(args.get(1).expect("usage: dump_sets OUT_DIR [MAX_K]"));
     let max_k: usize = args.get(2).map(|s| s.parse().expect("MAX_K")).unwrap_or(1_000_000);
     std::fs::create_dir_all(&out).unwrap();
-    for workload in ["tools", "words", "cities"] {
+    let geonames = workloads::geonames_all(42);
+    if geonames.is_none() {
+        eprintln!("dump_sets: no GeoNames file (scripts/fetch-cities.sh): no geonames sets");
+    }
+    for workload in ["tools", "words", "cities", "geonames"] {
         let mut k = 10;
         while k <= max_k {
+            if workload == "geonames" && (k > 100_000 || geonames.as_ref().map_or(true, |g| g.len() < k)) {
+                break;
+            }
             let path = out.join(format!("{workload}-{k}.txt"));
             if !path.exists() {
                 let set = match workload {
                     "tools" => workloads::tool_names(k, 42),
                     "words" => workloads::words(k, 42),
+                    "geonames" => geonames.as_ref().unwrap()[..k].to_vec(),
                     _ => cities(k, 42),
                 };
                 let tmp = path.with_extension("tmp");

