@@ -234,8 +234,8 @@ def main():
         kind = "completion" if i % 2 == 0 else "chat"
         status, res, _, dt = (srv.completion if kind == "completion" else srv.chat)("Hi", trie=trie)
         msg = res.get("error", {}).get("message", "") if isinstance(res, dict) else str(res)
-        check(status == 400 and reason.lower() in msg.lower(), f"bad set {json.dumps(trie)[:60]} -> 400 ({kind})",
-              f"{status} {msg!r:.300}")
+        check(status == 400 and reason.lower() in msg.lower(),
+              f"bad set {json.dumps(trie)[:50]} -> 400 ({kind}): {msg[:160]}", f"{status} {msg!r:.300}")
     # a set with a grammar
     status, res, _, _ = srv.completion("Hi", trie={"set": "tools10k"}, extra={"grammar": 'root ::= "a"'})
     msg = res.get("error", {}).get("message", "") if isinstance(res, dict) else str(res)
