@@ -75,18 +75,25 @@ log "sdist sha256 ok ($LCP_SHA256)"
 
 want_src="$LCP_SHA256 $(sha "$PATCH")"
 if [[ ! -f "$SRC/.trie-patched" || "$(cat "$SRC/.trie-patched")" != "$want_src" ]]; then
-  log "extracting vendor/llama.cpp into $SRC and applying $(basename "$PATCH")"
-  rm -rf "$SRC" "$ROOT/tmp"
-  mkdir -p "$ROOT/tmp"
-  # tar keeps the archive's modification times: files the patch does not touch stay older than their objects
-  # in $BUILD, so a new patch only recompiles what it changes.
-  tar -xzf "$SDIST" -C "$ROOT/tmp" "llama_cpp_python-$LCP_VERSION/vendor/llama.cpp"
-  mv "$ROOT/tmp/llama_cpp_python-$LCP_VERSION/vendor/llama.cpp" "$SRC"
+  log "extracting vendor/llama.cpp and applying $(basename "$PATCH")"
   rm -rf "$ROOT/tmp"
-  if ! patch -d "$SRC" -p1 --forward --batch --quiet < "$PATCH"; then
+  mkdir -p "$ROOT/tmp"
+  tar -xzf "$SDIST" -C "$ROOT/tmp" "llama_cpp_python-$LCP_VERSION/vendor/llama.cpp"
+  new="$ROOT/tmp/llama_cpp_python-$LCP_VERSION/vendor/llama.cpp"
+  if ! patch -d "$new" -p1 --forward --batch --quiet < "$PATCH"; then
     log "the patch does not apply to llama.cpp $LLAMA_COMMIT: $PATCH needs updating"
     exit 1
   fi
+  # tar keeps the archive's modification times, and a patched file whose content did not change keeps the time
+  # of the previous tree: ninja then recompiles only what a new patch really changes (common.h is everywhere).
+  if [[ -d "$SRC" ]]; then
+    sed -n 's|^+++ b/\([^[:space:]]*\).*|\1|p' "$PATCH" | while IFS= read -r f; do
+      if [[ -f "$SRC/$f" ]] && cmp -s "$SRC/$f" "$new/$f"; then touch -r "$SRC/$f" "$new/$f"; fi
+    done
+  fi
+  rm -rf "$SRC"
+  mv "$new" "$SRC"
+  rm -rf "$ROOT/tmp"
   echo "$want_src" > "$SRC/.trie-patched"
 fi
 
@@ -122,7 +129,7 @@ log "configuring (cmake $CMAKE_VERSION, ninja, Release, static, LLAMA_LIBTRIE=ON
   --log-level=WARNING >"$ROOT/configure.log" 2>&1 \
   || { log "configure failed; see $ROOT/configure.log"; tail -30 "$ROOT/configure.log" >&2; exit 1; }
 
-log "building target llama-server with $JOBS jobs (10-20 minutes on 2 cores from scratch; CUDA much longer)"
+log "building target llama-server with $JOBS jobs (from scratch: about 35 minutes on 2 busy cores; CUDA much longer)"
 start=$(date +%s)
 if ! "$CMAKE" --build "$BUILD" --target llama-server -j "$JOBS" 2>&1 \
   | tee "$ROOT/build.log" \

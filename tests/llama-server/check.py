@@ -240,6 +240,9 @@ def main():
     status, res, _, _ = srv.completion("Hi", trie={"set": "tools10k"}, extra={"grammar": 'root ::= "a"'})
     msg = res.get("error", {}).get("message", "") if isinstance(res, dict) else str(res)
     check(status == 400 and "cannot be combined" in msg, "trie + grammar -> 400", f"{status} {msg!r:.300}")
+    status, res, _, _ = srv.chat("Hi", trie={"set": "tools10k"}, extra={"ignore_eos": True})
+    msg = res.get("error", {}).get("message", "") if isinstance(res, dict) else str(res)
+    check(status == 400 and "ignore_eos" in msg, "trie + ignore_eos -> 400", f"{status} {msg!r:.300}")
     # a failing set is remembered, not compiled again: asked twice, same answer
     status, res, _, _ = srv.chat("Hi", trie={"set": "huge"})
     check(status == 400, "bad set asked again -> 400", f"{status}")
