@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# Integration test of llama-server with libtrie (issue 15), opt-in (not in scripts/test.sh):
+#
+#   tests/llama-server/run.sh
+#
+# Builds llama-server with libtrie (scripts/fetch-llama-server.sh, cached in .cache/), fetches SmolLM2-135M
+# (scripts/fetch-model.sh smollm2), writes a set directory (a 10,000-string tool set, the multi-byte UTF-8 city
+# set, and bad sets), starts the real server on 127.0.0.1 with 4 parallel slots, and runs tests/llama-server/check.py:
+# concurrent constrained (file sets and inline sets, /completion and /v1/chat/completions) and unconstrained
+# requests, membership of every constrained output, unconstrained outputs equal to the same prompt sent alone
+# (greedy), bad sets refused with an HTTP 400 naming the reason while the server keeps serving, each set compiled
+# once. The server is stopped on exit. Prints "N passed, M failed" last; exit status 1 when anything failed.
+#
+# Environment: TRIE_CACHE (default <repo>/.cache), TRIE_SERVER_PORT (default: a free port), TRIE_SERVER_THREADS
+# (default 2), TRIE_KEEP=1 keeps the temporary folder (server log, set directory).
+set -euo pipefail
+
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+log() { printf '[llama-server test] %s\n' "$*" >&2; }
+t_start=$(date +%s)
+
+BIN="$("$REPO/scripts/fetch-llama-server.sh" | tail -1)"
+MODEL="$("$REPO/scripts/fetch-model.sh" smollm2 | tail -1)"
+t_built=$(date +%s)
+log "build and model ready in $(( t_built - t_start )) s: $BIN"
+
+WORK="$(mktemp -d "${TMPDIR:-/tmp}/libtrie-server-test.XXXXXX")"
+SERVER_PID=""
+cleanup() {
+  if [[ -n "$SERVER_PID" ]] && kill -0 "$SERVER_PID" 2>/dev/null; then
+    kill "$SERVER_PID" 2>/dev/null || true
+    for _ in $(seq 1 50); do kill -0 "$SERVER_PID" 2>/dev/null || break; sleep 0.1; done
+    kill -9 "$SERVER_PID" 2>/dev/null || true
+  fi
+  if [[ "${TRIE_KEEP:-0}" == 1 ]]; then log "kept $WORK"; else rm -rf "$WORK"; fi
+}
+trap cleanup EXIT INT TERM
+
+# ---- the set directory --------------------------------------------------------------------------------------
+SETS="$WORK/sets"
+mkdir -p "$SETS/sub" "$WORK/outside" "$SETS/adir.txt"
+python3 "$REPO/scripts/gen-data.py" tools --count 10000 > "$SETS/tools10k.txt"
+cp "$REPO/data/cities-utf8.txt" "$SETS/sub/cities.txt"
+printf 'yes\nno\n\xff\xfe\n' > "$SETS/notutf8.txt"
+: > "$SETS/empty.txt"
+printf 'secret\n' > "$WORK/outside/secret.txt"
+ln -s "$WORK/outside/secret.txt" "$SETS/escape.txt"
+# over --trie-max-file-bytes (2 MB)
+python3 -c "import sys; sys.stdout.write(''.join('x%07d\n' % i for i in range(300000)))" > "$SETS/big.txt"
+# over --trie-max-states (the tool set's trie has about 100,000 nodes; this one about 640,000)
+python3 -c "
+import hashlib, sys
+sys.stdout.write(''.join(hashlib.sha256(str(i).encode()).hexdigest() + '\n' for i in range(10000)))" > "$SETS/huge.txt"
+
+PORT="${TRIE_SERVER_PORT:-$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()')}"
+LOG="$WORK/server.log"
+
+# -nr (--no-repack): no extra CPU buffer types (the build has no AMX kernels anyway; this keeps weights as loaded).
+"$BIN" -m "$MODEL" --host 127.0.0.1 --port "$PORT" -np 4 -c 8192 -t "${TRIE_SERVER_THREADS:-2}" -nr \
+  --no-webui --seed 1 \
+  --trie-set-dir "$SETS" --trie-max-inline-strings 1000 --trie-max-file-bytes 2000000 --trie-max-states 400000 \
+  > "$LOG" 2>&1 &
+SERVER_PID=$!
+log "server pid $SERVER_PID on 127.0.0.1:$PORT (log: $LOG)"
+
+set +e
+python3 "$REPO/tests/llama-server/check.py" --url "http://127.0.0.1:$PORT" --server-log "$LOG" --pid "$SERVER_PID" \
+  --repo "$REPO" --sets "$SETS"
+rc=$?
+set -e
+if [[ "$rc" != 0 ]]; then
+  log "server log (last 40 lines):"
+  tail -40 "$LOG" >&2 || true
+fi
+log "total $(( $(date +%s) - t_start )) s (build/model $(( t_built - t_start )) s, server test $(( $(date +%s) - t_built )) s)"
+exit "$rc"
