@@ -466,10 +466,34 @@ impl Automaton {
             let top = old.shared(lo).min(common(old.get(lo), &c[..e])).min(e - 1);
             Some(first_state(lo)? + top.saturating_sub(l) as u32)
         };
-        let changed: Vec<&[u8]> = adding.iter().copied().chain(removed.iter().map(|&r| old.get(r))).collect();
-        for &c in &changed {
+        // The changed strings in byte order (added ones are not members, removed ones are: no overlap). Each one
+        // contributes its prefixes longer than what it shares with the one before, so the dirty positions come
+        // out distinct and in byte order.
+        let mut changed: Vec<(&[u8], u32)> = adding
+            .iter()
+            .enumerate()
+            .map(|(i, &c)| (c, i as u32))
+            .chain(removed.iter().map(|&r| (old.get(r), NONE)))
+            .collect();
+        changed.sort_unstable();
+        let tt = &self.vocab.index.trie;
+        let single_token = |b: u8| -> Option<TokenId> {
+            let u = tt.child(0, b);
+            (u != NONE && tt.code(u) != NONE).then(|| self.vocab.index.code_tokens(&tt.code(u))[0])
+        };
+        // For each added string, the dirty entry of each of its prefixes (NONE where not dirty).
+        let mut entry_of: Vec<Vec<u32>> = vec![Vec::new(); adding.len()];
+        let mut path_entries: Vec<u32> = Vec::new();
+        let mut prev: &[u8] = &[];
+        for (ci, &(c, added)) in changed.iter().enumerate() {
+            let start = if ci == 0 { 0 } else { common(prev, c) + 1 };
+            path_entries.truncate(start.min(path_entries.len()));
+            path_entries.resize(start, NONE);
+            prev = c;
             let ro = old.prefix_ranges(c);
             let rn = new.prefix_ranges(c);
+            // The old explicit state along c, walked byte by byte while c's prefix is old explicit.
+            let mut walk = Some(0u32);
             for e in 0..=c.len() {
                 let (olo, ohi) = ro[e];
                 let (nlo, nhi) = rn[e];
@@ -478,6 +502,20 @@ impl Automaton {
                     break;
                 }
                 let old_explicit = e == 0 || no >= 2;
+                if e > 0 {
+                    walk = match walk {
+                        Some(s) if old_explicit => {
+                            let Some(tok) = single_token(c[e - 1]) else { return Ok(None) };
+                            let r = self.range(s as usize);
+                            let Ok(i) = self.tokens[r.clone()].binary_search(&tok) else { return Ok(None) };
+                            Some(self.targets[r.start + i])
+                        }
+                        _ => None,
+                    };
+                }
+                if e < start {
+                    continue;
+                }
                 let new_kind = if e == 0 || nn >= 2 {
                     NewKind::Explicit
                 } else if nn == 1 {
@@ -486,10 +524,20 @@ impl Automaton {
                     NewKind::Gone
                 };
                 if !old_explicit && new_kind != NewKind::Explicit {
+                    path_entries.push(NONE);
                     continue;
                 }
-                let r = rank(c, e, olo as usize);
-                let Some(r) = r else { return Ok(None) };
+                let r = if old_explicit {
+                    match walk {
+                        Some(s) if s < n_explicit_old => s,
+                        _ => return Ok(None),
+                    }
+                } else {
+                    match rank(c, e, olo as usize) {
+                        Some(r) => r,
+                        None => return Ok(None),
+                    }
+                };
                 let old_state = if old_explicit {
                     r
                 } else if no == 1 {
@@ -503,6 +551,7 @@ impl Automaton {
                 } else {
                     NONE
                 };
+                path_entries.push(dirty.len() as u32);
                 dirty.push(Dirty {
                     path: &c[..e],
                     old_state,
@@ -514,9 +563,11 @@ impl Automaton {
                     new_state: GONE,
                 });
             }
+            if added != NONE {
+                entry_of[added as usize] = path_entries.clone();
+            }
         }
-        dirty.sort_by(|a, b| a.path.cmp(b.path));
-        dirty.dedup_by(|a, b| a.path == b.path);
+        debug_assert!(dirty.windows(2).all(|w| w[0].path < w[1].path));
 
         // --- Numbering: clean old states in runs, dirty new ones where their rank puts them. ---
         let mut table = vec![GONE; self.n_states()];
@@ -595,7 +646,21 @@ impl Automaton {
         }
 
         // --- The rows. ---
-        let tt = &self.vocab.index.trie;
+        // The new state of every prefix of every added string (explicit ones are dirty, the others chain states).
+        let mut add_states: Vec<Vec<u32>> = Vec::with_capacity(adding.len());
+        for (ai, c) in adding.iter().enumerate() {
+            let mut v = Vec::with_capacity(c.len() + 1);
+            for dep in 0..=c.len() {
+                let e = entry_of[ai].get(dep).copied().unwrap_or(NONE);
+                let st = if e != NONE && dirty[e as usize].new == NewKind::Explicit {
+                    dirty[e as usize].new_state
+                } else {
+                    chain_state(added_at[ai], dep).unwrap_or(GONE)
+                };
+                v.push(st);
+            }
+            add_states.push(v);
+        }
         let idx = &self.vocab.index;
         let eog = self.vocab.eog_ids();
         let find_dirty = |path: &[u8]| -> Option<u32> {
@@ -638,6 +703,8 @@ impl Automaton {
         };
         out.offsets.push(0);
         let mut pairs: Vec<(u32, u32)> = Vec::new();
+        let mut extra: Vec<(u32, u32)> = Vec::new();
+        let mut merged: Vec<(u32, u32)> = Vec::new();
         let mut s = 0u32;
         for d in &dirty {
             if !out.copy_clean(self, s, d.rank, &table, &old_to_new) {
@@ -650,12 +717,24 @@ impl Automaton {
             let e = d.path.len();
             let is_member = d.new_hi > d.new_lo && new.get(d.new_lo as usize).len() == e;
             pairs.clear();
+            extra.clear();
             let mut failed = false;
             let mut align = |m: u32, pairs: &mut Vec<(u32, u32)>| {
-                prefix_codes(&new.get(m as usize)[e..], &mut |code, len| match position(m, e + len) {
-                    Some(t) => pairs.extend(idx.code_tokens(&code).iter().map(|&tok| (tok, t))),
-                    None => failed = true,
-                });
+                if let Ok(ai) = added_at.binary_search(&m) {
+                    let states = &add_states[ai];
+                    prefix_codes(&adding[ai][e..], &mut |code, len| {
+                        let t = states[e + len];
+                        if t == GONE {
+                            failed = true;
+                        }
+                        pairs.extend(idx.code_tokens(&code).iter().map(|&tok| (tok, t)));
+                    });
+                } else {
+                    prefix_codes(&new.get(m as usize)[e..], &mut |code, len| match position(m, e + len) {
+                        Some(t) => pairs.extend(idx.code_tokens(&code).iter().map(|&tok| (tok, t))),
+                        None => failed = true,
+                    });
+                }
             };
             if d.old_explicit {
                 // The old row through the table (targets that are gone dropped), then the tokens along the added
@@ -677,32 +756,51 @@ impl Automaton {
                 }
                 let was_member = self.accepting[d.old_state as usize / 64] >> (d.old_state % 64) & 1 == 1;
                 if is_member && !was_member {
-                    pairs.extend(eog.iter().map(|&t| (t, State::FINISHED.0)));
+                    extra.extend(eog.iter().map(|&t| (t, State::FINISHED.0)));
                 }
                 let lo = adding.partition_point(|c| *c < d.path);
                 for (ai, c) in adding.iter().enumerate().skip(lo) {
                     if !c.starts_with(d.path) {
                         break;
                     }
-                    align(added_at[ai], &mut pairs);
+                    align(added_at[ai], &mut extra);
                 }
             } else {
                 // A newly explicit position: few members below it (all but one added), aligned afresh.
                 for m in d.new_lo..d.new_hi {
-                    align(m, &mut pairs);
+                    align(m, &mut extra);
                 }
                 if is_member {
-                    pairs.extend(eog.iter().map(|&t| (t, State::FINISHED.0)));
+                    extra.extend(eog.iter().map(|&t| (t, State::FINISHED.0)));
                 }
             }
             if failed {
                 return Ok(None);
             }
-            // A full compile's pairs are distinct (one target per token code, one pair per EOG id).
-            pairs.sort_unstable();
-            pairs.dedup();
-            out.tokens.extend(pairs.iter().map(|p| p.0));
-            out.targets.extend(pairs.iter().map(|p| p.1));
+            // A full compile's pairs are distinct (one target per token code, one pair per EOG id) and sorted. The
+            // old row stays sorted through the table; the few new pairs are sorted and merged in.
+            extra.sort_unstable();
+            extra.dedup();
+            merged.clear();
+            let (mut i, mut j) = (0, 0);
+            while i < pairs.len() || j < extra.len() {
+                let p = if j == extra.len() || (i < pairs.len() && pairs[i] <= extra[j]) {
+                    i += 1;
+                    pairs[i - 1]
+                } else {
+                    j += 1;
+                    extra[j - 1]
+                };
+                if merged.last() != Some(&p) {
+                    merged.push(p);
+                }
+            }
+            if !merged.windows(2).all(|w| w[0] < w[1]) {
+                merged.sort_unstable();
+                merged.dedup();
+            }
+            out.tokens.extend(merged.iter().map(|p| p.0));
+            out.targets.extend(merged.iter().map(|p| p.1));
             out.offsets.push(out.tokens.len() as u32);
             out.accepting.push(is_member);
             out.depth.push(e as u32);
