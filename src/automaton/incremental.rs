@@ -140,11 +140,17 @@ impl<'a> List<'a> {
     }
     /// For `e = 0..=|c|`, the members that have `c[..e]` as a prefix: `lo..hi` (empty ranges at the place `c[..e]`
     /// would sort).
-    fn prefix_ranges(&self, c: &[u8]) -> Vec<(u32, u32)> {
+    ///
+    /// `known` holds the ranges of `c[..e]` for `e < known.len()` (those of a string sharing that prefix).
+    fn prefix_ranges(&self, c: &[u8], known: &[(u32, u32)]) -> Vec<(u32, u32)> {
         let mut out = Vec::with_capacity(c.len() + 1);
-        let (mut lo, mut hi) = (0usize, self.len());
-        out.push((lo as u32, hi as u32));
-        for (e, &b) in c.iter().enumerate() {
+        if known.is_empty() {
+            out.push((0, self.len() as u32));
+        } else {
+            out.extend_from_slice(known);
+        }
+        let (mut lo, mut hi) = (out.last().unwrap().0 as usize, out.last().unwrap().1 as usize);
+        for (e, &b) in c.iter().enumerate().skip(out.len() - 1) {
             if lo < hi {
                 // Within lo..hi every member starts with c[..e]; the one equal to c[..e] (if any) comes first.
                 let first = lo
@@ -495,15 +501,20 @@ impl Automaton {
         let mut entry_of: Vec<Vec<u32>> = vec![Vec::new(); adding.len()];
         let mut path_entries: Vec<u32> = Vec::new();
         let mut prev: &[u8] = &[];
+        let (mut prev_ro, mut prev_rn): (Vec<(u32, u32)>, Vec<(u32, u32)>) = (Vec::new(), Vec::new());
+        let mut walks: Vec<Option<u32>> = Vec::new();
         for (ci, &(c, added)) in changed.iter().enumerate() {
             let start = if ci == 0 { 0 } else { common(prev, c) + 1 };
             path_entries.truncate(start.min(path_entries.len()));
             path_entries.resize(start, NONE);
             prev = c;
-            let ro = old.prefix_ranges(c);
-            let rn = new.prefix_ranges(c);
+            // Ranges and walk states of the prefix shared with the previous string are the same.
+            let known = if ci == 0 { 0 } else { start };
+            let ro = old.prefix_ranges(c, &prev_ro[..known]);
+            let rn = new.prefix_ranges(c, &prev_rn[..known]);
             // The old explicit state along c, walked byte by byte while c's prefix is old explicit.
-            let mut walk = Some(0u32);
+            walks.truncate(known);
+            let mut walk = walks.last().copied().unwrap_or(Some(0));
             for e in 0..=c.len() {
                 let (olo, ohi) = ro[e];
                 let (nlo, nhi) = rn[e];
@@ -512,7 +523,7 @@ impl Automaton {
                     break;
                 }
                 let old_explicit = e == 0 || no >= 2;
-                if e > 0 {
+                if e >= known && e > 0 {
                     walk = match walk {
                         Some(s) if old_explicit => {
                             let Some(tok) = single_token(c[e - 1]) else { return Ok(None) };
@@ -522,6 +533,9 @@ impl Automaton {
                         }
                         _ => None,
                     };
+                }
+                if e >= known {
+                    walks.push(walk);
                 }
                 if e < start {
                     continue;
@@ -576,6 +590,8 @@ impl Automaton {
             if added != NONE {
                 entry_of[added as usize] = path_entries.clone();
             }
+            prev_ro = ro;
+            prev_rn = rn;
         }
         debug_assert!(dirty.windows(2).all(|w| w[0].path < w[1].path));
 
