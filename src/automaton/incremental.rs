@@ -501,7 +501,8 @@ impl Automaton {
         let mut entry_of: Vec<Vec<u32>> = vec![Vec::new(); adding.len()];
         let mut path_entries: Vec<u32> = Vec::new();
         let mut prev: &[u8] = &[];
-        let (mut prev_ro, mut prev_rn): (Vec<(u32, u32)>, Vec<(u32, u32)>) = (Vec::new(), Vec::new());
+        let mut prev_ro: Vec<(u32, u32)> = Vec::new();
+        let mut prev_rn: Vec<(u32, u32)> = Vec::new();
         let mut walks: Vec<Option<u32>> = Vec::new();
         for (ci, &(c, added)) in changed.iter().enumerate() {
             let start = if ci == 0 { 0 } else { common(prev, c) + 1 };
