@@ -424,6 +424,33 @@ enum trie_status trie_compile(const struct trie_vocab *vocab,
                               struct trie_automaton **out);
 
 /**
+ * Builds a new automaton for the set of `automaton` with the strings `add[i]` (`add_lens[i]` bytes) added and
+ * `remove[i]` (`remove_lens[i]` bytes) removed, equal to a full [`trie_compile`] of the resulting set but built
+ * from `automaton` (the rows no change touches are copied; fast for vocabularies that spell every byte with a
+ * single-byte token, otherwise a full compile). `automaton` is unchanged and stays valid: sequences decoding on
+ * it go on. The resulting set is (members - remove) + add: removing a non-member does nothing, a string in both
+ * lists stays, duplicates merge; [`trie_automaton_dropped`] of the result lists indices into `add`. `options`
+ * may be NULL (defaults) and bounds the new set as in [`trie_compile`]. On success `*out` is a new automaton
+ * (holding its own reference to the vocabulary) to free with [`trie_automaton_free`]; on failure `*out` is
+ * NULL. Errors: `TRIE_ERR_EMPTY_SET` (nothing remains), `TRIE_ERR_UNREACHABLE_STRING` (an added string; the
+ * message names it by its index in `add`), `TRIE_ERR_LIMIT_EXCEEDED`, `TRIE_ERR_INVALID_ARGUMENT`,
+ * `TRIE_ERR_NULL_ARGUMENT`.
+ *
+ * # Safety
+ * `automaton` must be NULL or a live automaton; `options` NULL or a `trie_options` of `struct_size` bytes;
+ * non-NULL arrays must hold `n_add` (`n_remove`) elements; each string must hold its length in bytes.
+ */
+enum trie_status trie_automaton_with(const struct trie_automaton *automaton,
+                                     const uint8_t *const *add,
+                                     const size_t *add_lens,
+                                     size_t n_add,
+                                     const uint8_t *const *remove,
+                                     const size_t *remove_lens,
+                                     size_t n_remove,
+                                     const struct trie_options *options,
+                                     struct trie_automaton **out);
+
+/**
  * Saves `automaton` to `path` (UTF-8; written atomically: a temporary file renamed into place). The file holds
  * the frozen arrays and the fingerprint of the vocabulary: [`trie_automaton_load`] maps it back without
  * compiling. Errors: `TRIE_ERR_IO`, `TRIE_ERR_INVALID_ARGUMENT`.

@@ -186,6 +186,33 @@ public:
         return compile<std::initializer_list<std::string_view>>(vocab, strings, drop_unreachable);
     }
 
+    /// A new automaton for this set with `add` added and `remove` removed (see trie_automaton_with): equal to a
+    /// full compile of the resulting set, built from this one; this automaton is unchanged.
+    template <class Add, class Remove>
+    Automaton with_changes(const Add &add, const Remove &remove, const trie_options *options = nullptr) const {
+        std::vector<const uint8_t *> ap, rp;
+        std::vector<std::size_t> al, rl;
+        for (const auto &s : add) {
+            std::string_view sv(s);
+            ap.push_back(reinterpret_cast<const uint8_t *>(sv.data()));
+            al.push_back(sv.size());
+        }
+        for (const auto &s : remove) {
+            std::string_view sv(s);
+            rp.push_back(reinterpret_cast<const uint8_t *>(sv.data()));
+            rl.push_back(sv.size());
+        }
+        trie_automaton *b = nullptr;
+        detail::check(trie_automaton_with(a_, ap.data(), al.data(), ap.size(), rp.data(), rl.data(), rp.size(),
+                                          options, &b));
+        return Automaton(b);
+    }
+    Automaton with_changes(std::initializer_list<std::string_view> add,
+                           std::initializer_list<std::string_view> remove) const {
+        return with_changes<std::initializer_list<std::string_view>, std::initializer_list<std::string_view>>(
+            add, remove);
+    }
+
     /// Takes ownership of one reference to `handle` (not NULL).
     explicit Automaton(trie_automaton *handle) : a_(handle) {
         if (!a_) throw Error(TRIE_ERR_NULL_ARGUMENT, "automaton handle is NULL");

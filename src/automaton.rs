@@ -28,6 +28,8 @@ use rayon::prelude::*;
 use std::path::Path;
 use std::sync::Arc;
 
+mod incremental;
+
 /// A decoding state: one integer, so a server keeps one `u32` per sequence and nothing else.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[repr(transparent)]

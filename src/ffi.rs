@@ -783,6 +783,50 @@ pub unsafe extern "C" fn trie_compile(
     })
 }
 
+/// Builds a new automaton for the set of `automaton` with the strings `add[i]` (`add_lens[i]` bytes) added and
+/// `remove[i]` (`remove_lens[i]` bytes) removed, equal to a full [`trie_compile`] of the resulting set but built
+/// from `automaton` (the rows no change touches are copied; fast for vocabularies that spell every byte with a
+/// single-byte token, otherwise a full compile). `automaton` is unchanged and stays valid: sequences decoding on
+/// it go on. The resulting set is (members - remove) + add: removing a non-member does nothing, a string in both
+/// lists stays, duplicates merge; [`trie_automaton_dropped`] of the result lists indices into `add`. `options`
+/// may be NULL (defaults) and bounds the new set as in [`trie_compile`]. On success `*out` is a new automaton
+/// (holding its own reference to the vocabulary) to free with [`trie_automaton_free`]; on failure `*out` is
+/// NULL. Errors: `TRIE_ERR_EMPTY_SET` (nothing remains), `TRIE_ERR_UNREACHABLE_STRING` (an added string; the
+/// message names it by its index in `add`), `TRIE_ERR_LIMIT_EXCEEDED`, `TRIE_ERR_INVALID_ARGUMENT`,
+/// `TRIE_ERR_NULL_ARGUMENT`.
+///
+/// # Safety
+/// `automaton` must be NULL or a live automaton; `options` NULL or a `trie_options` of `struct_size` bytes;
+/// non-NULL arrays must hold `n_add` (`n_remove`) elements; each string must hold its length in bytes.
+#[no_mangle]
+pub unsafe extern "C" fn trie_automaton_with(
+    automaton: *const trie_automaton,
+    add: *const *const u8,
+    add_lens: *const usize,
+    n_add: usize,
+    remove: *const *const u8,
+    remove_lens: *const usize,
+    n_remove: usize,
+    options: *const trie_options,
+    out: *mut *mut trie_automaton,
+) -> trie_status {
+    guard(|| {
+        check_out(out)?;
+        let a = automaton_ref(automaton)?;
+        let strings = |ptrs: *const *const u8, lens: *const usize, n: usize, what: &str| -> Result<Vec<&[u8]>> {
+            let ptrs = slice(ptrs, n, what)?;
+            let lens = slice(lens, n, &format!("{what}_lens"))?;
+            ptrs.iter().zip(lens).enumerate().map(|(i, (&p, &len))| element(p, len, what, i)).collect()
+        };
+        let add = strings(add, add_lens, n_add, "add")?;
+        let remove = strings(remove, remove_lens, n_remove, "remove")?;
+        let opts = trie_options::read(options)?;
+        let b = a.with_changes(&add, &remove, &opts)?;
+        out.write(Arc::into_raw(Arc::new(b)) as *mut trie_automaton);
+        Ok(())
+    })
+}
+
 /// Saves `automaton` to `path` (UTF-8; written atomically: a temporary file renamed into place). The file holds
 /// the frozen arrays and the fingerprint of the vocabulary: [`trie_automaton_load`] maps it back without
 /// compiling. Errors: `TRIE_ERR_IO`, `TRIE_ERR_INVALID_ARGUMENT`.

@@ -380,6 +380,27 @@ class Automaton(_Handle):
         self._adopt(vocab, out)
         return self
 
+    def with_changes(self, add: Iterable[StrOrBytes] = (), remove: Iterable[StrOrBytes] = (), *,
+                     drop_unreachable: bool = False, max_states: Optional[int] = None,
+                     max_bytes: Optional[int] = None) -> "Automaton":
+        """A new automaton for this set with ``add`` added and ``remove`` removed (``trie_automaton_with``): the
+        same as compiling the resulting set, built from this one (rows no change touches are copied). This
+        automaton is unchanged: sequences decoding on it go on. The resulting set is ``(members - remove) + add``:
+        removing a non-member does nothing, a string in both stays, duplicates merge; :attr:`dropped` of the
+        result holds positions in ``add``. Raises :class:`TrieError` like :class:`Automaton` (``EMPTY_SET`` when
+        nothing remains, ``UNREACHABLE_STRING`` for an added string, ``LIMIT_EXCEEDED``)."""
+        adds = [s.encode("utf-8") if isinstance(s, str) else bytes(s) for s in add]
+        removes = [s.encode("utf-8") if isinstance(s, str) else bytes(s) for s in remove]
+        a_ptrs, a_lens, _keep_a = _byte_strings(adds)
+        r_ptrs, r_lens, _keep_r = _byte_strings(removes)
+        opts = _options(drop_unreachable, max_states, max_bytes)
+        out = vp()
+        _check(library().trie_automaton_with(self._live(), a_ptrs, a_lens, len(adds), r_ptrs, r_lens, len(removes),
+                                             ctypes.byref(opts), ctypes.byref(out)))
+        result = Automaton.__new__(Automaton)
+        result._adopt(self.vocab, out)
+        return result
+
     def save(self, path: PathLike) -> None:
         """Save the compiled set (written atomically: a temporary file renamed into place) for :meth:`load`."""
         _check(library().trie_automaton_save(self._live(), os.fsencode(path)))

@@ -56,6 +56,8 @@ _SIGNATURES = {
     "trie_vocab_eog_ids": ([vp, ctypes.POINTER(i32p), sizep], ctypes.c_int),
     "trie_compile": ([vp, ctypes.POINTER(u8p), sizep, ctypes.c_size_t, ctypes.POINTER(Options), ctypes.POINTER(vp)],
                      ctypes.c_int),
+    "trie_automaton_with": ([vp, ctypes.POINTER(u8p), sizep, ctypes.c_size_t, ctypes.POINTER(u8p), sizep,
+                             ctypes.c_size_t, ctypes.POINTER(Options), ctypes.POINTER(vp)], ctypes.c_int),
     "trie_automaton_retain": ([vp], vp),
     "trie_automaton_free": ([vp], None),
     "trie_automaton_n_vocab": ([vp], ctypes.c_size_t),

@@ -38,6 +38,11 @@ int main() {
 
     std::vector<std::string> set{"ab", "zz"};
     CHECK(status_of([&] { trie::Automaton::compile(v, set); }) == TRIE_ERR_UNREACHABLE_STRING);
+    {
+        trie::Automaton b = a.with_changes({"aab"}, {"ab"});
+        CHECK(b.n_members() == 2 && a.n_members() == 2);
+        CHECK(status_of([&] { a.with_changes({}, {"ab", "ba"}); }) == TRIE_ERR_EMPTY_SET);
+    }
     trie::Automaton d = trie::Automaton::compile(v, set, true);
     CHECK(d.dropped().size() == 1 && d.dropped()[0] == 1);
     CHECK(status_of([&] { trie::Automaton::compile(v, std::vector<std::string>{}); }) == TRIE_ERR_EMPTY_SET);

@@ -779,6 +779,85 @@ static void test_large(void) {
     trie_vocab_free(v);
 }
 
+/* Incremental updates: trie_automaton_with gives what a full compile of the resulting set gives; the old
+ * automaton stays valid; the usual argument checks. */
+static void test_with_changes(void) {
+    trie_vocab *v = toy_vocab();
+    trie_status st;
+    const char *set[] = {"abc", "ab", "bd"};
+    trie_automaton *a = compile_strs(v, set, 3, NULL, &st);
+    CHECK_ST(st, TRIE_OK);
+    const uint8_t *add[2] = {(const uint8_t *)"bca", (const uint8_t *)"abd"};
+    size_t add_lens[2] = {3, 3};
+    const uint8_t *rm[2] = {(const uint8_t *)"ab", (const uint8_t *)"zz"}; /* "zz" is not a member: ignored */
+    size_t rm_lens[2] = {2, 2};
+    trie_automaton *b = (trie_automaton *)0x1;
+    CHECK_ST(trie_automaton_with(a, add, add_lens, 2, rm, rm_lens, 2, NULL, &b), TRIE_OK);
+    CHECK(b != NULL && b != a);
+    CHECK(trie_automaton_n_members(b) == 4);
+    CHECK(trie_automaton_n_members(a) == 3);
+    /* The same as a full compile: every state's mask. */
+    const char *want_set[] = {"bca", "abd", "abc", "bd"};
+    trie_automaton *w = compile_strs(v, want_set, 4, NULL, &st);
+    CHECK_ST(st, TRIE_OK);
+    CHECK(trie_automaton_n_states(b) == trie_automaton_n_states(w));
+    int same = 1;
+    for (trie_state s = 0; s < (trie_state)trie_automaton_n_states(w); s++) {
+        uint32_t mb[2], mw[2];
+        CHECK_ST(trie_mask(b, s, mb, 2), TRIE_OK);
+        CHECK_ST(trie_mask(w, s, mw, 2), TRIE_OK);
+        same &= mb[0] == mw[0] && mb[1] == mw[1];
+    }
+    CHECK(same);
+    /* "ab" was removed: after token "ab" (id 5) no end of generation in b, still one in a. */
+    trie_state s;
+    CHECK_ST(trie_advance(a, trie_start(a), 5, &s), TRIE_OK);
+    CHECK(trie_is_accepting(a, s));
+    CHECK_ST(trie_advance(b, trie_start(b), 5, &s), TRIE_OK);
+    CHECK(!trie_is_accepting(b, s));
+    trie_automaton_free(w);
+
+    /* Removing everything; NULL arrays with zero counts; bad arguments. */
+    const uint8_t *all[3] = {(const uint8_t *)"abc", (const uint8_t *)"ab", (const uint8_t *)"bd"};
+    size_t all_lens[3] = {3, 2, 2};
+    trie_automaton *out = (trie_automaton *)0x1;
+    CHECK_ST(trie_automaton_with(a, NULL, NULL, 0, all, all_lens, 3, NULL, &out), TRIE_ERR_EMPTY_SET);
+    CHECK(out == NULL);
+    CHECK(strstr(trie_last_error(), "empty") != NULL);
+    CHECK_ST(trie_automaton_with(a, NULL, NULL, 0, NULL, NULL, 0, NULL, &out), TRIE_OK);
+    CHECK(out != NULL && trie_automaton_n_members(out) == 3);
+    trie_automaton_free(out);
+    out = (trie_automaton *)0x1;
+    CHECK_ST(trie_automaton_with(NULL, add, add_lens, 2, NULL, NULL, 0, NULL, &out), TRIE_ERR_NULL_ARGUMENT);
+    CHECK(out == NULL);
+    CHECK_ST(trie_automaton_with(a, add, add_lens, 2, NULL, NULL, 0, NULL, NULL), TRIE_ERR_NULL_ARGUMENT);
+    CHECK_ST(trie_automaton_with(a, NULL, add_lens, 2, NULL, NULL, 0, NULL, &out), TRIE_ERR_NULL_ARGUMENT);
+    CHECK_ST(trie_automaton_with(a, add, NULL, 2, NULL, NULL, 0, NULL, &out), TRIE_ERR_NULL_ARGUMENT);
+    CHECK_ST(trie_automaton_with(a, NULL, NULL, 0, rm, NULL, 2, NULL, &out), TRIE_ERR_NULL_ARGUMENT);
+    /* An added string the vocabulary cannot produce ("z" has no token): named, or dropped. */
+    const uint8_t *bad[1] = {(const uint8_t *)"az"};
+    size_t bad_lens[1] = {2};
+    CHECK_ST(trie_automaton_with(a, bad, bad_lens, 1, NULL, NULL, 0, NULL, &out), TRIE_ERR_UNREACHABLE_STRING);
+    CHECK(strstr(trie_last_error(), "\"az\"") != NULL);
+    trie_options o;
+    CHECK_ST(trie_options_init(&o), TRIE_OK);
+    o.drop_unreachable = true;
+    CHECK_ST(trie_automaton_with(a, bad, bad_lens, 1, NULL, NULL, 0, &o, &out), TRIE_OK);
+    const size_t *dropped = NULL;
+    size_t n_dropped = 0;
+    CHECK_ST(trie_automaton_dropped(out, &dropped, &n_dropped), TRIE_OK);
+    CHECK(n_dropped == 1 && dropped[0] == 0);
+    trie_automaton_free(out);
+    o.max_states = 3;
+    CHECK_ST(trie_automaton_with(a, add, add_lens, 2, NULL, NULL, 0, &o, &out), TRIE_ERR_LIMIT_EXCEEDED);
+
+    /* The old automaton outlives the new one and still decodes. */
+    trie_automaton_free(b);
+    CHECK_ST(trie_advance(a, trie_start(a), 5, &s), TRIE_OK);
+    trie_automaton_free(a);
+    trie_vocab_free(v);
+}
+
 int main(void) {
     test_version_and_status();
     test_vocab_new();
@@ -790,6 +869,7 @@ int main(void) {
     test_files();
     test_saved_files();
     test_compile_tokens();
+    test_with_changes();
     test_large();
     printf("%d passed, %d failed (%d skipped groups)\n", passed, failed, skipped);
     return failed ? 1 : 0;

@@ -11,6 +11,7 @@ import os
 import random
 import re
 import sys
+import tempfile
 import threading
 import unittest
 from array import array
@@ -84,6 +85,22 @@ class RealVocabularyTest(unittest.TestCase):
     def setUpClass(cls) -> None:
         cls.qwen = Vocab.from_gguf(ASSETS / "vocab" / "ggml-vocab-qwen2.gguf")
         cls.llama3 = Vocab.from_tokenizer_json(ASSETS / "tokenizers" / "llama3.tokenizer.json")
+
+    def test_with_changes_equals_a_full_compile(self) -> None:
+        def saved(a: libtrie.Automaton) -> bytes:
+            with tempfile.TemporaryDirectory() as d:
+                a.save(os.path.join(d, "a.trie"))
+                with open(os.path.join(d, "a.trie"), "rb") as f:
+                    return f.read()
+
+        members = sorted(set(TOOLS + CITIES + WORDS))
+        old = libtrie.compile(self.qwen, members[:-8])
+        add, remove = members[-8:] + ["東京・新宿", ""], members[:12:3]
+        new = old.with_changes(add=add, remove=remove)
+        want = libtrie.compile(self.qwen, add + [m for m in members[:-8] if m not in remove])
+        self.assertEqual(saved(new), saved(want))
+        self.assertEqual(old.n_members, len(members) - 8)
+        self.assertEqual(new.n_members, len(members) + 2 - len(remove))
 
     def test_random_walks_end_on_members_and_masks_match_allowed(self) -> None:
         for vocab in (self.qwen, self.llama3):
@@ -356,6 +373,26 @@ class ToyVocabularyTest(unittest.TestCase):
         a = libtrie.compile(self.v, ["ab", "zz", "q"], drop_unreachable=True)
         self.assertEqual(a.dropped, (1, 2))
         self.assertEqual(a.n_members, 1)
+
+    def test_with_changes_semantics(self) -> None:
+        a = libtrie.compile(self.v, ["abc", "ab"])
+        b = a.with_changes(add=["ba", b"c"], remove=["ab", "zz"])  # "zz" is not a member: nothing to remove
+        self.assertEqual((a.n_members, b.n_members), (2, 3))
+        self.assertEqual(a.advance(a.advance(0, 3), 6), FINISHED)  # "ab" still ends in the old automaton
+        with self.assertRaises(TrieError):
+            b.advance(b.advance(0, 3), 6)
+        with self.assertRaises(TrieError) as ctx:
+            a.with_changes(remove=["abc", "ab"])
+        self.assertEqual(ctx.exception.status, Status.EMPTY_SET)
+        with self.assertRaises(TrieError) as ctx:
+            a.with_changes(add=["ok", "zz"])
+        self.assertEqual(ctx.exception.status, Status.UNREACHABLE_STRING)
+        self.assertIn("zz", ctx.exception.message)
+        d = a.with_changes(add=["c", "zz"], drop_unreachable=True)
+        self.assertEqual((d.dropped, d.n_members), ((1,), 3))
+        with self.assertRaises(TrieError) as ctx:
+            a.with_changes(add=["abcabcabc"], max_states=5)
+        self.assertEqual(ctx.exception.status, Status.LIMIT_EXCEEDED)
 
     def test_forced(self) -> None:
         a = libtrie.compile(self.v, ["abc", "bca"])

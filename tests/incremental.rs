@@ -1,0 +1,239 @@
+//! Incremental updates (`Automaton::with_changes`): the result is byte for byte the automaton a full compile of
+//! the resulting set gives, on real vocabularies, for random sets and random batches of additions and removals.
+mod common;
+
+use common::*;
+use proptest::prelude::*;
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use trie::{Automaton, CompileOptions, ErrorKind, Vocabulary};
+
+/// `add ++ (set − (remove − add))`: the list whose full compile `with_changes` must equal.
+fn expected_list(set: &[Vec<u8>], add: &[Vec<u8>], remove: &[Vec<u8>]) -> Vec<Vec<u8>> {
+    let add_set: BTreeSet<&Vec<u8>> = add.iter().collect();
+    let gone: BTreeSet<&Vec<u8>> = remove.iter().filter(|r| !add_set.contains(r)).collect();
+    let rest: BTreeSet<&Vec<u8>> = set.iter().filter(|s| !gone.contains(s)).collect();
+    add.iter().cloned().chain(rest.into_iter().cloned()).collect()
+}
+
+/// Applies the changes both ways and compares; returns the updated automaton (or the shared error kind).
+fn check(
+    vocab: &Arc<Vocabulary>,
+    name: &str,
+    set: &[Vec<u8>],
+    add: &[Vec<u8>],
+    remove: &[Vec<u8>],
+    options: &CompileOptions,
+) -> Result<Option<Automaton>, TestCaseError> {
+    let old = Automaton::compile(vocab.clone(), set, options).unwrap();
+    let before = old.to_bytes();
+    let got = old.with_changes(add, remove, options);
+    prop_assert_eq!(&old.to_bytes(), &before, "{}: the old automaton changed", name);
+    let list = expected_list(set, add, remove);
+    let want = Automaton::compile(vocab.clone(), &list, options);
+    match (got, want) {
+        (Ok(g), Ok(w)) => {
+            prop_assert!(g.to_bytes() == w.to_bytes(), "{}: differs from a full compile ({:?} vs {:?})", name, g, w);
+            prop_assert_eq!(g.dropped(), w.dropped());
+            Ok(Some(g))
+        }
+        (Err(g), Err(w)) => {
+            prop_assert_eq!(g.kind(), w.kind(), "{}: {} / {}", name, g, w);
+            Ok(None)
+        }
+        (g, w) => Err(TestCaseError::fail(format!("{name}: {:?} vs {:?}", g.err(), w.err()))),
+    }
+}
+
+/// A random batch: some members of `set` (and strings that are not), some new strings, prefixes and extensions
+/// of members, the empty string, duplicates.
+fn batch(rng: &mut SmallRng, set: &[Vec<u8>], n: usize, fresh: &[String]) -> Vec<Vec<u8>> {
+    let mut out: Vec<Vec<u8>> = Vec::new();
+    for _ in 0..n {
+        let pick = rng.gen_range(0..10);
+        let member = set[rng.gen_range(0..set.len())].clone();
+        out.push(match pick {
+            0..=2 => member,
+            3 => {
+                let mut m = member;
+                let cut = rng.gen_range(0..=m.len());
+                m.truncate(cut);
+                m
+            }
+            4 => {
+                let mut m = member;
+                m.extend_from_slice(fresh[rng.gen_range(0..fresh.len())].as_bytes());
+                m
+            }
+            5 => Vec::new(),
+            6 if !out.is_empty() => out[rng.gen_range(0..out.len())].clone(),
+            _ => fresh[rng.gen_range(0..fresh.len())].as_bytes().to_vec(),
+        });
+    }
+    out
+}
+
+fn bytes_of(set: &[String]) -> Vec<Vec<u8>> {
+    set.iter().map(|s| s.as_bytes().to_vec()).collect()
+}
+
+/// Vocabularies of the property test: byte-level BPE (the fast path), SentencePiece with byte fallback, and
+/// one that lacks some single bytes (pruning and explicit tails: the full-compile path).
+const VOCABS: &[&str] = &["qwen2", "llama-spm", "gemma-4", "phi-3"];
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(24))]
+
+    /// Property: for random sets (multi-byte UTF-8, prefixes, duplicates, the empty string) and random batches of
+    /// additions and removals, `with_changes` equals a full compile of the resulting set, byte for byte, on real
+    /// vocabularies; applying several batches in a row stays equal too.
+    #[test]
+    fn updates_equal_full_compiles(seed in any::<u64>(), k in 1usize..300, n_add in 0usize..12, n_remove in 0usize..12) {
+        let set = bytes_of(&random_set(seed, k, 4));
+        let fresh = random_set(seed ^ 0x9e37, 50, 3);
+        let mut rng = SmallRng::seed_from_u64(seed);
+        for &name in VOCABS {
+            let vocab = gguf_vocab(name);
+            let add = batch(&mut rng, &set, n_add, &fresh);
+            let remove = batch(&mut rng, &set, n_remove, &fresh);
+            let options = CompileOptions::new().drop_unreachable(true);
+            let Some(updated) = check(&vocab, name, &set, &add, &remove, &options)? else { continue };
+            // A second batch on the updated automaton.
+            let now: Vec<Vec<u8>> = expected_list(&set, &add, &remove);
+            let add2 = batch(&mut rng, &now, n_add, &fresh);
+            let remove2 = batch(&mut rng, &now, n_remove + 1, &fresh);
+            let got = updated.with_changes(&add2, &remove2, &options);
+            // `updated` dropped nothing it was given in `now` except unreachable strings: compare against the
+            // members it can produce.
+            let members: Vec<Vec<u8>> = now.iter().enumerate().filter(|(i, _)| !updated.dropped().contains(i)).map(|(_, s)| s.clone()).collect();
+            let want = Automaton::compile(vocab.clone(), &expected_list(&members, &add2, &remove2), &options);
+            match (got, want) {
+                (Ok(g), Ok(w)) => prop_assert!(g.to_bytes() == w.to_bytes(), "{}: second batch differs", name),
+                (Err(g), Err(w)) => prop_assert_eq!(g.kind(), w.kind()),
+                (g, w) => return Err(TestCaseError::fail(format!("{name}: second batch {:?} vs {:?}", g.err(), w.err()))),
+            }
+        }
+    }
+}
+
+#[test]
+fn tool_names_one_at_a_time() {
+    let vocab = gguf_vocab("qwen2");
+    let tools: Vec<String> = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/data/tools.txt"))
+        .unwrap()
+        .lines()
+        .map(String::from)
+        .collect();
+    let set = bytes_of(&tools[..3000]);
+    let options = CompileOptions::new();
+    let mut a = Automaton::compile(vocab.clone(), &set, &options).unwrap();
+    let mut members: BTreeSet<Vec<u8>> = set.iter().cloned().collect();
+    for (i, t) in tools[3000..3040].iter().enumerate() {
+        let add = vec![t.as_bytes().to_vec()];
+        let remove = vec![tools[i * 7].as_bytes().to_vec()];
+        a = a.with_changes(&add, &remove, &options).unwrap();
+        members.insert(add[0].clone());
+        members.remove(&remove[0]);
+        let list: Vec<Vec<u8>> = members.iter().cloned().collect();
+        let full = Automaton::compile(vocab.clone(), &list, &options).unwrap();
+        assert!(a.to_bytes() == full.to_bytes(), "step {i}");
+    }
+}
+
+#[test]
+fn multibyte_cities() {
+    let cities: Vec<Vec<u8>> = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/data/cities-utf8.txt"))
+        .unwrap()
+        .lines()
+        .map(|l| l.as_bytes().to_vec())
+        .collect();
+    for &name in VOCABS {
+        let vocab = gguf_vocab(name);
+        let options = CompileOptions::new().drop_unreachable(true);
+        let (set, extra) = cities.split_at(40);
+        check(&vocab, name, set, extra, &set[..10], &options).unwrap();
+        check(&vocab, name, set, &[], &set[5..], &options).unwrap();
+    }
+}
+
+#[test]
+fn semantics_of_odd_changes() {
+    let vocab = gguf_vocab("qwen2");
+    let o = CompileOptions::new();
+    let a = Automaton::compile(vocab.clone(), &["alpha", "beta"], &o).unwrap();
+    // Removing a non-member does nothing; adding a member does nothing.
+    let b = a.with_changes(&["alpha"], &["gamma"], &o).unwrap();
+    assert!(b.to_bytes() == a.to_bytes());
+    // A string in both lists stays.
+    let b = a.with_changes(&["gamma"], &["gamma", "beta"], &o).unwrap();
+    assert_eq!(b.n_members(), 2);
+    assert!(b.to_bytes() == Automaton::compile(vocab.clone(), &["alpha", "gamma"], &o).unwrap().to_bytes());
+    // Removing everything is an empty set.
+    let e = a.with_changes::<&str, _>(&[], &["alpha", "beta"], &o).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::EmptySet);
+    // The empty string, prefixes of members.
+    let b = a.with_changes(&["", "al", "alphabet"], &[] as &[&str], &o).unwrap();
+    assert_eq!(b.n_members(), 5);
+    let c = b.with_changes(&[] as &[&str], &["", "alpha"], &o).unwrap();
+    assert!(c.to_bytes() == Automaton::compile(vocab.clone(), &["al", "alphabet", "beta"], &o).unwrap().to_bytes());
+    // max_states bounds the new set.
+    let e = a
+        .with_changes(&["a much longer string than the others"], &[] as &[&str], &o.clone().max_states(12))
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::LimitExceeded);
+    assert!(e.message().contains("max_states = 12"), "{e}");
+}
+
+#[test]
+fn unreachable_additions_are_named_or_dropped() {
+    // phi-3 lacks single-byte tokens for some bytes: strings of those bytes cannot be produced.
+    for &name in VOCABS {
+        let vocab = gguf_vocab(name);
+        let missing: Vec<u8> = (0..=255u8)
+            .filter(|&b| Automaton::compile(vocab.clone(), &[[b]], &CompileOptions::new()).is_err())
+            .collect();
+        let Some(&b) = missing.first() else { continue };
+        let o = CompileOptions::new();
+        let a = Automaton::compile(vocab.clone(), &["alpha", "beta"], &o).unwrap();
+        let bad = vec![b'x', b];
+        let e = a.with_changes(&[b"ok".to_vec(), bad.clone()], &[] as &[&str], &o).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::UnreachableString, "{name}");
+        assert!(e.message().contains("string 1 "), "{name}: {e}");
+        let d = a
+            .with_changes(&[b"ok".to_vec(), bad.clone(), bad], &[] as &[&str], &o.clone().drop_unreachable(true))
+            .unwrap();
+        assert_eq!(d.dropped(), &[1, 2], "{name}");
+        assert_eq!(d.n_members(), 3);
+        // An automaton that dropped strings updates too (by a full compile).
+        let e = d.with_changes(&["gamma"], &["alpha"], &o).unwrap();
+        assert!(
+            e.to_bytes() == Automaton::compile(vocab.clone(), &["gamma", "beta", "ok"], &o).unwrap().to_bytes(),
+            "{name}"
+        );
+    }
+}
+
+/// Exhaustive-ish small cases over a tiny alphabet (with a two-byte character): many sets, many batches.
+#[test]
+fn many_small_cases() {
+    let vocab = gguf_vocab("qwen2");
+    let o = CompileOptions::new();
+    let mut rng = SmallRng::seed_from_u64(3);
+    let alphabet: [&[u8]; 4] = [b"a", b"b", "\u{e9}".as_bytes(), b"ab"];
+    let word = |rng: &mut SmallRng| -> Vec<u8> {
+        (0..rng.gen_range(0..4)).flat_map(|_| alphabet[rng.gen_range(0..4)].to_vec()).collect()
+    };
+    for case in 0..3000 {
+        let set: Vec<Vec<u8>> = (0..rng.gen_range(1..7)).map(|_| word(&mut rng)).collect();
+        let add: Vec<Vec<u8>> = (0..rng.gen_range(0..4)).map(|_| word(&mut rng)).collect();
+        let remove: Vec<Vec<u8>> = (0..rng.gen_range(0..4))
+            .map(|_| if rng.gen_bool(0.7) { set[rng.gen_range(0..set.len())].clone() } else { word(&mut rng) })
+            .collect();
+        let show = |v: &[Vec<u8>]| v.iter().map(|s| String::from_utf8_lossy(s).to_string()).collect::<Vec<_>>();
+        if let Err(e) = check(&vocab, "qwen2", &set, &add, &remove, &o) {
+            panic!("case {case}: set {:?} add {:?} remove {:?}: {e}", show(&set), show(&add), show(&remove));
+        }
+    }
+}
