@@ -16,32 +16,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 use trie::{Automaton, CompileOptions, State, Step, Vocabulary};
-
-fn assets_vocab(name: &str) -> PathBuf {
-    if name.ends_with(".gguf") {
-        return PathBuf::from(name);
-    }
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    for dir in [
-        std::env::var_os("TRIE_ASSETS").map(PathBuf::from),
-        Some(root.join("../shared/assets")),
-        Some(root.join(".cache/assets")),
-    ]
-    .into_iter()
-    .flatten()
-    {
-        let p = dir.join(format!("vocab/ggml-vocab-{name}.gguf"));
-        if p.exists() {
-            return p;
-        }
-    }
-    panic!("vocabulary {name} not found: run scripts/fetch-assets.sh");
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
+use workloads::{assets_vocab, median};
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();

@@ -381,18 +381,8 @@ impl Automaton {
     /// stand for it), shortest first.
     #[inline]
     fn prefix_tokens(&self, rest: &[u8], mut f: impl FnMut(&[TokenId], usize)) {
-        let tt = &self.vocab.index.trie;
-        let mut u = 0;
-        for (i, &b) in rest.iter().enumerate() {
-            u = tt.child(u, b);
-            if u == NONE {
-                return;
-            }
-            let code = tt.code(u);
-            if code != NONE {
-                f(self.vocab.index.code_tokens(&code), i + 1);
-            }
-        }
+        let index = &self.vocab.index;
+        index.trie.prefixes(rest, |code, len| f(index.code_tokens(&code), len));
     }
 
     /// The tokens allowed in `state`, ascending (without copying for explicit states). Empty for an invalid

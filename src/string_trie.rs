@@ -265,20 +265,7 @@ impl StringTrie {
         let n_explicit: usize = 1 + (0..k).map(|m| (explicit_depth[m] - lcp[m]) as usize).sum::<usize>();
         let n_chain: usize = (0..k).map(|m| member(m).len() - explicit_depth[m] as usize).sum();
         let n_positions = n_explicit + n_chain;
-        if let Some(max) = max_nodes {
-            if n_positions > max {
-                return Err(Error::limit(format!(
-                    "the set needs {n_positions} trie nodes (states before pruning), over max_states = {max}; \
-                     raise max_states or split the set"
-                )));
-            }
-        }
-        if n_positions >= (NONE / 2) as usize {
-            return Err(Error::limit(format!(
-                "the set needs {n_positions} trie nodes, more than the limit of {}; split the set",
-                NONE / 2 - 1
-            )));
-        }
+        check_positions(n_positions, max_nodes)?;
         budget.charge(n_explicit.saturating_mul(NODE_BYTES), "the trie's nodes")?;
 
         let mut first_new = Vec::with_capacity(k);
@@ -422,6 +409,26 @@ impl StringTrie {
     pub(crate) fn describe_member(&self, m: usize) -> String {
         format!("string {} {}", self.member_input[m], show_bytes(self.member(m), 80))
     }
+}
+
+/// Refuses a trie of `n_positions` nodes (explicit and chain, before pruning) over `max_states` or over the
+/// 32-bit limit (ids keep their top bit free), with an error that names the bound.
+pub(crate) fn check_positions(n_positions: usize, max_states: Option<usize>) -> Result<()> {
+    if let Some(max) = max_states {
+        if n_positions > max {
+            return Err(Error::limit(format!(
+                "the set needs {n_positions} trie nodes (states before pruning), over max_states = {max}; \
+                 raise max_states or split the set"
+            )));
+        }
+    }
+    if n_positions >= (NONE / 2) as usize {
+        return Err(Error::limit(format!(
+            "the set needs {n_positions} trie nodes, more than the limit of {}; split the set",
+            NONE / 2 - 1
+        )));
+    }
+    Ok(())
 }
 
 #[cfg(test)]

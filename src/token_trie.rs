@@ -144,6 +144,23 @@ impl TokenTrie {
         }
     }
 
+    /// Calls `f(code, length)` for every pattern that is a prefix of `bytes` (its token code and length),
+    /// shortest first.
+    #[inline]
+    pub(crate) fn prefixes(&self, bytes: &[u8], mut f: impl FnMut(u32, usize)) {
+        let mut u = 0;
+        for (i, &b) in bytes.iter().enumerate() {
+            u = self.child(u, b);
+            if u == NONE {
+                return;
+            }
+            let code = self.code(u);
+            if code != NONE {
+                f(code, i + 1);
+            }
+        }
+    }
+
     /// The token code of the pattern that ends at node `u`, or `NONE`.
     #[inline]
     pub(crate) fn code(&self, u: u32) -> u32 {

@@ -6,6 +6,36 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use std::collections::BTreeSet;
 
+/// A GGUF vocabulary of the test assets by name (`qwen2` -> `vocab/ggml-vocab-qwen2.gguf`), or a path to one:
+/// from `$TRIE_ASSETS`, `../shared/assets` or `.cache/assets` (scripts/fetch-assets.sh).
+pub fn assets_vocab(name: &str) -> std::path::PathBuf {
+    use std::path::PathBuf;
+    if name.ends_with(".gguf") {
+        return PathBuf::from(name);
+    }
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    for dir in [
+        std::env::var_os("TRIE_ASSETS").map(PathBuf::from),
+        Some(root.join("../shared/assets")),
+        Some(root.join(".cache/assets")),
+    ]
+    .into_iter()
+    .flatten()
+    {
+        let p = dir.join(format!("vocab/ggml-vocab-{name}.gguf"));
+        if p.exists() {
+            return p;
+        }
+    }
+    panic!("vocabulary {name} not found: run scripts/fetch-assets.sh");
+}
+
+/// The median of `v` (the upper one of an even count).
+pub fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
 const SERVICES: &[&str] = &[
     "calendar",
     "weather",

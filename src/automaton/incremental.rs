@@ -622,20 +622,7 @@ impl Automaton {
         }
         let n_explicit = next;
         let n_positions = n_explicit as usize + *chain_base.last().unwrap() as usize;
-        if let Some(max) = options.max_states {
-            if n_positions > max {
-                return Err(Error::limit(format!(
-                    "the set needs {n_positions} trie nodes (states before pruning), over max_states = {max}; \
-                     raise max_states or split the set"
-                )));
-            }
-        }
-        if n_positions >= (NONE / 2) as usize {
-            return Err(Error::limit(format!(
-                "the set needs {n_positions} trie nodes, more than the limit of {}; split the set",
-                NONE / 2 - 1
-            )));
-        }
+        crate::string_trie::check_positions(n_positions, options.max_states)?;
         let chain_state = |m: u32, d: usize| -> Option<u32> {
             let k = chain_of(m)?;
             let f = chain_first_depth[k] as usize;
@@ -704,19 +691,7 @@ impl Automaton {
             }
         };
         // Calls f(code, length) for the text tokens that prefix `rest`.
-        let prefix_codes = |rest: &[u8], f: &mut dyn FnMut(u32, usize)| {
-            let mut u = 0;
-            for (i, &b) in rest.iter().enumerate() {
-                u = tt.child(u, b);
-                if u == NONE {
-                    return;
-                }
-                let code = tt.code(u);
-                if code != NONE {
-                    f(code, i + 1);
-                }
-            }
-        };
+        let prefix_codes = |rest: &[u8], f: &mut dyn FnMut(u32, usize)| tt.prefixes(rest, f);
         let total_old = self.tokens.len();
         budget
             .charge((total_old + n_explicit as usize) * 8 + n_explicit as usize * 16, "the automaton's transitions")?;
