@@ -29,6 +29,10 @@
  * trie_llama_sampler_is_trie() recognizes a stage made in any translation unit (name + magic number).
  *
  * Put the stage before any truncating sampler (top-k, top-p, min-p ...) so those see only allowed tokens.
+ * accept() advances on every token it is given: an engine that also feeds the prompt's tokens to its chain's
+ * accept (llama.cpp's common_sampler does, for the repetition penalties, when a server slot starts) moves the
+ * state with them. There, keep the stage outside that chain and accept only generated tokens (as the
+ * llama-server integration, integrations/llama-server, does), or reset() it after the prompt.
  * Only the CPU sampler interface is used (the experimental backend members of llama_sampler_i stay NULL).
  *
  * All functions are static; the header has no link-time symbols of its own.
