@@ -45,7 +45,7 @@ def main():
     groups = {}
     for r in rs:
         groups.setdefault((r["model"], r["task"]), []).append(r)
-    for (model, task), g in sorted(groups.items(), key=lambda kv: order(kv[1][0])):
+    for (model, task), g in sorted(groups.items(), key=lambda kv: (kv[0][0] != "smollm2",) + order(kv[1][0])):
         print(f"### {task}, {model} (K = {g[0]['k']:,}, n = {g[0]['n']})\n")
         print("| mode | valid | accuracy | compile ms | stage per token | decode t/s |")
         print("|---|---:|---:|---:|---:|---:|")
@@ -64,10 +64,13 @@ def main():
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
-        models = sorted({m for m, _ in groups})
+        models = sorted({m for m, _ in groups}, key=lambda m: (m != "smollm2", m))
         fig, axes = plt.subplots(1, len(models), figsize=(6.5 * len(models), 4.2), squeeze=False)
         modes = ["unconstrained", "trie", "gbnf", "beam W=4", "beam W=16", "trie, canonical", "beam W=4, canonical"]
         colors = ["#999999", "#1f77b4", "#ff7f0e", "#2ca02c", "#006400", "#9ecae1", "#98df8a"]
+        present = {label(r) for g in groups.values() for r in g}
+        keep = [i for i, m in enumerate(modes) if m in present]
+        modes, colors = [modes[i] for i in keep], [colors[i] for i in keep]
         for ax, model in zip(axes[0], models):
             tasks = [t for t in TASK_ORDER if (model, t) in groups]
             width = 0.8 / len(modes)

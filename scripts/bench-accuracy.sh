@@ -16,12 +16,13 @@
 # Environment: TRIE_ACC_N (test examples per task, default 100), TRIE_ACC_SHOTS (3), TRIE_ACC_SEED (14),
 # TRIE_ACC_TASKS (topic,icd-chapter,country,icd-category), TRIE_ACC_BEAM (beam widths, default "4 16"; the first
 # runs with the other modes, the others as extra beam runs), TRIE_ACC_GBNF_MAX_K (300), TRIE_ACC_CANONICAL (1: also
-# run trie and beam with --canonical if the harness has it), TRIE_ACC_BATCH (4), TRIE_ACC_THREADS.
+# run trie and beam with --canonical if the harness has it), TRIE_ACC_BATCH (4), TRIE_ACC_THREADS, TRIE_ACC_HARNESS
+# (default build/llama/trie-llama), TRIE_ACC_CANONICAL_ONLY (1: only the --canonical runs).
 set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 CACHE="${TRIE_CACHE:-$REPO/.cache}"
 DATA="$CACHE/data"
-TASKDIR="$CACHE/accuracy"
+TASKDIR="${TRIE_ACC_TASKDIR:-$CACHE/accuracy}"
 OUTJ="${TRIE_ACC_OUT:-$REPO/docs/bench/accuracy.jsonl}"
 N="${TRIE_ACC_N:-100}"
 SHOTS="${TRIE_ACC_SHOTS:-3}"
@@ -30,7 +31,7 @@ TASKS="${TRIE_ACC_TASKS:-topic,icd-chapter,country,icd-category}"
 BEAMS="${TRIE_ACC_BEAM:-4 16}"
 GBNF_MAX_K="${TRIE_ACC_GBNF_MAX_K:-300}"
 BATCH="${TRIE_ACC_BATCH:-4}"
-HARNESS="$REPO/build/llama/trie-llama"
+HARNESS="${TRIE_ACC_HARNESS:-$REPO/build/llama/trie-llama}"
 MODELS=("$@")
 [[ ${#MODELS[@]} -gt 0 ]] || MODELS=(smollm2)
 log() { printf '[bench-accuracy] %s\n' "$*" >&2; }
@@ -97,8 +98,10 @@ for m in "${MODELS[@]}"; do
   set -- $BEAMS
   w0=$1; shift
   for task in "${TL[@]}"; do
-    run "$m" "$gguf" "$task" "beam$w0" --mode all --beam "$w0"
-    for w in "$@"; do run "$m" "$gguf" "$task" "beam$w" --mode beam --beam "$w"; done
+    if [[ -z "${TRIE_ACC_CANONICAL_ONLY:-}" ]]; then
+      run "$m" "$gguf" "$task" "beam$w0" --mode all --beam "$w0"
+      for w in "$@"; do run "$m" "$gguf" "$task" "beam$w" --mode beam --beam "$w"; done
+    fi
     if [[ $CANON == 1 ]]; then
       run "$m" "$gguf" "$task" "canonical" --mode trie --canonical
       run "$m" "$gguf" "$task" "canonical-beam$w0" --mode beam --beam "$w0" --canonical
