@@ -12,10 +12,12 @@ TASK_ORDER = ["topic", "icd-chapter", "country", "icd-category"]
 def label(r):
     m = r["mode"]
     if m == "beam":
-        w = r["variant"].replace("canonical-", "").replace("beam", "")
+        w = r["variant"].replace("canonical-", "").replace("labels-", "").replace("beam", "")
         m = f"beam W={w}"
     if r.get("canonical"):
         m += ", canonical"
+    if r["variant"].startswith("labels-"):
+        m += ", labels in prompt"
     return m
 
 
@@ -66,8 +68,10 @@ def main():
         import matplotlib.pyplot as plt
         models = sorted({m for m, _ in groups}, key=lambda m: (m != "smollm2", m))
         fig, axes = plt.subplots(1, len(models), figsize=(6.5 * len(models), 4.2), squeeze=False)
-        modes = ["unconstrained", "trie", "gbnf", "beam W=4", "beam W=16", "trie, canonical", "beam W=4, canonical"]
-        colors = ["#999999", "#1f77b4", "#ff7f0e", "#2ca02c", "#006400", "#9ecae1", "#98df8a"]
+        modes = ["unconstrained", "trie", "gbnf", "beam W=4", "beam W=16", "trie, canonical", "beam W=4, canonical",
+                 "unconstrained, labels in prompt", "trie, labels in prompt", "beam W=4, labels in prompt"]
+        colors = ["#999999", "#1f77b4", "#ff7f0e", "#2ca02c", "#006400", "#9ecae1", "#98df8a",
+                  "#dddddd", "#9467bd", "#e377c2"]
         present = {label(r) for g in groups.values() for r in g}
         keep = [i for i, m in enumerate(modes) if m in present]
         modes, colors = [modes[i] for i in keep], [colors[i] for i in keep]

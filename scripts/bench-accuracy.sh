@@ -17,7 +17,8 @@
 # TRIE_ACC_TASKS (topic,icd-chapter,country,icd-category), TRIE_ACC_BEAM (beam widths, default "4 16"; the first
 # runs with the other modes, the others as extra beam runs), TRIE_ACC_GBNF_MAX_K (300), TRIE_ACC_CANONICAL (1: also
 # run trie and beam with --canonical if the harness has it), TRIE_ACC_BATCH (4), TRIE_ACC_THREADS, TRIE_ACC_HARNESS
-# (default build/llama/trie-llama), TRIE_ACC_CANONICAL_ONLY (1: only the --canonical runs).
+# (default build/llama/trie-llama), TRIE_ACC_CANONICAL_ONLY (1: only the --canonical runs),
+# TRIE_ACC_LIST_LABELS (1: instead, for K <= 30 only, all modes with the labels listed in the system prompt).
 set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 CACHE="${TRIE_CACHE:-$REPO/.cache}"
@@ -98,6 +99,14 @@ for m in "${MODELS[@]}"; do
   set -- $BEAMS
   w0=$1; shift
   for task in "${TL[@]}"; do
+    if [[ -n "${TRIE_ACC_LIST_LABELS:-}" ]]; then   # small label sets: the labels listed in the system prompt
+      k=$(grep -c . "$TASKDIR/$task.choices")
+      if (( k <= 30 )); then
+        sys="Answer with exactly one of these names: $(paste -sd';' "$TASKDIR/$task.choices" | sed 's/;/; /g')."
+        run "$m" "$gguf" "$task" "labels-beam$w0" --mode all --beam "$w0" --system "$sys"
+      fi
+      continue
+    fi
     if [[ -z "${TRIE_ACC_CANONICAL_ONLY:-}" ]]; then
       run "$m" "$gguf" "$task" "beam$w0" --mode all --beam "$w0"
       for w in "$@"; do run "$m" "$gguf" "$task" "beam$w" --mode beam --beam "$w"; done
