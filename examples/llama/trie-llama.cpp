@@ -56,6 +56,7 @@ struct Args {
     bool json = false;
     bool require_valid = false;
     bool extra_bufts = false;    // llama_model_params.use_extra_bufts (see --extra-bufts)
+    bool canonical = false;      // trie/beam: only each member's own tokenization (trie_compile_tokens)
     bool quiet = false;
     bool verbose = false;
 };
@@ -79,6 +80,8 @@ void usage(const char *argv0) {
         "  --extra-bufts      let llama.cpp use its extra CPU buffer types (weight repacking; AMX kernels in an\n"
         "                     AMX-enabled build). Off by default: a native build crashed on AMX CPUs there\n"
         "  --gbnf-max-k K     skip gbnf mode above K strings (default 5000; its mask cost grows with K)\n"
+        "  --canonical        trie and beam allow only the tokenizer's own tokenization of each member\n"
+        "                     (llama_tokenize, then trie_compile_tokens); default: every tokenization\n"
         "  --out FILE         write 'mode<TAB>prompt#<TAB>output' lines (output with \\\\ \\t \\n \\r escaped)\n"
         "  --json             also print one JSON line per mode\n"
         "  --require-valid    exit 1 unless every trie output is a member\n"
@@ -102,6 +105,7 @@ bool parse_args(int argc, char **argv, Args &a) {
         else if (k == "--system") a.system = val("--system");
         else if (k == "--shots") a.shots = val("--shots");
         else if (k == "--extra-bufts") a.extra_bufts = true;
+        else if (k == "--canonical") a.canonical = true;
         else if (k == "--mode") a.mode = val("--mode");
         else if (k == "--out") a.out = val("--out");
         else if (k == "--batch" || k == "-b") a.batch = std::atoi(val("--batch"));
@@ -784,7 +788,29 @@ int main(int argc, char **argv) {
                 lens.push_back(c.size());
             }
             t0 = clk::now();
-            st = trie_compile(tv, ptrs.data(), lens.data(), choices.size(), nullptr, &automaton);
+            if (!args.canonical) {
+                st = trie_compile(tv, ptrs.data(), lens.data(), choices.size(), nullptr, &automaton);
+            } else {
+                // the tokenizer's own tokenization of each member, no special tokens (tokenizing is timed too)
+                std::vector<std::vector<llama_token>> seqs(choices.size());
+                std::vector<const int32_t *> sptrs;
+                std::vector<size_t> slens;
+                for (size_t i = 0; i < choices.size(); ++i) {
+                    const std::string &c = choices[i];
+                    seqs[i].resize(c.size() + 8);
+                    int n = llama_tokenize(vocab, c.data(), (int32_t) c.size(), seqs[i].data(),
+                                           (int32_t) seqs[i].size(), false, false);
+                    if (n < 0) {
+                        seqs[i].resize((size_t) -n);
+                        n = llama_tokenize(vocab, c.data(), (int32_t) c.size(), seqs[i].data(),
+                                           (int32_t) seqs[i].size(), false, false);
+                    }
+                    seqs[i].resize(n > 0 ? (size_t) n : 0);
+                    sptrs.push_back(seqs[i].data());
+                    slens.push_back(seqs[i].size());
+                }
+                st = trie_compile_tokens(tv, sptrs.data(), slens.data(), choices.size(), nullptr, &automaton);
+            }
             compile_ms = ms_since(t0);
             trie_vocab_free(tv);
         }
@@ -792,7 +818,8 @@ int main(int argc, char **argv) {
             std::fprintf(stderr, "libtrie: %s: %s\n", trie_status_str(st), trie_last_error());
             failed = true;
         } else {
-            std::printf("   vocab %.1f ms, compile %.1f ms, %zu states\n", vocab_ms, compile_ms,
+            std::printf("   vocab %.1f ms, compile %.1f ms%s, %zu states\n", vocab_ms, compile_ms,
+                        args.canonical ? " (canonical tokenizations only)" : "",
                         trie_automaton_n_states(automaton));
             std::fflush(stdout);
         }
@@ -894,12 +921,14 @@ int main(int argc, char **argv) {
             std::printf("{\"mode\":%s,\"skipped\":%s,\"k\":%zu,\"n\":%zu,\"valid\":%zu,\"validity\":%.4f,"
                         "\"n_gold\":%zu,\"correct\":%zu,\"accuracy\":%.4f,\"vocab_ms\":%.3f,\"compile_ms\":%.3f,"
                         "\"prefill_ms\":%.3f,\"gen_ms\":%.3f,\"gen_tokens\":%zu,\"decode_tok_per_s\":%.3f,"
-                        "\"stage_us_per_token\":%.3f,\"truncated\":%zu,\"stage_errors\":%zu,\"batch\":%d}\n",
+                        "\"stage_us_per_token\":%.3f,\"truncated\":%zu,\"stage_errors\":%zu,\"batch\":%d,"
+                        "\"canonical\":%s}\n",
                         json_str(r.mode).c_str(), r.skipped ? "true" : "false", choices.size(), r.n, r.valid,
                         r.n ? (double) r.valid / r.n : 0.0, r.n_gold, r.correct,
                         r.n_gold ? (double) r.correct / r.n_gold : 0.0, r.vocab_ms, r.compile_ms, r.prefill_ms,
                         r.gen_ms, r.gen_tokens, r.gen_ms > 0 ? r.gen_tokens / (r.gen_ms / 1e3) : 0.0,
-                        r.gen_tokens ? r.stage_ns / 1e3 / r.gen_tokens : 0.0, r.truncated, r.stage_errors, B);
+                        r.gen_tokens ? r.stage_ns / 1e3 / r.gen_tokens : 0.0, r.truncated, r.stage_errors, B,
+                        args.canonical && (r.mode == "trie" || r.mode == "beam") ? "true" : "false");
         }
     }
     std::fflush(stdout);

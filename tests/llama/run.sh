@@ -141,5 +141,20 @@ grep -E '^(beam|\{)' "$TMP/t6.log" | sed 's/^/    /'
 if [[ $rc -eq 0 ]] && "${CHECK[@]}" "$TMP/tools20.txt" "$TMP/t6.tsv" beam "$NTOOLS"; then ok "K=20: beam 100% valid"
 else ko "K=20 beam (harness exit $rc)"; tail -5 "$TMP/t6.log"; fi
 
+# ---- 7: --canonical (only each member's own tokenization, trie_compile_tokens), trie and beam --------------------
+echo "[test] 20 tool names, --canonical, trie and beam" >&2
+"$HARNESS" "${COMMON[@]}" --choices "$TMP/tools20.txt" --prompts data/tools-prompts.tsv --shots data/tools-shots.tsv \
+  --mode trie --canonical --batch 4 --require-valid --out "$TMP/t7-trie.tsv" > "$TMP/t7-trie.log" 2>&1
+rc=$?
+"$HARNESS" "${COMMON[@]}" --choices "$TMP/tools20.txt" --prompts data/tools-prompts.tsv --shots data/tools-shots.tsv \
+  --mode beam --beam 3 --canonical --batch 4 --require-valid --out "$TMP/t7-beam.tsv" > "$TMP/t7-beam.log" 2>&1
+rc2=$?
+grep -E '^(trie|beam|\{)' "$TMP/t7-trie.log" "$TMP/t7-beam.log" | sed 's/^/    /'
+if [[ $rc -eq 0 && $rc2 -eq 0 ]] && grep -q '"canonical":true' "$TMP/t7-trie.log" \
+   && "${CHECK[@]}" "$TMP/tools20.txt" "$TMP/t7-trie.tsv" trie "$NTOOLS" \
+   && "${CHECK[@]}" "$TMP/tools20.txt" "$TMP/t7-beam.tsv" beam "$NTOOLS"; then
+  ok "K=20 --canonical: trie and beam 100% valid"
+else ko "K=20 --canonical (harness exit $rc / $rc2)"; tail -5 "$TMP/t7-trie.log" "$TMP/t7-beam.log"; fi
+
 printf '%d passed, %d failed\n' "$pass" "$fail"
 [[ $fail -eq 0 ]]
