@@ -26,7 +26,12 @@
  * vocabulary has none, sets every logit to -inf; the failure is kept (the first one, until reset) and
  * trie_llama_sampler_error() returns it. Check it after generating when outputs must be members.
  *
- * trie_llama_sampler_is_trie() recognizes a stage made in any translation unit (name + magic number).
+ * trie_llama_sampler_is_trie() recognizes a stage made in any translation unit, C or C++, of any shared object
+ * linked to the same libtrie: a stage's name callback returns trie_sampler_name(), one static string exported by
+ * libtrie itself, and is_trie compares that pointer before it reads anything of the sampler's context (a foreign
+ * sampler also named "trie" is never dereferenced). Two copies of libtrie in one process (a static libtrie.a in
+ * each of two shared objects) have two such strings: a stage of one copy is not a stage for the other (is_trie
+ * says false; it never says true wrongly).
  *
  * Put the stage before any truncating sampler (top-k, top-p, min-p ...) so those see only allowed tokens.
  * accept() advances on every token it is given: an engine that also feeds the prompt's tokens to its chain's
@@ -136,8 +141,9 @@ done:
  * Sampler stage.
  * ---------------------------------------------------------------------------------------------------------- */
 
-/* First member of every stage's context: identifies a trie stage made in any translation unit (and by any copy
- * of this header with the same context layout). */
+/* First member of every stage's context: the layout version. trie_llama_sampler_is_trie reads it only after the
+ * name pointer proved the sampler is a libtrie stage; it tells apart stages made by copies of this header with
+ * another context layout. */
 #define TRIE_LLAMA_MAGIC UINT64_C(0x3176616D6C656972) /* "rielmav1": layout version 1 */
 
 typedef struct trie_llama_ctx {
@@ -153,9 +159,13 @@ typedef struct trie_llama_ctx {
     char            error_msg[192];
 } trie_llama_ctx;
 
+/* The name is "trie"; its address (trie_sampler_name(), a static string of libtrie, the same in every translation
+ * unit and shared object) is what identifies a stage. A per-translation-unit static, a weak symbol or a C++ inline
+ * variable would not do: this header is all static functions, and weak / inline symbols are resolved per shared
+ * object under -fvisibility=hidden, -Bsymbolic or RTLD_LOCAL (and do not exist in C on every compiler). */
 static inline const char *trie_llama__name(const struct llama_sampler *smpl) {
     (void) smpl;
-    return "trie";
+    return trie_sampler_name();
 }
 
 /* Records the first failure; later ones keep the first message. */
@@ -331,13 +341,14 @@ fail:
     return NULL;
 }
 
-/* True when `smpl` is a sampler made by trie_llama_sampler_init, in this or any other translation unit (it
- * checks the name "trie" and then the context's magic number, not the address of the interface). */
+/* True when `smpl` is a sampler made by trie_llama_sampler_init, in this or any other translation unit or shared
+ * object using the same libtrie. Identity first: the name callback must return the pointer trie_sampler_name()
+ * (not merely the text "trie", which any sampler may use, with any context or none); only then is the context
+ * read, for its layout version (TRIE_LLAMA_MAGIC). A foreign sampler's context is never touched. */
 static inline bool trie_llama_sampler_is_trie(const struct llama_sampler *smpl) {
-    if (smpl == NULL || smpl->iface == NULL || smpl->iface->name == NULL || smpl->ctx == NULL) return false;
-    const char *name = smpl->iface->name(smpl);
-    return name != NULL && strcmp(name, "trie") == 0
-           && ((const trie_llama_ctx *) smpl->ctx)->magic == TRIE_LLAMA_MAGIC;
+    if (smpl == NULL || smpl->iface == NULL || smpl->iface->name == NULL) return false;
+    if (smpl->iface->name(smpl) != trie_sampler_name()) return false;
+    return smpl->ctx != NULL && ((const trie_llama_ctx *) smpl->ctx)->magic == TRIE_LLAMA_MAGIC;
 }
 
 /* The stage's current state (TRIE_STATE_FINISHED after an end-of-generation token). `smpl` must be a sampler

@@ -7,7 +7,8 @@
  * allowed tokens) and shuffled or partial candidate arrays (masked with -inf), against trie_allowed. Also
  * checks accept of a rejected token, clone (state copied, independent), reset, and that each walk spells a
  * member. Regression checks: a stage made in another translation unit (trie_llama_selftest_tu2.cpp, C++) is
- * recognized by trie_llama_sampler_is_trie both ways; the stage fails closed (an invalid state, a state that
+ * recognized by trie_llama_sampler_is_trie both ways; foreign samplers also named "trie" (NULL or 1-byte context)
+ * are not, and their context is not read; the stage fails closed (an invalid state, a state that
  * allows no token, the finished state: no token outside the automaton keeps a finite logit or its place, and
  * the failure is reported by trie_llama_sampler_error). Exit status 0 when every check passes. */
 #include "llama.h"
@@ -57,6 +58,37 @@ static int is_member(const char *s, size_t n) {
 /* trie_llama_selftest_tu2.cpp */
 struct llama_sampler *selftest_tu2_sampler_init(const trie_automaton *automaton);
 bool selftest_tu2_is_trie(const struct llama_sampler *smpl);
+struct llama_sampler *selftest_tu2_foreign_init(void *ctx);   /* a foreign sampler named "trie" (C++) */
+
+/* A foreign sampler named "trie", made here (C): ctx NULL or a malloc'ed block (freed with the sampler). */
+static const char *foreign_name(const struct llama_sampler *smpl) { (void) smpl; return "trie"; }
+static void foreign_free(struct llama_sampler *smpl) { free(smpl->ctx); }
+static struct llama_sampler_i foreign_iface = { .name = foreign_name, .free = foreign_free };
+
+/* Samplers named "trie" that are not libtrie's: NULL context, a 1-byte context (reading the 8-byte magic there
+ * would be out of bounds: AddressSanitizer catches it), and a context full of the magic's bytes. is_trie and
+ * trie_llama_sampler_error must say no in both translation units, without touching the context. */
+static void test_foreign_trie_named(void) {
+    struct llama_sampler *f[5];
+    unsigned char *one = (unsigned char *) malloc(1), *one2 = (unsigned char *) malloc(1);
+    trie_llama_ctx *fake = (trie_llama_ctx *) calloc(1, sizeof(trie_llama_ctx));
+    if (one) *one = 0x72;
+    if (one2) *one2 = 0x72;
+    if (fake) fake->magic = TRIE_LLAMA_MAGIC;           /* looks like a stage's context; the name says no */
+    f[0] = llama_sampler_init(&foreign_iface, NULL);
+    f[1] = llama_sampler_init(&foreign_iface, one);
+    f[2] = llama_sampler_init(&foreign_iface, fake);
+    f[3] = selftest_tu2_foreign_init(NULL);
+    f[4] = selftest_tu2_foreign_init(one2);
+    for (int i = 0; i < 5; ++i) {
+        CHECK(f[i] != NULL && strcmp(llama_sampler_name(f[i]), "trie") == 0, "foreign sampler %d is named trie", i);
+        CHECK(!trie_llama_sampler_is_trie(f[i]), "foreign sampler %d named trie is not a trie stage", i);
+        CHECK(!selftest_tu2_is_trie(f[i]), "foreign sampler %d named trie is not a trie stage (other TU)", i);
+        const char *msg = NULL;
+        CHECK(trie_llama_sampler_error(f[i], &msg) == TRIE_ERR_INVALID_ARGUMENT, "error() of foreign sampler %d", i);
+        llama_sampler_free(f[i]);
+    }
+}
 
 /* The stage's state, set from outside (what a corrupted or foreign state looks like to apply). */
 static void poke_state(struct llama_sampler *smpl, trie_state s) { ((trie_llama_ctx *) smpl->ctx)->state = s; }
@@ -207,6 +239,8 @@ int main(int argc, char **argv) {
         llama_sampler_free(greedy);
     }
     CHECK(strcmp(llama_sampler_name(smpl), "trie") == 0, "name");
+    CHECK(llama_sampler_name(smpl) == trie_sampler_name(), "the name is libtrie's trie_sampler_name()");
+    test_foreign_trie_named();
     const trie_state start = trie_llama_sampler_state(smpl);
 
     llama_token_data *full = (llama_token_data *) malloc(sizeof(llama_token_data) * (size_t) n_vocab);
