@@ -248,6 +248,15 @@ const char *trie_status_str(int status);
 const char *trie_version(void);
 
 /**
+ * The one `"trie"` of this library: the name of the llama.cpp sampler stage of `include/trie_llama.h`. Always the
+ * same address (a `static`, never merged with other strings), so its identity, not its text, tells a stage made
+ * by the header (in any translation unit, C or C++, of any shared object linked to this library) from a foreign
+ * sampler that is also named "trie": `trie_llama_sampler_is_trie` compares the pointer its name callback returns
+ * with this one before it reads the sampler's context. Static; never NULL.
+ */
+const char *trie_sampler_name(void);
+
+/**
  * Builds a vocabulary from the bytes of every token id `0..n_tokens` (`token_bytes[i]`, `token_lens[i]` bytes;
  * NULL is fine for an empty token), their kinds (`TRIE_TOKEN_*`; NULL: all normal) and the end-of-generation ids
  * (`eog_ids`, `n_eog`; NULL with 0 for none). The mask width is `n_tokens`; see [`trie_vocab_new_ex`] for

@@ -26,7 +26,12 @@
  * vocabulary has none, sets every logit to -inf; the failure is kept (the first one, until reset) and
  * trie_llama_sampler_error() returns it. Check it after generating when outputs must be members.
  *
- * trie_llama_sampler_is_trie() recognizes a stage made in any translation unit (name + magic number).
+ * trie_llama_sampler_is_trie() recognizes a stage made in any translation unit, C or C++, of any shared object
+ * linked to the same libtrie: a stage's name callback returns trie_sampler_name(), one static string exported by
+ * libtrie itself, and is_trie compares that pointer before it reads anything of the sampler's context (a foreign
+ * sampler also named "trie" is never dereferenced). Two copies of libtrie in one process (a static libtrie.a in
+ * each of two shared objects) have two such strings: a stage of one copy is not a stage for the other (is_trie
+ * says false; it never says true wrongly).
  *
  * Put the stage before any truncating sampler (top-k, top-p, min-p ...) so those see only allowed tokens.
  * accept() advances on every token it is given: an engine that also feeds the prompt's tokens to its chain's
@@ -34,6 +39,13 @@
  * state with them. There, keep the stage outside that chain and accept only generated tokens (as the
  * llama-server integration, integrations/llama-server, does), or reset() it after the prompt.
  * Only the CPU sampler interface is used (the experimental backend members of llama_sampler_i stay NULL).
+ *
+ * Memory: init and clone allocate only the context and the end-of-generation ids; the two full-width scratch
+ * buffers (n_vocab ids and an n_vocab-bit mask, about 0.6 MB for 152K ids) are allocated by the first apply, so
+ * an engine that clones samplers often (llama-server on rollbacks) pays for them only in clones that sample. If
+ * that allocation fails, apply fails closed (EOG ids only, or all -inf) and records TRIE_ERR_LIMIT_EXCEEDED; a
+ * later apply tries again. Define TRIE_LLAMA_SCRATCH_MALLOC(bytes) before including this header to allocate the
+ * scratch buffers with something else (it must return memory free() releases, or NULL).
  *
  * All functions are static; the header has no link-time symbols of its own.
  */
@@ -46,6 +58,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#ifndef TRIE_LLAMA_SCRATCH_MALLOC
+#define TRIE_LLAMA_SCRATCH_MALLOC(bytes) malloc(bytes)
+#endif
 
 #ifdef __cplusplus
 extern "C" {
@@ -136,8 +152,9 @@ done:
  * Sampler stage.
  * ---------------------------------------------------------------------------------------------------------- */
 
-/* First member of every stage's context: identifies a trie stage made in any translation unit (and by any copy
- * of this header with the same context layout). */
+/* First member of every stage's context: the layout version. trie_llama_sampler_is_trie reads it only after the
+ * name pointer proved the sampler is a libtrie stage; it tells apart stages made by copies of this header with
+ * another context layout. */
 #define TRIE_LLAMA_MAGIC UINT64_C(0x3176616D6C656972) /* "rielmav1": layout version 1 */
 
 typedef struct trie_llama_ctx {
@@ -145,17 +162,21 @@ typedef struct trie_llama_ctx {
     trie_automaton *automaton;   /* own reference (trie_automaton_retain) */
     trie_state      state;
     size_t          n_vocab;     /* trie_automaton_n_vocab: the mask width */
-    uint32_t       *mask;        /* ceil(n_vocab / 32) words, filled on demand */
-    int32_t        *allowed;     /* n_vocab ids (always enough for trie_allowed), filled on demand */
+    uint32_t       *mask;        /* ceil(n_vocab / 32) words, filled on demand; NULL until the first apply */
+    int32_t        *allowed;     /* n_vocab ids (always enough for trie_allowed); NULL until the first apply */
     int32_t        *eog;         /* the end-of-generation ids (trie_allowed in TRIE_STATE_FINISHED) */
     size_t          n_eog;
     trie_status     error;       /* TRIE_OK, or the first failure since init / reset (sticky) */
     char            error_msg[192];
 } trie_llama_ctx;
 
+/* The name is "trie"; its address (trie_sampler_name(), a static string of libtrie, the same in every translation
+ * unit and shared object) is what identifies a stage. A per-translation-unit static, a weak symbol or a C++ inline
+ * variable would not do: this header is all static functions, and weak / inline symbols are resolved per shared
+ * object under -fvisibility=hidden, -Bsymbolic or RTLD_LOCAL (and do not exist in C on every compiler). */
 static inline const char *trie_llama__name(const struct llama_sampler *smpl) {
     (void) smpl;
-    return "trie";
+    return trie_sampler_name();
 }
 
 /* Records the first failure; later ones keep the first message. */
@@ -181,20 +202,44 @@ static inline void trie_llama__accept(struct llama_sampler *smpl, llama_token to
     }
 }
 
+/* Allocates the full-width scratch buffers (both or neither). Returns 0 when that fails. */
+static inline int trie_llama__scratch(trie_llama_ctx *c) {
+    if (c->allowed != NULL && c->mask != NULL) return 1;
+    uint32_t *mask = (uint32_t *) TRIE_LLAMA_SCRATCH_MALLOC(((c->n_vocab + 31) / 32 + 1) * sizeof(uint32_t));
+    int32_t *allowed = mask ? (int32_t *) TRIE_LLAMA_SCRATCH_MALLOC((c->n_vocab + 1) * sizeof(int32_t)) : NULL;
+    if (allowed == NULL) {
+        free(mask);
+        return 0;
+    }
+    c->mask = mask;
+    c->allowed = allowed;
+    return 1;
+}
+
 static inline void trie_llama__apply(struct llama_sampler *smpl, llama_token_data_array *cur_p) {
     trie_llama_ctx *c = (trie_llama_ctx *) smpl->ctx;
-    const int32_t *allowed = c->allowed;
-    size_t n_allowed = 0;
+    const int32_t *allowed = c->eog;
+    size_t n_allowed = c->n_eog;
 
-    /* Fail closed: when libtrie fails or the state allows nothing, only the end-of-generation ids stay (the
-     * model stops); with no EOG id at all every candidate gets logit -inf. Either way the failure is recorded
-     * (trie_llama_sampler_error). In TRIE_STATE_FINISHED trie_allowed gives the EOG ids. */
-    const trie_status st = trie_allowed(c->automaton, c->state, c->allowed, c->n_vocab, &n_allowed);
-    if (st != TRIE_OK || n_allowed == 0) {
-        if (st != TRIE_OK) trie_llama__fail(c, st, "apply", trie_last_error());
-        else trie_llama__fail(c, TRIE_ERR_INVALID_STATE, "apply", "the state allows no token");
-        allowed = c->eog;
-        n_allowed = c->n_eog;
+    /* Fail closed: when the scratch buffers cannot be allocated, libtrie fails or the state allows nothing, only
+     * the end-of-generation ids stay (the model stops); with no EOG id at all every candidate gets logit -inf.
+     * Either way the failure is recorded (trie_llama_sampler_error). In TRIE_STATE_FINISHED trie_allowed gives
+     * the EOG ids. */
+    if (!trie_llama__scratch(c)) {
+        char detail[96];
+        snprintf(detail, sizeof detail, "cannot allocate the scratch buffers for %zu ids", c->n_vocab);
+        trie_llama__fail(c, TRIE_ERR_LIMIT_EXCEEDED, "apply", detail);
+    } else {
+        size_t n = 0;
+        const trie_status st = trie_allowed(c->automaton, c->state, c->allowed, c->n_vocab, &n);
+        if (st != TRIE_OK) {
+            trie_llama__fail(c, st, "apply", trie_last_error());
+        } else if (n == 0) {
+            trie_llama__fail(c, TRIE_ERR_INVALID_STATE, "apply", "the state allows no token");
+        } else {
+            allowed = c->allowed;
+            n_allowed = n;
+        }
     }
 
     /* Fast path: the candidates are the whole vocabulary in id order (what llama_sampler_sample builds from
@@ -216,8 +261,15 @@ static inline void trie_llama__apply(struct llama_sampler *smpl, llama_token_dat
     }
 
     /* General path: any order, any subset. Mask out (logit = -inf) every id not allowed. The mask is built from
-     * the list, so this path cannot fail. */
-    {
+     * the list, so this path cannot fail. Without scratch buffers (their allocation failed) the list is the EOG
+     * ids: a few, looked up directly. */
+    if (c->mask == NULL) {
+        for (size_t i = 0; i < cur_p->size; ++i) {
+            int ok = 0;
+            for (size_t k = 0; k < n_allowed && !ok; ++k) ok = cur_p->data[i].id == allowed[k];
+            if (!ok) cur_p->data[i].logit = -INFINITY;
+        }
+    } else {
         const size_t n_words = (c->n_vocab + 31) / 32;
         memset(c->mask, 0, n_words * sizeof(uint32_t));
         for (size_t k = 0; k < n_allowed; ++k) {
@@ -242,6 +294,7 @@ static inline void trie_llama__reset(struct llama_sampler *smpl) {
 
 static inline struct llama_sampler *trie_llama_sampler_init(const trie_automaton *automaton);
 
+/* A clone shares nothing mutable with its source and gets no scratch buffers (its first apply allocates them). */
 static inline struct llama_sampler *trie_llama__clone(const struct llama_sampler *smpl) {
     const trie_llama_ctx *c = (const trie_llama_ctx *) smpl->ctx;
     struct llama_sampler *copy = trie_llama_sampler_init(c->automaton);
@@ -305,21 +358,22 @@ static inline struct llama_sampler_i *trie_llama__iface(void) { return &trie_lla
 /*
  * Creates the sampler stage for `automaton`, in its start state. The sampler holds its own reference to the
  * automaton; the caller may free its reference right away. Returns NULL on a NULL automaton or allocation
- * failure. Free it with llama_sampler_free, or let a llama_sampler_chain own it.
+ * failure. Free it with llama_sampler_free, or let a llama_sampler_chain own it. The full-width scratch buffers
+ * are allocated by the first apply (see "Memory" above).
  */
 static inline struct llama_sampler *trie_llama_sampler_init(const trie_automaton *automaton) {
     if (automaton == NULL) return NULL;
     trie_llama_ctx *c = (trie_llama_ctx *) calloc(1, sizeof(trie_llama_ctx));
     if (c == NULL) return NULL;
     c->n_vocab = trie_automaton_n_vocab(automaton);
-    c->mask = (uint32_t *) calloc((c->n_vocab + 31) / 32 + 1, sizeof(uint32_t));
-    c->allowed = (int32_t *) malloc((c->n_vocab + 1) * sizeof(int32_t));
-    if (c->mask == NULL || c->allowed == NULL) goto fail;
-    /* the EOG ids, what a failing state falls back to */
-    if (trie_allowed(automaton, TRIE_STATE_FINISHED, c->allowed, c->n_vocab, &c->n_eog) != TRIE_OK) c->n_eog = 0;
-    c->eog = (int32_t *) malloc((c->n_eog + 1) * sizeof(int32_t));
+    /* the EOG ids (trie_allowed in TRIE_STATE_FINISHED), what a failing apply falls back to: ask for their number
+     * first (TRIE_ERR_BUFFER_TOO_SMALL with the count), so no full-width buffer is needed */
+    size_t n_eog = 0;
+    const trie_status st = trie_allowed(automaton, TRIE_STATE_FINISHED, NULL, 0, &n_eog);
+    if (st != TRIE_OK && st != TRIE_ERR_BUFFER_TOO_SMALL) n_eog = 0;
+    c->eog = (int32_t *) malloc((n_eog + 1) * sizeof(int32_t));
     if (c->eog == NULL) goto fail;
-    if (c->n_eog) memcpy(c->eog, c->allowed, c->n_eog * sizeof(int32_t));
+    if (n_eog > 0 && trie_allowed(automaton, TRIE_STATE_FINISHED, c->eog, n_eog, &c->n_eog) != TRIE_OK) c->n_eog = 0;
     c->automaton = trie_automaton_retain(automaton);
     if (c->automaton == NULL) goto fail;
     c->magic = TRIE_LLAMA_MAGIC;
@@ -331,13 +385,14 @@ fail:
     return NULL;
 }
 
-/* True when `smpl` is a sampler made by trie_llama_sampler_init, in this or any other translation unit (it
- * checks the name "trie" and then the context's magic number, not the address of the interface). */
+/* True when `smpl` is a sampler made by trie_llama_sampler_init, in this or any other translation unit or shared
+ * object using the same libtrie. Identity first: the name callback must return the pointer trie_sampler_name()
+ * (not merely the text "trie", which any sampler may use, with any context or none); only then is the context
+ * read, for its layout version (TRIE_LLAMA_MAGIC). A foreign sampler's context is never touched. */
 static inline bool trie_llama_sampler_is_trie(const struct llama_sampler *smpl) {
-    if (smpl == NULL || smpl->iface == NULL || smpl->iface->name == NULL || smpl->ctx == NULL) return false;
-    const char *name = smpl->iface->name(smpl);
-    return name != NULL && strcmp(name, "trie") == 0
-           && ((const trie_llama_ctx *) smpl->ctx)->magic == TRIE_LLAMA_MAGIC;
+    if (smpl == NULL || smpl->iface == NULL || smpl->iface->name == NULL) return false;
+    if (smpl->iface->name(smpl) != trie_sampler_name()) return false;
+    return smpl->ctx != NULL && ((const trie_llama_ctx *) smpl->ctx)->magic == TRIE_LLAMA_MAGIC;
 }
 
 /* The stage's current state (TRIE_STATE_FINISHED after an end-of-generation token). `smpl` must be a sampler

@@ -12,6 +12,8 @@ set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 log() { printf '[bench-llama-server] %s\n' "$*" >&2; }
+# shellcheck source=scripts/llama-server-lib.sh
+source "$REPO/scripts/llama-server-lib.sh"   # free_port, stop_server
 
 BIN="$("$REPO/scripts/fetch-llama-server.sh" | tail -1)"
 MODEL="$("$REPO/scripts/fetch-model.sh" "${TRIE_MODEL:-smollm2}" | tail -1)"
@@ -21,11 +23,7 @@ SLOTS="${TRIE_BENCH_SLOTS:-4}"
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/libtrie-server-bench.XXXXXX")"
 SERVER_PID=""
 cleanup() {
-  if [[ -n "$SERVER_PID" ]] && kill -0 "$SERVER_PID" 2>/dev/null; then
-    kill "$SERVER_PID" 2>/dev/null || true
-    for _ in $(seq 1 50); do kill -0 "$SERVER_PID" 2>/dev/null || break; sleep 0.1; done
-    kill -9 "$SERVER_PID" 2>/dev/null || true
-  fi
+  stop_server "$SERVER_PID"
   rm -rf "$WORK"
 }
 trap cleanup EXIT INT TERM
@@ -35,7 +33,7 @@ for k in 100 1000 10000; do
   python3 "$REPO/scripts/gen-data.py" tools --count "$k" > "$WORK/sets/tools$k.txt"
 done
 
-PORT="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()')"
+PORT="$(free_port)"
 "$BIN" -m "$MODEL" --host 127.0.0.1 --port "$PORT" -np "$SLOTS" -c $(( 2048 * SLOTS )) \
   -t "${TRIE_SERVER_THREADS:-2}" -nr --no-webui --trie-set-dir "$WORK/sets" > "$WORK/server.log" 2>&1 &
 SERVER_PID=$!

@@ -5,10 +5,14 @@
 # Source: the PyPI source distribution llama-cpp-python==0.3.36 (sha256-pinned in scripts/fetch-sdist.sh), which
 # vendors llama.cpp commit 0c1e57098 under vendor/llama.cpp (MIT).
 #
-# CPU flags: a fixed x86-64 baseline (AVX, AVX2, FMA, F16C, BMI2), no -march=native, no AVX-512 and no AMX kernels,
-# so the same build runs on AMD EPYC and on Intel AMX machines (llama.cpp's AMX kernels crash on some of them).
-# CUDA (-DGGML_CUDA=ON) when nvcc exists. Static llama.cpp and libtrie (target/release/libtrie.a): the binary needs
-# no LD_LIBRARY_PATH.
+# CPU and CUDA flags: the same as scripts/fetch-llama.sh, defined once in scripts/llama-build-flags.sh: on x86-64 a
+# fixed baseline (SSE4.2, AVX, AVX2, FMA, F16C, BMI2), no -march=native, no AVX-512 and no AMX kernels, so the same
+# build runs on AMD EPYC and on Intel AMX machines (llama.cpp's AMX kernels crash on some of them); CUDA
+# (-DGGML_CUDA=ON, CMAKE_CUDA_ARCHITECTURES) when nvcc exists. Static llama.cpp and libtrie (target/release/libtrie.a):
+# the binary needs no LD_LIBRARY_PATH.
+#
+#   scripts/fetch-llama-server.sh                      fetch + build (or nothing, when the stamp matches)
+#   scripts/fetch-llama-server.sh --print-cmake-args   print the CMake configure arguments, one per line, and exit
 #
 # Result (idempotent, stamped):
 #   $TRIE_CACHE/llama-server/src            the patched llama.cpp tree
@@ -16,18 +20,20 @@
 #   $TRIE_CACHE/llama-server/bin/llama-server
 #
 # Environment: TRIE_CACHE (default <repo>/.cache), TRIE_JOBS (default 2), TRIE_LLAMA_CUDA=0|1 (default: auto),
-#              TRIE_FORCE=1 rebuilds. Prints the path of the llama-server binary as the last line of stdout.
+#              TRIE_LLAMA_CPU_FLAGS, TRIE_LLAMA_CUDA_ARCHS (as for scripts/fetch-llama.sh; the flags are part of the
+#              build stamp, so changing them rebuilds), TRIE_FORCE=1 rebuilds. Prints the path of the llama-server binary as the last line of stdout.
 set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 CACHE="${TRIE_CACHE:-$REPO/.cache}"
 JOBS="${TRIE_JOBS:-2}"
+PRINT_ARGS=0
+case "${1:-}" in
+  "") ;;
+  --print-cmake-args) PRINT_ARGS=1 ;;
+  *) echo "usage: $0 [--print-cmake-args]" >&2; exit 2 ;;
+esac
 
-LCP_VERSION="$(sed -n 's/^LCP_VERSION="\(.*\)"$/\1/p' "$REPO/scripts/fetch-sdist.sh")"
-LCP_SHA256="$(sed -n 's/^LCP_SHA256="\(.*\)"$/\1/p' "$REPO/scripts/fetch-sdist.sh")"
-LLAMA_COMMIT="0c1e57098"
-CMAKE_VERSION="3.31.10"
-NINJA_VERSION="1.11.1.4"
 PATCH="$REPO/patches/llama-server-libtrie.patch"
 
 ROOT="$CACHE/llama-server"
@@ -39,32 +45,40 @@ STAMP="$BIN/.trie-stamp"
 log() { printf '[fetch-llama-server] %s\n' "$*" >&2; }
 sha() { sha256sum "$1" | cut -d' ' -f1; }
 
-CUDA="${TRIE_LLAMA_CUDA:-auto}"
-if [[ "$CUDA" == auto ]]; then
-  if command -v nvcc >/dev/null 2>&1; then CUDA=1; else CUDA=0; fi
+# The pinned sdist and tools, the CPU flags (cpu_flags), CUDA and its flags (cuda_flags), the venv: one definition
+# for this script and scripts/fetch-llama.sh.
+# shellcheck source=scripts/llama-build-flags.sh
+source "$REPO/scripts/llama-build-flags.sh"
+llama_venv_paths
+LIBTRIE_LIB="$REPO/target/release/libtrie.a"
+
+cmake_args=(-G Ninja -DCMAKE_MAKE_PROGRAM="$NINJA"
+  -DCMAKE_BUILD_TYPE=Release
+  -DBUILD_SHARED_LIBS=OFF
+  -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF
+  -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_SERVER=ON
+  -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF
+  -DLLAMA_LIBTRIE=ON -DLIBTRIE_ROOT="$REPO" -DLIBTRIE_LIB="$LIBTRIE_LIB"
+  "${cpu_flags[@]}" "${cuda_flags[@]}")
+if [[ "$PRINT_ARGS" == 1 ]]; then
+  printf '%s\n' "${cmake_args[@]}"
+  exit 0
 fi
 
 # ---- tools (pinned cmake + ninja from PyPI, the same venv as scripts/fetch-llama.sh) -------------------------
+llama_setup_venv
 venv="$CACHE/venv"
-if [[ ! -x "$venv/bin/cmake" || ! -x "$venv/bin/ninja" ]] \
-   || ! "$venv/bin/cmake" --version 2>/dev/null | grep -q "version $CMAKE_VERSION"; then
-  log "creating venv with cmake==$CMAKE_VERSION ninja==$NINJA_VERSION in $venv"
-  python3 -m venv "$venv"
-  "$venv/bin/pip" install -q --disable-pip-version-check "cmake==$CMAKE_VERSION" "ninja==$NINJA_VERSION"
-fi
-CMAKE="$venv/bin/cmake"
-NINJA="$venv/bin/ninja"
 
 # ---- libtrie (static library; cargo decides whether anything changed) ----------------------------------------
 log "building libtrie (cargo build --release)"
 (cd "$REPO" && cargo build --release --quiet)
-LIBTRIE_LIB="$REPO/target/release/libtrie.a"
 [[ -f "$LIBTRIE_LIB" ]] || { log "missing $LIBTRIE_LIB"; exit 1; }
 
-# The stamp names everything the binary depends on; the libtrie side (its sources) is rebuilt by ninja itself.
+# The stamp names everything the binary depends on (the CPU and CUDA flags in full); the libtrie side (its
+# sources) is rebuilt by ninja itself.
 want_stamp() {
-  printf 'llama-cpp-python=%s commit=%s sha256=%s patch=%s cuda=%s cmake=%s flags=x86-64-v3-noavx512-noamx\n' \
-    "$LCP_VERSION" "$LLAMA_COMMIT" "$LCP_SHA256" "$(sha "$PATCH")" "$CUDA" "$CMAKE_VERSION"
+  printf 'llama-cpp-python=%s commit=%s sha256=%s patch=%s cuda=%s cmake=%s %s\n' \
+    "$LCP_VERSION" "$LLAMA_COMMIT" "$LCP_SHA256" "$(sha "$PATCH")" "$CUDA" "$CMAKE_VERSION" "$(llama_flags_stamp)"
 }
 
 # ---- download + verify + extract + patch ---------------------------------------------------------------------
@@ -106,27 +120,11 @@ if [[ "${TRIE_FORCE:-0}" != 1 && -f "$STAMP" && "$(cat "$STAMP")" == "$(want_sta
 fi
 
 # ---- configure + build ---------------------------------------------------------------------------------------
-cpu_flags=(-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON
-           -DGGML_AVX_VNNI=OFF -DGGML_AVX512=OFF -DGGML_AVX512_VBMI=OFF -DGGML_AVX512_VNNI=OFF -DGGML_AVX512_BF16=OFF
-           -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF -DGGML_CPU_ALL_VARIANTS=OFF
-           -DGGML_BACKEND_DL=OFF)
-cuda_flags=()
-if [[ "$CUDA" == 1 ]]; then
-  log "nvcc found: building with -DGGML_CUDA=ON"
-  cuda_flags+=(-DGGML_CUDA=ON)
-fi
+if [[ "$CUDA" == 1 ]]; then log "nvcc found: building with ${cuda_flags[*]}"; fi
 mkdir -p "$BUILD" "$BIN"
 rm -f "$STAMP"
-log "configuring (cmake $CMAKE_VERSION, ninja, Release, static, LLAMA_LIBTRIE=ON, cuda=$CUDA)"
-"$CMAKE" -S "$SRC" -B "$BUILD" -G Ninja -DCMAKE_MAKE_PROGRAM="$NINJA" \
-  -DCMAKE_BUILD_TYPE=Release \
-  -DBUILD_SHARED_LIBS=OFF \
-  -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF \
-  -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_SERVER=ON \
-  -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF \
-  -DLLAMA_LIBTRIE=ON -DLIBTRIE_ROOT="$REPO" -DLIBTRIE_LIB="$LIBTRIE_LIB" \
-  "${cpu_flags[@]}" "${cuda_flags[@]}" \
-  --log-level=WARNING >"$ROOT/configure.log" 2>&1 \
+log "configuring (cmake $CMAKE_VERSION, ninja, Release, static, LLAMA_LIBTRIE=ON, cuda=$CUDA, CPU: ${cpu_flags[*]})"
+"$CMAKE" -S "$SRC" -B "$BUILD" "${cmake_args[@]}" --log-level=WARNING >"$ROOT/configure.log" 2>&1 \
   || { log "configure failed; see $ROOT/configure.log"; tail -30 "$ROOT/configure.log" >&2; exit 1; }
 
 log "building target llama-server with $JOBS jobs (from scratch: about 35 minutes on 2 busy cores; CUDA much longer)"

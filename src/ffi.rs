@@ -420,6 +420,18 @@ pub extern "C" fn trie_version() -> *const c_char {
     concat!(env!("CARGO_PKG_VERSION"), "\0").as_ptr() as *const c_char
 }
 
+/// The one `"trie"` of this library: the name of the llama.cpp sampler stage of `include/trie_llama.h`. Always the
+/// same address (a `static`, never merged with other strings), so its identity, not its text, tells a stage made
+/// by the header (in any translation unit, C or C++, of any shared object linked to this library) from a foreign
+/// sampler that is also named "trie": `trie_llama_sampler_is_trie` compares the pointer its name callback returns
+/// with this one before it reads the sampler's context. Static; never NULL.
+#[no_mangle]
+pub extern "C" fn trie_sampler_name() -> *const c_char {
+    // A `static` has one fixed address (unlike a literal or a `const`, which may be duplicated or merged).
+    static TRIE_SAMPLER_NAME: [u8; 5] = *b"trie\0";
+    TRIE_SAMPLER_NAME.as_ptr() as *const c_char
+}
+
 // ---------------------------------------------------------------------------------------------------------------
 // Vocabularies.
 
@@ -1323,5 +1335,13 @@ mod tests {
         assert_eq!(TRIE_VERSION_PATCH.to_string(), env!("CARGO_PKG_VERSION_PATCH"));
         let v = unsafe { CStr::from_ptr(trie_version()) };
         assert_eq!(v.to_str().unwrap(), env!("CARGO_PKG_VERSION"));
+    }
+
+    #[test]
+    fn sampler_name_is_one_static_string() {
+        let p = trie_sampler_name();
+        assert!(!p.is_null());
+        assert_eq!(p, trie_sampler_name(), "the same address on every call");
+        assert_eq!(unsafe { CStr::from_ptr(p) }.to_bytes(), b"trie");
     }
 }

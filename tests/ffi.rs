@@ -62,6 +62,9 @@ fn version_and_status_strings() {
     let v = unsafe { CStr::from_ptr(trie_version()) }.to_str().unwrap();
     assert_eq!(v, env!("CARGO_PKG_VERSION"));
     assert_eq!(TRIE_VERSION_STRING, env!("CARGO_PKG_VERSION"));
+    // trie_sampler_name: one static "trie" (its address identifies trie_llama.h's sampler stages)
+    assert_eq!(unsafe { CStr::from_ptr(trie_sampler_name()) }.to_bytes(), b"trie");
+    assert_eq!(trie_sampler_name(), trie_sampler_name());
     let header = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/include/trie.h")).unwrap();
     for (name, value) in [
         ("MAJOR", env!("CARGO_PKG_VERSION_MAJOR")),

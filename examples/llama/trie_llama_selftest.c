@@ -7,17 +7,28 @@
  * allowed tokens) and shuffled or partial candidate arrays (masked with -inf), against trie_allowed. Also
  * checks accept of a rejected token, clone (state copied, independent), reset, and that each walk spells a
  * member. Regression checks: a stage made in another translation unit (trie_llama_selftest_tu2.cpp, C++) is
- * recognized by trie_llama_sampler_is_trie both ways; the stage fails closed (an invalid state, a state that
- * allows no token, the finished state: no token outside the automaton keeps a finite logit or its place, and
- * the failure is reported by trie_llama_sampler_error). Exit status 0 when every check passes. */
-#include "llama.h"
-#include "trie.h"
-#include "trie_llama.h"
-
+ * recognized by trie_llama_sampler_is_trie both ways; foreign samplers also named "trie" (NULL or 1-byte context)
+ * are not, and their context is not read; the stage fails closed (an invalid state, a state that
+ * allows no token, the finished state, a failed allocation of the scratch buffers: no token outside the
+ * automaton keeps a finite logit or its place, and the failure is reported by trie_llama_sampler_error); the
+ * scratch buffers are allocated by the first apply, not by init or clone. Exit status 0 when every check passes. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* The stage's scratch allocations go through here, so a test can make them fail (fail_scratch). */
+static int fail_scratch = 0;
+static size_t n_scratch_allocs = 0;
+static void *selftest_scratch_malloc(size_t bytes) {
+    n_scratch_allocs++;
+    return fail_scratch ? NULL : malloc(bytes);
+}
+#define TRIE_LLAMA_SCRATCH_MALLOC(bytes) selftest_scratch_malloc(bytes)
+
+#include "llama.h"
+#include "trie.h"
+#include "trie_llama.h"
 
 static int n_checks = 0, n_failed = 0;
 #define CHECK(cond, ...)                                                     \
@@ -57,6 +68,37 @@ static int is_member(const char *s, size_t n) {
 /* trie_llama_selftest_tu2.cpp */
 struct llama_sampler *selftest_tu2_sampler_init(const trie_automaton *automaton);
 bool selftest_tu2_is_trie(const struct llama_sampler *smpl);
+struct llama_sampler *selftest_tu2_foreign_init(void *ctx);   /* a foreign sampler named "trie" (C++) */
+
+/* A foreign sampler named "trie", made here (C): ctx NULL or a malloc'ed block (freed with the sampler). */
+static const char *foreign_name(const struct llama_sampler *smpl) { (void) smpl; return "trie"; }
+static void foreign_free(struct llama_sampler *smpl) { free(smpl->ctx); }
+static struct llama_sampler_i foreign_iface = { .name = foreign_name, .free = foreign_free };
+
+/* Samplers named "trie" that are not libtrie's: NULL context, a 1-byte context (reading the 8-byte magic there
+ * would be out of bounds: AddressSanitizer catches it), and a context full of the magic's bytes. is_trie and
+ * trie_llama_sampler_error must say no in both translation units, without touching the context. */
+static void test_foreign_trie_named(void) {
+    struct llama_sampler *f[5];
+    unsigned char *one = (unsigned char *) malloc(1), *one2 = (unsigned char *) malloc(1);
+    trie_llama_ctx *fake = (trie_llama_ctx *) calloc(1, sizeof(trie_llama_ctx));
+    if (one) *one = 0x72;
+    if (one2) *one2 = 0x72;
+    if (fake) fake->magic = TRIE_LLAMA_MAGIC;           /* looks like a stage's context; the name says no */
+    f[0] = llama_sampler_init(&foreign_iface, NULL);
+    f[1] = llama_sampler_init(&foreign_iface, one);
+    f[2] = llama_sampler_init(&foreign_iface, fake);
+    f[3] = selftest_tu2_foreign_init(NULL);
+    f[4] = selftest_tu2_foreign_init(one2);
+    for (int i = 0; i < 5; ++i) {
+        CHECK(f[i] != NULL && strcmp(llama_sampler_name(f[i]), "trie") == 0, "foreign sampler %d is named trie", i);
+        CHECK(!trie_llama_sampler_is_trie(f[i]), "foreign sampler %d named trie is not a trie stage", i);
+        CHECK(!selftest_tu2_is_trie(f[i]), "foreign sampler %d named trie is not a trie stage (other TU)", i);
+        const char *msg = NULL;
+        CHECK(trie_llama_sampler_error(f[i], &msg) == TRIE_ERR_INVALID_ARGUMENT, "error() of foreign sampler %d", i);
+        llama_sampler_free(f[i]);
+    }
+}
 
 /* The stage's state, set from outside (what a corrupted or foreign state looks like to apply). */
 static void poke_state(struct llama_sampler *smpl, trie_state s) { ((trie_llama_ctx *) smpl->ctx)->state = s; }
@@ -88,7 +130,7 @@ static size_t apply_and_check(struct llama_sampler *smpl, int32_t n_vocab, int (
     for (size_t i = 0; i < cur.size; ++i) {
         if (!isfinite(cur.data[i].logit)) continue;
         kept++;
-        if (!ok(vocab, cur.data[i].id)) bad++;
+        if (ok && !ok(vocab, cur.data[i].id)) bad++;
     }
     CHECK(bad == 0, "%s (id order): %zu candidates not allowed survive (size %zu of %d)", what, bad, cur.size, n_vocab);
     for (int32_t i = 0; i < n_vocab; ++i) { d[i].id = n_vocab - 1 - i; d[i].logit = 1.0f; d[i].p = 0.0f; }
@@ -96,7 +138,7 @@ static size_t apply_and_check(struct llama_sampler *smpl, int32_t n_vocab, int (
     llama_sampler_apply(smpl, &rev);
     bad = 0;
     for (size_t i = 0; i < rev.size; ++i) {
-        if (isfinite(rev.data[i].logit) && !ok(vocab, rev.data[i].id)) bad++;
+        if (isfinite(rev.data[i].logit) && ok && !ok(vocab, rev.data[i].id)) bad++;
     }
     CHECK(bad == 0, "%s (reversed): %zu candidates not allowed keep a finite logit", what, bad);
     free(d);
@@ -149,6 +191,65 @@ static void test_empty_state(void) {
     size_t kept = apply_and_check(s, 3, nothing, NULL, "state allowing nothing");
     CHECK(kept == 0, "state allowing nothing: %zu candidates keep a finite logit", kept);
     CHECK_ERROR(s, TRIE_ERR_INVALID_STATE, "state allowing nothing");
+    /* no EOG id and the scratch allocation fails: every logit -inf, TRIE_ERR_LIMIT_EXCEEDED */
+    struct llama_sampler *s2 = llama_sampler_clone(s);
+    llama_sampler_reset(s2);                             /* the start state: "a" would be allowed */
+    fail_scratch = 1;
+    kept = apply_and_check(s2, 3, nothing, NULL, "no EOG, scratch allocation failed");
+    fail_scratch = 0;
+    CHECK(kept == 0, "no EOG, scratch allocation failed: %zu candidates keep a finite logit", kept);
+    CHECK_ERROR(s2, TRIE_ERR_LIMIT_EXCEEDED, "no EOG, scratch allocation failed");
+    llama_sampler_free(s2);
+    llama_sampler_free(s);
+}
+
+/* The scratch buffers: none after init or clone, allocated by the first apply. A failed allocation fails closed
+ * (EOG ids only on both apply paths, TRIE_ERR_LIMIT_EXCEEDED reported) and the next apply after it tries again. */
+static void test_lazy_scratch(const trie_automaton *a, const struct llama_vocab *vocab, int32_t n_vocab) {
+    struct llama_sampler *s = trie_llama_sampler_init(a);
+    const trie_llama_ctx *c = (const trie_llama_ctx *) s->ctx;
+    CHECK(c->allowed == NULL && c->mask == NULL, "init allocates no scratch buffer");
+    CHECK(c->n_eog >= 1, "init knows the EOG ids (%zu)", c->n_eog);
+    size_t n_eog_vocab = 0;
+    for (int32_t t = 0; t < n_vocab; ++t) n_eog_vocab += llama_vocab_is_eog(vocab, t) ? 1 : 0;
+    CHECK(c->n_eog == n_eog_vocab, "EOG ids at init: %zu, vocabulary: %zu", c->n_eog, n_eog_vocab);
+
+    /* allocation failure at the first apply */
+    fail_scratch = 1;
+    const size_t allocs_before = n_scratch_allocs;
+    size_t kept = apply_and_check(s, n_vocab, only_eog, vocab, "scratch allocation failed");
+    CHECK(n_scratch_allocs > allocs_before, "apply tried to allocate the scratch buffers");
+    CHECK(kept >= 1 && kept == c->n_eog, "scratch allocation failed: the EOG ids stay (kept %zu)", kept);
+    CHECK(c->allowed == NULL && c->mask == NULL, "no scratch buffer after the failure");
+    CHECK_ERROR(s, TRIE_ERR_LIMIT_EXCEEDED, "scratch allocation failed");
+    {   /* (the start state allows member tokens and no EOG id: only EOG survived above) a clone of the failed
+         * stage: no scratch buffers, the error copied */
+        struct llama_sampler *cl = llama_sampler_clone(s);
+        CHECK(cl != NULL && ((const trie_llama_ctx *) cl->ctx)->allowed == NULL, "clone without scratch buffers");
+        CHECK_ERROR(cl, TRIE_ERR_LIMIT_EXCEEDED, "the clone keeps the error");
+        llama_sampler_free(cl);
+    }
+    fail_scratch = 0;
+    llama_sampler_reset(s);
+    CHECK_ERROR(s, TRIE_OK, "after reset");
+
+    /* the next apply allocates them and works: the start state's allowed list */
+    size_t n_allowed = 0;
+    trie_allowed(a, trie_llama_sampler_state(s), NULL, 0, &n_allowed);
+    kept = apply_and_check(s, n_vocab, NULL, vocab, "first apply after a failed allocation");
+    CHECK(kept == n_allowed, "apply after a failed allocation keeps the allowed tokens (%zu vs %zu)", kept, n_allowed);
+    CHECK(c->allowed != NULL && c->mask != NULL, "apply allocated the scratch buffers");
+    CHECK_ERROR(s, TRIE_OK, "apply after a failed allocation");
+
+    /* a clone gets no scratch buffers (not copied), and allocates its own on its first apply */
+    struct llama_sampler *cl = llama_sampler_clone(s);
+    const trie_llama_ctx *cc = (const trie_llama_ctx *) cl->ctx;
+    CHECK(cc->allowed == NULL && cc->mask == NULL, "clone allocates no scratch buffer");
+    CHECK(cc->n_eog == c->n_eog && memcmp(cc->eog, c->eog, c->n_eog * sizeof(int32_t)) == 0, "clone: same EOG ids");
+    kept = apply_and_check(cl, n_vocab, NULL, vocab, "clone's first apply");
+    CHECK(kept == n_allowed, "clone's first apply keeps the allowed tokens (%zu vs %zu)", kept, n_allowed);
+    CHECK(cc->allowed != NULL && cc->mask != NULL && cc->allowed != c->allowed, "clone has its own buffers");
+    llama_sampler_free(cl);
     llama_sampler_free(s);
 }
 
@@ -207,6 +308,8 @@ int main(int argc, char **argv) {
         llama_sampler_free(greedy);
     }
     CHECK(strcmp(llama_sampler_name(smpl), "trie") == 0, "name");
+    CHECK(llama_sampler_name(smpl) == trie_sampler_name(), "the name is libtrie's trie_sampler_name()");
+    test_foreign_trie_named();
     const trie_state start = trie_llama_sampler_state(smpl);
 
     llama_token_data *full = (llama_token_data *) malloc(sizeof(llama_token_data) * (size_t) n_vocab);
@@ -308,6 +411,7 @@ int main(int argc, char **argv) {
     CHECK(n_members_hit == n_walks, "every walk ended with EOG (%d of %d)", n_members_hit, n_walks);
 
     test_fail_closed(a, vocab, n_vocab);
+    test_lazy_scratch(a, vocab, n_vocab);
     test_empty_state();
 
     llama_sampler_free(smpl);

@@ -44,6 +44,7 @@ _SIGNATURES = {
     "trie_last_error": ([], ctypes.c_char_p),
     "trie_status_str": ([ctypes.c_int], ctypes.c_char_p),
     "trie_version": ([], ctypes.c_char_p),
+    "trie_sampler_name": ([], ctypes.c_char_p),
     "trie_vocab_new_ex": ([ctypes.POINTER(u8p), sizep, u32p, ctypes.c_size_t, i32p, ctypes.c_size_t, ctypes.c_size_t,
                            ctypes.POINTER(vp)], ctypes.c_int),
     "trie_vocab_from_gguf": ([ctypes.c_char_p, ctypes.POINTER(vp)], ctypes.c_int),

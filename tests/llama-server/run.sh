@@ -17,6 +17,8 @@ set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 log() { printf '[llama-server test] %s\n' "$*" >&2; }
+# shellcheck source=scripts/llama-server-lib.sh
+source "$REPO/scripts/llama-server-lib.sh"   # free_port, stop_server
 t_start=$(date +%s)
 
 BIN="$("$REPO/scripts/fetch-llama-server.sh" | tail -1)"
@@ -27,11 +29,7 @@ log "build and model ready in $(( t_built - t_start )) s: $BIN"
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/libtrie-server-test.XXXXXX")"
 SERVER_PID=""
 cleanup() {
-  if [[ -n "$SERVER_PID" ]] && kill -0 "$SERVER_PID" 2>/dev/null; then
-    kill "$SERVER_PID" 2>/dev/null || true
-    for _ in $(seq 1 50); do kill -0 "$SERVER_PID" 2>/dev/null || break; sleep 0.1; done
-    kill -9 "$SERVER_PID" 2>/dev/null || true
-  fi
+  stop_server "$SERVER_PID"
   if [[ "${TRIE_KEEP:-0}" == 1 ]]; then log "kept $WORK"; else rm -rf "$WORK"; fi
 }
 trap cleanup EXIT INT TERM
@@ -52,7 +50,7 @@ python3 -c "
 import hashlib, sys
 sys.stdout.write(''.join(hashlib.sha256(str(i).encode()).hexdigest() + '\n' for i in range(10000)))" > "$SETS/huge.txt"
 
-PORT="${TRIE_SERVER_PORT:-$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()')}"
+PORT="${TRIE_SERVER_PORT:-$(free_port)}"
 LOG="$WORK/server.log"
 
 # -nr (--no-repack): no extra CPU buffer types (the build has no AMX kernels anyway; this keeps weights as loaded).

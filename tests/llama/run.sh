@@ -15,7 +15,8 @@
 #   0. trie-llama-selftest: the header's two apply paths, accept/clone/reset, on the model's real vocabulary;
 #      is_trie across translation units; fail closed (invalid / empty / finished states) with the error reported
 #   P. the llama.cpp build is portable (unless TRIE_LLAMA_CPU_FLAGS overrides it): no -march=native in its compile
-#      commands and no AMX instruction in libggml-cpu.so, so results do not depend on the machine's CPU
+#      commands and no AMX instruction in libggml-cpu.so, so results do not depend on the machine's CPU; and
+#      scripts/fetch-llama-server.sh configures the same GGML/CUDA flags (scripts/llama-build-flags.sh)
 # Prints "N passed, N failed" last; exits 1 if anything failed.
 set -uo pipefail
 
@@ -43,6 +44,12 @@ CHECK=(python3 "$REPO/tests/llama/check.py")
 NTOOLS="$(grep -c . data/tools-prompts.tsv)"
 
 # ---- P: portable llama.cpp build ---------------------------------------------------------------------------
+# Both llama.cpp builds (this one and llama-server's) take their ISA and CUDA flags from scripts/llama-build-flags.sh.
+flags_lib="$(scripts/fetch-llama.sh --print-cmake-args | grep -E '^-D(GGML_|CMAKE_CUDA)')"
+flags_srv="$(scripts/fetch-llama-server.sh --print-cmake-args | grep -E '^-D(GGML_|CMAKE_CUDA)')"
+if [[ -n "$flags_lib" && "$flags_lib" == "$flags_srv" ]]; then
+  ok "portable build: fetch-llama.sh and fetch-llama-server.sh use the same $(wc -l <<<"$flags_lib") GGML/CUDA flags"
+else ko "portable build: fetch-llama.sh and fetch-llama-server.sh flags differ"; diff <(echo "$flags_lib") <(echo "$flags_srv"); fi
 if [[ -z "${TRIE_LLAMA_CPU_FLAGS+set}" && "$(uname -m)" == x86_64 ]]; then
   LBUILD="${TRIE_CACHE:-$REPO/.cache}/llama.cpp/build"
   NINJA="${TRIE_CACHE:-$REPO/.cache}/venv/bin/ninja"
