@@ -237,3 +237,34 @@ fn many_small_cases() {
         }
     }
 }
+
+/// A set large enough that the copied rows are split into many pieces filled in parallel, and batches that
+/// touch runs of chains, members and rows all over it (additions next to members, removals, both at once).
+#[test]
+fn large_set_in_batches() {
+    let vocab = gguf_vocab("qwen2");
+    let tools: Vec<String> = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/data/tools.txt"))
+        .unwrap()
+        .lines()
+        .map(String::from)
+        .collect();
+    let names: Vec<Vec<u8>> = (0..40_000).map(|i| format!("{}_v{}", tools[i % 3000], i / 3000).into_bytes()).collect();
+    let options = CompileOptions::new();
+    let mut rng = SmallRng::seed_from_u64(40_000);
+    let mut set = names[..30_000].to_vec();
+    for round in 0..4 {
+        let add: Vec<Vec<u8>> = (0..60)
+            .map(|_| {
+                let mut s = names[rng.gen_range(0..names.len())].clone();
+                if rng.gen_bool(0.3) {
+                    s.extend_from_slice(b"_x");
+                }
+                s
+            })
+            .collect();
+        let remove: Vec<Vec<u8>> = (0..60).map(|_| set[rng.gen_range(0..set.len())].clone()).collect();
+        let a = check(&vocab, &format!("round {round}"), &set, &add, &remove, &options).unwrap().unwrap();
+        assert!(a.n_states() > 50_000, "{}", a.n_states());
+        set = expected_list(&set, &add, &remove);
+    }
+}

@@ -37,10 +37,11 @@
 //! outweighs the copy) the update compiles the resulting set in full: same result, no speed-up.
 //!
 //! ## Cost
-//! `O(states + transitions)` memory passes (member list, chains, an old-to-new state table, the rows copied with
-//! their targets renumbered), about 1/25 to 1/40 of a full compile, plus per changed string two narrowing binary
-//! searches over the member lists, one walk, and the changed rows along its path (the rows near the root are
-//! the large ones).
+//! `O(states + transitions)` memory passes, most of them copies in runs: the member list, the chains (copied per
+//! run of untouched members, one shift per run), an old-to-new state table (one shift per run of states), and the
+//! rows, copied with their targets renumbered in pieces filled in parallel. That is about 1/20 of a full compile.
+//! Per changed string: narrowing binary searches over the member list (in parallel), one walk, and the changed
+//! rows along its path (computed in parallel; the rows near the root are the large ones).
 
 use super::*;
 
@@ -73,44 +74,124 @@ enum NewKind {
     Explicit,
 }
 
-/// The explicit states of the new automaton, as they are laid out.
-struct Rows {
-    offsets: Vec<u32>,
-    tokens: Vec<TokenId>,
-    targets: Vec<u32>,
-    accepting: Vec<bool>,
-    depth: Vec<u32>,
-    single_member: Vec<u32>,
+/// A row computed afresh for a dirty position: its (token, target) pairs, ascending, and its state's facts.
+struct NewRow {
+    pairs: Vec<(u32, u32)>,
+    accepting: bool,
+    depth: u32,
+    single: u32,
 }
 
-impl Rows {
-    /// Appends the clean old states `a..b`: tokens as they are, targets and members renumbered. `false` when a
-    /// target is gone (a clean row never leads to a changed position; this would be a broken old automaton).
-    fn copy_clean(&mut self, old: &Automaton, a: u32, b: u32, table: &[u32], member: &[u32]) -> bool {
-        if a >= b {
-            return true;
-        }
-        let (a, b) = (a as usize, b as usize);
-        let (ta, tb) = (old.offsets[a] as usize, old.offsets[b] as usize);
-        let shift = (self.tokens.len() as u32).wrapping_sub(ta as u32);
-        self.tokens.extend_from_slice(&old.tokens[ta..tb]);
-        let before = self.targets.len();
-        self.targets
-            .extend(old.targets[ta..tb].iter().map(|&t| if t == State::FINISHED.0 { t } else { table[t as usize] }));
-        if self.targets[before..].contains(&GONE) {
-            return false;
-        }
-        self.offsets.extend(old.offsets[a + 1..=b].iter().map(|&o| o.wrapping_add(shift)));
-        self.accepting.extend((a..b).map(|s| old.accepting[s / 64] >> (s % 64) & 1 == 1));
-        self.depth.extend_from_slice(&old.depth[a..b]);
-        self.single_member.extend(old.single_member[a..b].iter().map(|&m| {
-            if m == NONE {
-                NONE
-            } else {
-                member[m as usize]
+/// A part of the new automaton's explicit states: the clean old states `a..b`, copied, or one dirty row.
+enum Piece<'r> {
+    Clean(u32, u32),
+    Row(&'r NewRow),
+}
+
+/// A piece and the parts of the output arrays it fills: its states' end offsets, transitions and facts.
+struct Job<'p, 'o> {
+    piece: &'p Piece<'p>,
+    /// Index of the piece's first transition in the new automaton.
+    trans_at: u32,
+    offsets: &'o mut [u32],
+    tokens: &'o mut [TokenId],
+    targets: &'o mut [u32],
+    accepting: &'o mut [bool],
+    depth: &'o mut [u32],
+    single_member: &'o mut [u32],
+}
+
+impl Job<'_, '_> {
+    /// Fills the job's parts. A clean run keeps its tokens; its targets and members go through the old-to-new
+    /// tables. `false` when a target is gone (a clean row never leads to a changed position; this would be a
+    /// broken old automaton).
+    fn fill(self, old: &Automaton, table: &[u32], member: &[u32]) -> bool {
+        match *self.piece {
+            Piece::Row(r) => {
+                for ((tok, tgt), &(t, g)) in self.tokens.iter_mut().zip(self.targets.iter_mut()).zip(&r.pairs) {
+                    *tok = t;
+                    *tgt = g;
+                }
+                self.offsets[0] = self.trans_at + r.pairs.len() as u32;
+                self.accepting[0] = r.accepting;
+                self.depth[0] = r.depth;
+                self.single_member[0] = r.single;
+                true
             }
-        }));
-        true
+            Piece::Clean(a, b) => {
+                let (a, b) = (a as usize, b as usize);
+                let (ta, tb) = (old.offsets[a] as usize, old.offsets[b] as usize);
+                self.tokens.copy_from_slice(&old.tokens[ta..tb]);
+                let mut gone = false;
+                for (out, &t) in self.targets.iter_mut().zip(&old.targets[ta..tb]) {
+                    let v = if t == State::FINISHED.0 { t } else { table[t as usize] };
+                    gone |= v == GONE;
+                    *out = v;
+                }
+                let shift = self.trans_at.wrapping_sub(ta as u32);
+                for (out, &o) in self.offsets.iter_mut().zip(&old.offsets[a + 1..=b]) {
+                    *out = o.wrapping_add(shift);
+                }
+                for (i, out) in self.accepting.iter_mut().enumerate() {
+                    let s = a + i;
+                    *out = old.accepting[s / 64] >> (s % 64) & 1 == 1;
+                }
+                self.depth.copy_from_slice(&old.depth[a..b]);
+                for (out, &m) in self.single_member.iter_mut().zip(&old.single_member[a..b]) {
+                    *out = if m == NONE { NONE } else { member[m as usize] };
+                }
+                !gone
+            }
+        }
+    }
+}
+
+/// Splits the first `n` elements off `rest`.
+fn take_front<'o, T>(rest: &mut &'o mut [T], n: usize) -> &'o mut [T] {
+    let (front, back) = std::mem::take(rest).split_at_mut(n);
+    *rest = back;
+    front
+}
+
+/// The chains of the new automaton, as they are laid out in member order.
+struct NewChains<'a> {
+    base: &'a mut Vec<u32>,
+    member: &'a mut Vec<u32>,
+    first_depth: &'a mut Vec<u32>,
+    /// Old chains copied as runs: old chain-state offsets `lo..hi` now start at new offset `at` (same order).
+    runs: Vec<(u32, u32, u32)>,
+    /// Old chains kept but recomputed (their first depth may have changed): (old chain, new chain).
+    moved: Vec<(u32, u32)>,
+}
+
+impl NewChains<'_> {
+    /// New member `j`, from old member `o` (`NONE` when added), next to a change: its chain recomputed.
+    fn one(&mut self, old: &Automaton, new: &List, j: usize, o: u32) {
+        let len = new.get(j).len();
+        let shared = new.shared(j);
+        if shared < len {
+            if let Ok(k) = if o == NONE { Err(0) } else { old.chain_member.binary_search(&o) } {
+                self.moved.push((k as u32, self.member.len() as u32));
+            }
+            self.member.push(j as u32);
+            self.first_depth.push(shared as u32 + 1);
+            self.base.push(self.base.last().unwrap() + (len - shared) as u32);
+        }
+    }
+
+    /// Old members `oa..ob`, now `ja..`, none next to a change: their shared depths are the same, so their chains
+    /// are the old ones with the member renumbered (copied as a run).
+    fn bulk(&mut self, old: &Automaton, oa: usize, ob: usize, ja: usize) {
+        let ka = old.chain_member.partition_point(|&m| (m as usize) < oa);
+        let kb = ka + old.chain_member[ka..].partition_point(|&m| (m as usize) < ob);
+        let shift = (ja as u32).wrapping_sub(oa as u32);
+        if ka < kb {
+            self.runs.push((old.chain_base[ka], old.chain_base[kb], *self.base.last().unwrap()));
+        }
+        self.member.extend(old.chain_member[ka..kb].iter().map(|&m| m.wrapping_add(shift)));
+        self.first_depth.extend_from_slice(&old.chain_first_depth[ka..kb]);
+        let base = self.base.last().unwrap().wrapping_sub(old.chain_base[ka]);
+        self.base.extend(old.chain_base[ka + 1..=kb].iter().map(|&b| b.wrapping_add(base)));
     }
 }
 
@@ -140,36 +221,37 @@ impl<'a> List<'a> {
     }
     /// For `e = 0..=|c|`, the members that have `c[..e]` as a prefix: `lo..hi` (empty ranges at the place `c[..e]`
     /// would sort).
-    ///
-    /// `known` holds the ranges of `c[..e]` for `e < known.len()` (those of a string sharing that prefix).
-    fn prefix_ranges(&self, c: &[u8], known: &[(u32, u32)]) -> Vec<(u32, u32)> {
-        let mut out = Vec::with_capacity(c.len() + 1);
-        if known.is_empty() {
-            out.push((0, self.len() as u32));
-        } else {
-            out.extend_from_slice(known);
-        }
-        let (mut lo, mut hi) = (out.last().unwrap().0 as usize, out.last().unwrap().1 as usize);
-        for (e, &b) in c.iter().enumerate().skip(out.len() - 1) {
-            if lo < hi {
-                // Within lo..hi every member starts with c[..e]; the one equal to c[..e] (if any) comes first.
-                let first = lo
-                    + partition(lo, hi, |i| {
-                        let m = self.get(i);
-                        m.len() <= e || m[e] < b
-                    });
-                let end = first
-                    + partition(first, hi, |i| {
-                        let m = self.get(i);
-                        m[e] == b
-                    });
-                lo = first;
-                hi = end;
-            }
-            out.push((lo as u32, hi as u32));
-        }
-        out
+    fn prefix_ranges(&self, c: &[u8]) -> Vec<(u32, u32)> {
+        prefix_ranges(self.len(), |i| self.get(i), c)
     }
+}
+
+/// For each string, the number of members that sort before it (its index when it is a member).
+fn insertion_points(list: &List, strings: &[&[u8]]) -> Vec<usize> {
+    strings.par_iter().map(|s| partition(0, list.len(), |i| list.get(i) < *s)).collect()
+}
+
+/// For `e = 0..=|c|`, the strings `get(0..n)` (sorted, distinct) that have `c[..e]` as a prefix: `lo..hi`, found by
+/// narrowing binary searches (empty ranges at the place `c[..e]` would sort).
+fn prefix_ranges<'a>(n: usize, get: impl Fn(usize) -> &'a [u8], c: &[u8]) -> Vec<(u32, u32)> {
+    let mut out = Vec::with_capacity(c.len() + 1);
+    out.push((0, n as u32));
+    let (mut lo, mut hi) = (0, n);
+    for (e, &b) in c.iter().enumerate() {
+        if lo < hi {
+            // Within lo..hi every string starts with c[..e]; the one equal to c[..e] (if any) comes first.
+            let first = lo
+                + partition(lo, hi, |i| {
+                    let m = get(i);
+                    m.len() <= e || m[e] < b
+                });
+            let end = first + partition(first, hi, |i| get(i)[e] == b);
+            lo = first;
+            hi = end;
+        }
+        out.push((lo as u32, hi as u32));
+    }
+    out
 }
 
 /// The number of leading indices of `a..b` for which `pred` holds (`pred` true then false).
@@ -227,13 +309,21 @@ impl Automaton {
         let mut removing: Vec<&[u8]> = remove.iter().map(|s| s.as_ref()).collect();
         removing.sort_unstable();
         removing.dedup();
-        let find = |s: &[u8]| -> Option<usize> {
-            let i = partition(0, old.len(), |i| old.get(i) < s);
-            (i < old.len() && old.get(i) == s).then_some(i)
-        };
-        let removed: Vec<usize> =
-            removing.iter().filter(|s| adding.binary_search(s).is_err()).filter_map(|s| find(s)).collect();
-        adding.retain(|s| find(s).is_none());
+        removing.retain(|s| adding.binary_search(s).is_err());
+        // Where each string sorts among the members (binary searches over the member list: in parallel).
+        let is_at = |s: &[u8], i: usize| i < old.len() && old.get(i) == s;
+        let removed: Vec<usize> = insertion_points(&old, &removing)
+            .into_iter()
+            .zip(&removing)
+            .filter(|&(i, s)| is_at(s, i))
+            .map(|(i, _)| i)
+            .collect();
+        let (adding, ins): (Vec<&[u8]>, Vec<usize>) = adding
+            .iter()
+            .zip(insertion_points(&old, &adding))
+            .filter(|&(s, i)| !is_at(s, i))
+            .map(|(&s, i)| (s, i))
+            .unzip();
 
         let single = &self.vocab.index.single_byte;
         let fast = self.n_dropped_members == 0
@@ -245,7 +335,7 @@ impl Automaton {
         let changes = adding.len() + removed.len();
         let worth_it = changes <= 64 || changes * 20 <= old.len();
         if fast && worth_it {
-            if let Some(a) = self.update_in_place(&old, &adding, &removed, options)? {
+            if let Some(a) = self.update_in_place(&old, &adding, &ins, &removed, options)? {
                 return Ok(a);
             }
         }
@@ -322,6 +412,7 @@ impl Automaton {
         &self,
         old: &List,
         adding: &[&[u8]],
+        ins: &[usize],
         removed: &[usize],
         options: &CompileOptions,
     ) -> Result<Option<Automaton>> {
@@ -339,12 +430,12 @@ impl Automaton {
         budget.charge(n_bytes + (k_new + 1) * 8 + k_old * 4, "the members")?;
 
         // --- The new member list: runs of old members copied between the changes. ---
-        // Insertion point (old index) of each added string.
-        let ins: Vec<usize> = adding.iter().map(|s| partition(0, k_old, |i| old.get(i) < *s)).collect();
         let mut new_offsets: Vec<u64> = Vec::with_capacity(k_new + 1);
         let mut new_bytes: Vec<u8> = Vec::with_capacity(n_bytes);
         let mut old_to_new = vec![NONE; k_old];
         let mut added_at: Vec<u32> = Vec::with_capacity(adding.len());
+        // Runs of old members copied unchanged: (old range start, old range end, new index of the start).
+        let mut runs: Vec<(usize, usize, usize)> = Vec::new();
         new_offsets.push(0);
         {
             let (mut a, mut r) = (0usize, 0usize);
@@ -383,6 +474,7 @@ impl Automaton {
                 for (j, slot) in old_to_new[i..end].iter_mut().enumerate() {
                     *slot = (base + j) as u32;
                 }
+                runs.push((i, end, base));
                 i = end;
             }
         }
@@ -407,50 +499,47 @@ impl Automaton {
         let mut chain_base: Vec<u32> = Vec::with_capacity(n_chains_old + adding.len() + 1);
         let mut chain_member: Vec<u32> = Vec::with_capacity(n_chains_old + adding.len());
         let mut chain_first_depth: Vec<u32> = Vec::with_capacity(n_chains_old + adding.len());
-        let mut old_chain_to_new = vec![NONE; n_chains_old];
         chain_base.push(0);
-        {
-            let mut new_to_old: Vec<u32> = vec![NONE; k_new];
-            for (o, &n) in old_to_new.iter().enumerate() {
-                if n != NONE {
-                    new_to_old[n as usize] = o as u32;
+        let (chain_runs, chains_moved) = {
+            let mut out = NewChains {
+                base: &mut chain_base,
+                member: &mut chain_member,
+                first_depth: &mut chain_first_depth,
+                runs: Vec::new(),
+                moved: Vec::new(),
+            };
+            // Walk the new members in order: added ones and runs of old ones, the touched members of a run apart.
+            let (mut ai, mut tp) = (0usize, 0usize);
+            let mut runs_it = runs.iter();
+            let mut j = 0usize;
+            while j < k_new {
+                if ai < added_at.len() && added_at[ai] as usize == j {
+                    out.one(self, &new, j, NONE);
+                    ai += 1;
+                    j += 1;
+                    continue;
                 }
-            }
-            let mut kp = 0usize; // old chain pointer
-            let mut tp = 0usize; // touched pointer
-            for (j, &o) in new_to_old.iter().enumerate() {
-                let len = (new_offsets[j + 1] - new_offsets[j]) as usize;
-                let mut old_chain = NONE;
-                let mut old_shared = None;
-                if o != NONE {
-                    while kp < n_chains_old && (self.chain_member[kp] as usize) < o as usize {
-                        kp += 1;
+                let Some(&(oa, ob, ja)) = runs_it.next() else { return Ok(None) };
+                if ja != j {
+                    return Ok(None);
+                }
+                let jb = ja + (ob - oa);
+                while j < jb {
+                    while tp < touched.len() && (touched[tp] as usize) < j {
+                        tp += 1;
                     }
-                    if kp < n_chains_old && self.chain_member[kp] == o {
-                        old_chain = kp as u32;
-                        old_shared = Some(self.chain_first_depth[kp] as usize - 1);
+                    let next_touched = if tp < touched.len() { (touched[tp] as usize).min(jb) } else { jb };
+                    if next_touched > j {
+                        out.bulk(self, oa + (j - ja), oa + (next_touched - ja), j);
+                        j = next_touched;
                     } else {
-                        old_shared = Some(len);
+                        out.one(self, &new, j, (oa + (j - ja)) as u32);
+                        j += 1;
                     }
-                }
-                while tp < touched.len() && (touched[tp] as usize) < j {
-                    tp += 1;
-                }
-                let is_touched = tp < touched.len() && touched[tp] as usize == j;
-                let shared = match old_shared {
-                    Some(s) if !is_touched => s,
-                    _ => new.shared(j),
-                };
-                if shared < len {
-                    if old_chain != NONE {
-                        old_chain_to_new[old_chain as usize] = chain_member.len() as u32;
-                    }
-                    chain_member.push(j as u32);
-                    chain_first_depth.push(shared as u32 + 1);
-                    chain_base.push(chain_base.last().unwrap() + (len - shared) as u32);
                 }
             }
-        }
+            (out.runs, out.moved)
+        };
         let chain_of = |m: u32| -> Option<usize> { chain_member.binary_search(&m).ok() };
 
         // --- Dirty positions: the prefixes of changed members explicit in the old or the new automaton. ---
@@ -501,8 +590,8 @@ impl Automaton {
         let mut entry_of: Vec<Vec<u32>> = vec![Vec::new(); adding.len()];
         let mut path_entries: Vec<u32> = Vec::new();
         let mut prev: &[u8] = &[];
-        let mut prev_ro: Vec<(u32, u32)> = Vec::new();
-        let mut prev_rn: Vec<(u32, u32)> = Vec::new();
+        // The old ranges of every prefix of every changed string (narrowing binary searches: in parallel).
+        let ros: Vec<Vec<(u32, u32)>> = changed.par_iter().map(|&(c, _)| old.prefix_ranges(c)).collect();
         let mut walks: Vec<Option<u32>> = Vec::new();
         for (ci, &(c, added)) in changed.iter().enumerate() {
             let start = if ci == 0 { 0 } else { common(prev, c) + 1 };
@@ -511,8 +600,15 @@ impl Automaton {
             prev = c;
             // Ranges and walk states of the prefix shared with the previous string are the same.
             let known = if ci == 0 { 0 } else { start };
-            let ro = old.prefix_ranges(c, &prev_ro[..known]);
-            let rn = new.prefix_ranges(c, &prev_rn[..known]);
+            let ro = &ros[ci];
+            // The new list is the old one minus `removed` plus `adding`, so its ranges follow from the old ones
+            // by counting changes (small sorted arrays) instead of searching the whole list again.
+            let gone = |o: u32| removed.partition_point(|&r| (r as u32) < o) as u32;
+            let rn: Vec<(u32, u32)> = ro
+                .iter()
+                .zip(prefix_ranges(adding.len(), |i| adding[i], c))
+                .map(|(&(olo, ohi), (alo, ahi))| (olo - gone(olo) + alo, ohi - gone(ohi) + ahi))
+                .collect();
             // The old explicit state along c, walked byte by byte while c's prefix is old explicit.
             walks.truncate(known);
             let mut walk = walks.last().copied().unwrap_or(Some(0));
@@ -591,8 +687,6 @@ impl Automaton {
             if added != NONE {
                 entry_of[added as usize] = path_entries.clone();
             }
-            prev_ro = ro;
-            prev_rn = rn;
         }
         debug_assert!(dirty.windows(2).all(|w| w[0].path < w[1].path));
 
@@ -636,21 +730,24 @@ impl Automaton {
                 }
             }
         }
-        // Chain states: the same member's chain, shifted (positions that became explicit are dirty).
-        for (k, &nk) in old_chain_to_new.iter().enumerate() {
-            if nk == NONE {
-                continue;
+        // Chain states: the same member's chain, shifted (positions that became explicit are dirty). Chains copied
+        // as runs keep their states' order: one shift per run.
+        let e = n_explicit_old as usize;
+        for &(lo, hi, at) in &chain_runs {
+            let first = n_explicit + at;
+            for (i, slot) in table[e + lo as usize..e + hi as usize].iter_mut().enumerate() {
+                *slot = first + i as u32;
             }
+        }
+        for &(k, nk) in &chains_moved {
+            let (k, nk) = (k as usize, nk as usize);
             let (a, b) = (self.chain_base[k] as usize, self.chain_base[k + 1] as usize);
-            let f_old = self.chain_first_depth[k] as usize;
-            let f_new = chain_first_depth[nk as usize] as usize;
-            let base_new = n_explicit + chain_base[nk as usize];
-            let e = n_explicit_old as usize;
-            for (i, slot) in table[e + a..e + b].iter_mut().enumerate() {
-                let d = f_old + i;
-                if d >= f_new {
-                    *slot = base_new + (d - f_new) as u32;
-                }
+            let (f_old, f_new) = (self.chain_first_depth[k] as usize, chain_first_depth[nk] as usize);
+            // Depths below f_new became explicit (dirty, numbered below); the rest keep their order.
+            let skip = f_new.saturating_sub(f_old).min(b - a);
+            let first = n_explicit + chain_base[nk] + (f_old + skip - f_new) as u32;
+            for (i, slot) in table[e + a + skip..e + b].iter_mut().enumerate() {
+                *slot = first + i as u32;
             }
         }
         for d in &dirty {
@@ -692,34 +789,13 @@ impl Automaton {
         };
         // Calls f(code, length) for the text tokens that prefix `rest`.
         let prefix_codes = |rest: &[u8], f: &mut dyn FnMut(u32, usize)| tt.prefixes(rest, f);
-        let total_old = self.tokens.len();
-        budget
-            .charge((total_old + n_explicit as usize) * 8 + n_explicit as usize * 16, "the automaton's transitions")?;
-        let mut out = Rows {
-            offsets: Vec::with_capacity(n_explicit as usize + 1),
-            tokens: Vec::with_capacity(total_old + total_old / 64 + 64),
-            targets: Vec::with_capacity(total_old + total_old / 64 + 64),
-            accepting: Vec::with_capacity(n_explicit as usize),
-            depth: Vec::with_capacity(n_explicit as usize),
-            single_member: Vec::with_capacity(n_explicit as usize),
-        };
-        out.offsets.push(0);
-        let mut pairs: Vec<(u32, u32)> = Vec::new();
-        let mut extra: Vec<(u32, u32)> = Vec::new();
-        let mut merged: Vec<(u32, u32)> = Vec::new();
-        let mut s = 0u32;
-        for d in &dirty {
-            if !out.copy_clean(self, s, d.rank, &table, &old_to_new) {
-                return Ok(None);
-            }
-            s = d.rank + d.old_explicit as u32;
-            if d.new != NewKind::Explicit {
-                continue;
-            }
+        // The row of a dirty position that is explicit in the new automaton; `None` when a target is missing (the
+        // automaton does not have the structure the fast path assumes).
+        let dirty_row = |d: &Dirty| -> Option<NewRow> {
             let e = d.path.len();
             let is_member = d.new_hi > d.new_lo && new.get(d.new_lo as usize).len() == e;
-            pairs.clear();
-            extra.clear();
+            let mut pairs: Vec<(u32, u32)> = Vec::new();
+            let mut extra: Vec<(u32, u32)> = Vec::new();
             let mut failed = false;
             let mut align = |m: u32, pairs: &mut Vec<(u32, u32)>| {
                 if let Ok(ai) = added_at.binary_search(&m) {
@@ -777,13 +853,13 @@ impl Automaton {
                 }
             }
             if failed {
-                return Ok(None);
+                return None;
             }
             // A full compile's pairs are distinct (one target per token code, one pair per EOG id) and sorted. The
             // old row stays sorted through the table; the few new pairs are sorted and merged in.
             extra.sort_unstable();
             extra.dedup();
-            merged.clear();
+            let mut merged = Vec::with_capacity(pairs.len() + extra.len());
             let (mut i, mut j) = (0, 0);
             while i < pairs.len() || j < extra.len() {
                 let p = if j == extra.len() || (i < pairs.len() && pairs[i] <= extra[j]) {
@@ -801,29 +877,94 @@ impl Automaton {
                 merged.sort_unstable();
                 merged.dedup();
             }
-            out.tokens.extend(merged.iter().map(|p| p.0));
-            out.targets.extend(merged.iter().map(|p| p.1));
-            out.offsets.push(out.tokens.len() as u32);
-            out.accepting.push(is_member);
-            out.depth.push(e as u32);
-            out.single_member.push(if d.new_hi - d.new_lo == 1 { d.new_lo } else { NONE });
+            let single = if d.new_hi - d.new_lo == 1 { d.new_lo } else { NONE };
+            Some(NewRow { pairs: merged, accepting: is_member, depth: e as u32, single })
+        };
+        // The dirty rows are independent of each other: computed in parallel.
+        let rows: Option<Vec<Option<NewRow>>> = dirty
+            .par_iter()
+            .map(|d| if d.new == NewKind::Explicit { dirty_row(d).map(Some) } else { Some(None) })
+            .collect();
+        let Some(rows) = rows else { return Ok(None) };
+
+        // The layout: clean old states in runs (split into pieces for the threads) between the dirty rows.
+        const PIECE: u32 = 1 << 13;
+        let mut pieces: Vec<Piece> = Vec::with_capacity(dirty.len() + n_explicit_old as usize / PIECE as usize + 2);
+        {
+            let clean = |a: u32, b: u32, pieces: &mut Vec<Piece>| {
+                let mut a = a;
+                while a < b {
+                    let end = b.min(a.saturating_add(PIECE));
+                    pieces.push(Piece::Clean(a, end));
+                    a = end;
+                }
+            };
+            let mut s = 0u32;
+            for (d, row) in dirty.iter().zip(&rows) {
+                clean(s, d.rank, &mut pieces);
+                s = d.rank + d.old_explicit as u32;
+                if let Some(row) = row {
+                    pieces.push(Piece::Row(row));
+                }
+            }
+            clean(s, n_explicit_old, &mut pieces);
         }
-        if !out.copy_clean(self, s, n_explicit_old, &table, &old_to_new) || out.depth.len() != n_explicit as usize {
+        let size = |p: &Piece| -> (usize, usize) {
+            match *p {
+                Piece::Clean(a, b) => {
+                    ((b - a) as usize, (self.offsets[b as usize] - self.offsets[a as usize]) as usize)
+                }
+                Piece::Row(r) => (1, r.pairs.len()),
+            }
+        };
+        let (n_out, n_trans) = pieces.iter().map(size).fold((0, 0), |(s, t), (a, b)| (s + a, t + b));
+        if n_out != n_explicit as usize {
             return Ok(None);
         }
-        if out.tokens.len() >= u32::MAX as usize {
+        if n_trans >= u32::MAX as usize {
             return Err(Error::limit(format!(
-                "the automaton needs {} transitions, over the limit of {}",
-                out.tokens.len(),
+                "the automaton needs {n_trans} transitions, over the limit of {}",
                 u32::MAX - 1
             )));
         }
-        drop(table);
-        let mut accepting = vec![0u64; out.accepting.len().div_ceil(64)];
-        for (i, _) in out.accepting.iter().enumerate().filter(|(_, &a)| a) {
-            accepting[i / 64] |= 1 << (i % 64);
+        budget.charge(n_trans * 8 + n_out * 17, "the automaton's transitions")?;
+        let mut offsets = vec![0u32; n_out + 1];
+        let mut tokens: Vec<TokenId> = vec![0; n_trans];
+        let mut targets = vec![0u32; n_trans];
+        let mut accepting_bool = vec![false; n_out];
+        let mut depth = vec![0u32; n_out];
+        let mut single_member = vec![0u32; n_out];
+        {
+            // Each piece gets its own disjoint part of every output array, then the pieces are filled in parallel.
+            let mut jobs: Vec<Job> = Vec::with_capacity(pieces.len());
+            let (mut o, mut tk, mut tg) = (&mut offsets[1..], &mut tokens[..], &mut targets[..]);
+            let (mut ac, mut dp, mut sm) = (&mut accepting_bool[..], &mut depth[..], &mut single_member[..]);
+            let mut at = 0usize;
+            for p in &pieces {
+                let (ns, nt) = size(p);
+                jobs.push(Job {
+                    piece: p,
+                    trans_at: at as u32,
+                    offsets: take_front(&mut o, ns),
+                    tokens: take_front(&mut tk, nt),
+                    targets: take_front(&mut tg, nt),
+                    accepting: take_front(&mut ac, ns),
+                    depth: take_front(&mut dp, ns),
+                    single_member: take_front(&mut sm, ns),
+                });
+                at += nt;
+            }
+            if !jobs.into_par_iter().all(|job| job.fill(self, &table, &old_to_new)) {
+                return Ok(None);
+            }
         }
-        let Rows { offsets, tokens, targets, depth, single_member, .. } = out;
+        drop(pieces);
+        drop(rows);
+        drop(table);
+        let accepting: Vec<u64> = accepting_bool
+            .par_chunks(64)
+            .map(|bits| bits.iter().enumerate().fold(0u64, |w, (i, &b)| w | (b as u64) << i))
+            .collect();
         Ok(Some(Automaton::assemble(
             self.vocab.clone(),
             Explicit { offsets, tokens, targets, accepting, depth, single_member },
@@ -894,7 +1035,8 @@ mod tests {
                         gone.iter().filter_map(|r| (0..old.len()).find(|&i| old.get(i) == &r[..])).collect();
                     removed.sort_unstable();
                     removed.dedup();
-                    assert!(a.update_in_place(&old, &adding, &removed, &o).unwrap().is_some(), "{set:?}");
+                    let ins = insertion_points(&old, &adding);
+                    assert!(a.update_in_place(&old, &adding, &ins, &removed, &o).unwrap().is_some(), "{set:?}");
                     fast += 1;
                 }
             }
