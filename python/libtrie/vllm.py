@@ -28,6 +28,10 @@ vLLM's process boundaries and through the OpenAI-compatible server's ``vllm_xarg
 - ``{"file": "sub/tools.txt"}`` (or a string with a ``/``): a file by its path relative to the set directory.
 - ``{"strings": ["yes", "no", ...]}`` (or a list of strings): the members inline.
 - optional ``"drop_unreachable": true``: drop members the vocabulary cannot spell instead of failing the request.
+- optional ``"add": [...]`` and ``"remove": [...]`` (lists of strings, with any of the three forms): the set with
+  these strings added and removed, e.g. a registry's tool set plus the tools of this session. It is built from the
+  compiled base set (compiled once, cached) by ``Automaton.with_changes``, which copies the rows the changes do not
+  touch, and cached under its own key; the result is the set ``(base - remove) + add``.
 
 Requests are untrusted input. Operator settings (environment of the vLLM server):
 
@@ -38,7 +42,7 @@ Requests are untrusted input. Operator settings (environment of the vLLM server)
 - ``LIBTRIE_ALLOW_ANY_PATH=1``: trusted callers only (an offline ``LLM`` script): any readable regular file, by an
   absolute path or one relative to the set directory.
 - ``LIBTRIE_MAX_INLINE_STRINGS`` (default 10,000) and ``LIBTRIE_MAX_INLINE_BYTES`` (default 1 MiB, counting a byte
-  per member for its separator): the largest inline set. Larger sets belong in the set directory, where they are
+  per member for its separator): the largest inline set (``strings``, ``add`` and ``remove`` together). Larger sets belong in the set directory, where they are
   compiled once and shared.
 - ``LIBTRIE_MAX_STATES`` / ``LIBTRIE_MAX_BYTES``: memory bounds of one compile (0 or unset: the library's own);
   a set beyond them fails with ``LIMIT_EXCEEDED``.
@@ -185,6 +189,16 @@ class SetSpec:
     path: Optional[str] = None  # the real path of a file set (checked against the operator's settings)
     strings: Optional[Tuple[str, ...]] = field(default=None, repr=False)
     drop_unreachable: bool = False
+    #: Strings added to and removed from the base set (the set named without them, whose key is ``base_key``).
+    add: Tuple[str, ...] = field(default=(), repr=False)
+    remove: Tuple[str, ...] = field(default=(), repr=False)
+    base_key: Optional[Tuple[Any, ...]] = None
+
+    def base(self) -> "SetSpec":
+        """The set without the changes (itself when it has none)."""
+        if self.base_key is None:
+            return self
+        return SetSpec(self.kind, self.base_key, self.path, self.strings, self.drop_unreachable)
 
 
 def _where(raw: str, kind: str) -> str:
@@ -229,6 +243,37 @@ def resolve_set_file(raw: str, settings: Settings, kind: str = "file") -> Tuple[
     return real, st
 
 
+class _InlineBudget:
+    """The inline strings of one request (``strings``, ``add`` and ``remove`` together), checked against the
+    operator's bounds as they are read."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.count = 0
+        self.size = 0
+
+    def take(self, value: Any, name: str) -> Tuple[Tuple[str, ...], str]:
+        """The strings of ``extra_args[...][name]`` and their digest; raises ``ValueError`` naming what is wrong."""
+        s = self.settings
+        if not isinstance(value, (list, tuple)) or not all(isinstance(x, str) for x in value):
+            raise ValueError(f'extra_args["{EXTRA_KEY}"]["{name}"] must be a list of str')
+        self.count += len(value)
+        if self.count > s.max_inline_strings:
+            raise ValueError(f"the inline set has {self.count} strings, more than this server accepts "
+                             f"({s.max_inline_strings}, LIBTRIE_MAX_INLINE_STRINGS); name a set of the set "
+                             "directory instead")
+        h = hashlib.blake2b(digest_size=16)
+        for x in value:
+            b = x.encode("utf-8", "surrogatepass")
+            self.size += len(b) + 1
+            if self.size > s.max_inline_bytes:
+                raise ValueError(f"the inline set is larger than this server accepts ({s.max_inline_bytes} "
+                                 "bytes, LIBTRIE_MAX_INLINE_BYTES); name a set of the set directory instead")
+            h.update(len(b).to_bytes(8, "little"))
+            h.update(b)
+        return tuple(value), h.hexdigest()
+
+
 def parse_spec(value: Any, settings: Optional[Settings] = None) -> SetSpec:
     """Parse and check ``extra_args["libtrie"]`` (see the module doc) against the operator's ``settings`` (default:
     :meth:`Settings.from_env`). Raises ``ValueError`` naming what is wrong. Cheap: a file is only ``stat``-ed."""
@@ -241,51 +286,41 @@ def parse_spec(value: Any, settings: Optional[Settings] = None) -> SetSpec:
     if not isinstance(value, dict):
         raise ValueError(f'extra_args["{EXTRA_KEY}"] must be a set name, a path, a list of strings or a dict, '
                          f"not {type(value).__name__}")
-    unknown = set(value) - {"file", "strings", "set", "drop_unreachable"}
+    unknown = set(value) - {"file", "strings", "set", "drop_unreachable", "add", "remove"}
     if unknown:
         raise ValueError(f'extra_args["{EXTRA_KEY}"] has unknown keys {sorted(map(str, unknown))[:8]} '
-                         '(expected one of "file", "strings", "set", and optionally "drop_unreachable")')
+                         '(expected one of "file", "strings", "set", and optionally "drop_unreachable", "add", '
+                         '"remove")')
     given = [k for k in ("file", "strings", "set") if k in value]
     if len(given) != 1:
         raise ValueError(f'extra_args["{EXTRA_KEY}"] needs exactly one of "file", "strings", "set" (got {given})')
     drop = value.get("drop_unreachable", False)
     if not isinstance(drop, bool):
         raise ValueError(f'extra_args["{EXTRA_KEY}"]["drop_unreachable"] must be a bool')
+    inline = _InlineBudget(settings)
     if "strings" in value:
-        strings = value["strings"]
-        if not isinstance(strings, (list, tuple)):
-            raise ValueError(f'extra_args["{EXTRA_KEY}"]["strings"] must be a list of str')
-        if len(strings) > settings.max_inline_strings:
-            raise ValueError(f"the inline set has {len(strings)} strings, more than this server accepts "
-                             f"({settings.max_inline_strings}, LIBTRIE_MAX_INLINE_STRINGS); name a set of the set "
-                             "directory instead")
-        if not all(isinstance(s, str) for s in strings):
-            raise ValueError(f'extra_args["{EXTRA_KEY}"]["strings"] must be a list of str')
+        strings, digest = inline.take(value["strings"], "strings")
         if not strings:
             raise ValueError(f'extra_args["{EXTRA_KEY}"]["strings"] is empty: a set needs at least one member')
-        h = hashlib.blake2b(digest_size=16)
-        size = 0
-        for s in strings:
-            b = s.encode("utf-8", "surrogatepass")
-            size += len(b) + 1
-            if size > settings.max_inline_bytes:
-                raise ValueError(f"the inline set is larger than this server accepts ({settings.max_inline_bytes} "
-                                 "bytes, LIBTRIE_MAX_INLINE_BYTES); name a set of the set directory instead")
-            h.update(len(b).to_bytes(8, "little"))
-            h.update(b)
-        return SetSpec("strings", ("strings", h.hexdigest(), len(strings), drop), strings=tuple(strings),
-                       drop_unreachable=drop)
-    if "set" in value:
-        name = value["set"]
-        if not isinstance(name, str) or not name or "/" in name or "\\" in name or name.startswith("."):
-            raise ValueError(f'extra_args["{EXTRA_KEY}"]["set"] must be a plain set name, not {name!r}')
-        path, st = resolve_set_file(name + ".txt", settings, "set")
+        base = SetSpec("strings", ("strings", digest, len(strings), drop), strings=strings, drop_unreachable=drop)
     else:
-        raw = value["file"]
-        if not isinstance(raw, str) or not raw:
-            raise ValueError(f'extra_args["{EXTRA_KEY}"]["file"] must be a path')
-        path, st = resolve_set_file(raw, settings, "file")
-    return SetSpec("file", ("file", path, st.st_size, st.st_mtime_ns, drop), path=path, drop_unreachable=drop)
+        if "set" in value:
+            name = value["set"]
+            if not isinstance(name, str) or not name or "/" in name or "\\" in name or name.startswith("."):
+                raise ValueError(f'extra_args["{EXTRA_KEY}"]["set"] must be a plain set name, not {name!r}')
+            path, st = resolve_set_file(name + ".txt", settings, "set")
+        else:
+            raw = value["file"]
+            if not isinstance(raw, str) or not raw:
+                raise ValueError(f'extra_args["{EXTRA_KEY}"]["file"] must be a path')
+            path, st = resolve_set_file(raw, settings, "file")
+        base = SetSpec("file", ("file", path, st.st_size, st.st_mtime_ns, drop), path=path, drop_unreachable=drop)
+    add, add_digest = inline.take(value.get("add", []), "add")
+    remove, remove_digest = inline.take(value.get("remove", []), "remove")
+    if not add and not remove:
+        return base
+    return SetSpec(base.kind, base.key + ("changes", add_digest, len(add), remove_digest, len(remove)), base.path,
+                   base.strings, drop, add=add, remove=remove, base_key=base.key)
 
 
 def read_set_file(path: str, max_bytes: Optional[int] = None) -> List[bytes]:
@@ -423,18 +458,41 @@ class SetCache:
                 return a
             except TrieError as e:  # damaged, another format version or vocabulary: compile again, replace it
                 log.warning("libtrie: compiling again instead of loading %s (%s)", saved, e.message)
-        if spec.strings is not None:
-            members: Sequence[Union[str, bytes]] = spec.strings
+        bounds = dict(max_states=s.max_states or None, max_bytes=s.max_bytes or None)
+        base = self._base_of(spec) if spec.base_key is not None else None
+        if base is not None:
+            a = base.with_changes(spec.add, spec.remove, drop_unreachable=spec.drop_unreachable, **bounds)
         else:
-            members = read_set_file(spec.path or "", s.max_file_bytes)
-        a = Automaton(self.vocab, members, spec.drop_unreachable, max_states=s.max_states or None,
-                      max_bytes=s.max_bytes or None)
+            members: Sequence[Union[str, bytes]]
+            if spec.strings is not None:
+                members = spec.strings
+            else:
+                members = read_set_file(spec.path or "", s.max_file_bytes)
+            if spec.base_key is not None:  # the changed set, compiled in full
+                gone = {r.encode("utf-8", "surrogatepass") for r in spec.remove}
+                gone -= {x.encode("utf-8", "surrogatepass") for x in spec.add}
+                kept = [m for m in members if (m.encode("utf-8", "surrogatepass") if isinstance(m, str) else m)
+                        not in gone]
+                members = list(spec.add) + kept
+            a = Automaton(self.vocab, members, spec.drop_unreachable, **bounds)
         if saved is not None:
             try:
                 a.save(saved)
             except TrieError as e:  # a full disk must not fail the request
                 log.warning("libtrie: cannot save a compiled set to %s: %s", saved, e.message)
         return a
+
+    def _base_of(self, spec: SetSpec) -> Optional[Automaton]:
+        """The compiled base set of a changed set: from the cache, or compiled (and cached) in this thread.
+        ``None`` when another thread is compiling it (or has it queued behind this one): then the caller compiles
+        the changed set in full instead of waiting. Raises what compiling the base raised."""
+        base = spec.base()
+        fut, mine = self._claim(base)
+        if mine:
+            self._run(base, fut)
+        elif not fut.done():
+            return None
+        return fut.result()
 
     def _saved_path(self, spec: SetSpec) -> Optional[str]:
         """Where ``spec``'s compiled set is saved in ``LIBTRIE_CACHE_DIR`` (``None`` without one): a digest of the
@@ -453,6 +511,12 @@ class SetCache:
         else:
             st = os.stat(spec.path or "")
             h.update(repr(("file", spec.path, st.st_size, st.st_mtime_ns, st.st_ino)).encode())
+        if spec.base_key is not None:
+            for tag, strings in ((b"add", spec.add), (b"remove", spec.remove)):
+                h.update(b"\0" + tag + len(strings).to_bytes(8, "little"))
+                for m in strings:
+                    b = m.encode("utf-8", "surrogatepass")
+                    h.update(len(b).to_bytes(8, "little") + b)
         return os.path.join(s.cache_dir, h.hexdigest()[:40] + ".trie")
 
     def get(self, spec: SetSpec) -> Automaton:

@@ -189,6 +189,26 @@ class SpecTest(unittest.TestCase):
         with self.assertRaises(ValueError):
             TrieLogitsProcessor.validate_params(SamplingParams(extra_args={"libtrie": {"strings": []}}))
 
+    def test_changes(self):
+        base = parse_spec("colors", self.settings)
+        s = parse_spec({"set": "colors", "add": ["blue"], "remove": ["red"]}, self.settings)
+        self.assertEqual((s.kind, s.path, s.add, s.remove), ("file", base.path, ("blue",), ("red",)))
+        self.assertEqual(s.base(), base)
+        self.assertNotEqual(s.key, base.key)
+        self.assertEqual(parse_spec({"set": "colors", "add": [], "remove": []}, self.settings), base, "no changes")
+        self.assertNotEqual(parse_spec({"set": "colors", "add": ["red"]}, self.settings).key,
+                            parse_spec({"set": "colors", "remove": ["red"]}, self.settings).key)
+        inline = parse_spec({"strings": ["a"], "add": ["b"]}, self.settings)
+        self.assertEqual((inline.base().strings, inline.add), (("a",), ("b",)))
+        for bad in ({"set": "colors", "add": "blue"}, {"set": "colors", "remove": [1]}, {"add": ["x"]}):
+            with self.assertRaises(ValueError, msg=repr(bad)):
+                parse_spec(bad, self.settings)
+        # The inline bounds count the changes with the members.
+        st = Settings.from_env({"LIBTRIE_SET_DIR": str(self.root), "LIBTRIE_MAX_INLINE_STRINGS": "4"})
+        parse_spec({"strings": ["a", "b"], "add": ["c"], "remove": ["a"]}, st)
+        self.refused({"strings": ["a", "b"], "add": ["c", "d"], "remove": ["a"]}, "5 strings", st)
+        self.refused({"set": "colors", "add": ["x"] * 5}, "LIBTRIE_MAX_INLINE_STRINGS", st)
+
     def test_read_set_file_checks_what_it_opens(self):
         self.assertEqual(read_set_file(str(self.root / "sub" / "pets.txt"), 100), [b"cat", b"dog"])
         with self.assertRaises(OSError):
@@ -290,6 +310,46 @@ class SetCacheTest(unittest.TestCase):
             dropping = parse_spec({"set": "tools-10000", "drop_unreachable": True}, settings)
             SetCache(self.vocab, settings=settings).get(dropping)
             self.assertEqual(len(list(Path(saved).glob("*.trie"))), 3)
+
+    def test_changes_are_built_from_the_cached_base(self):
+        with tempfile.TemporaryDirectory() as d, tempfile.TemporaryDirectory() as out:
+            shutil.copy(SETS / "tools-10000.txt", d)
+            members = (SETS / "tools-10000.txt").read_text().splitlines()
+            settings = Settings.from_env({"LIBTRIE_SET_DIR": d})
+            cache = SetCache(self.vocab, settings=settings)
+            add, remove = ["session_tool_a", "session_tool_b", members[3]], [members[0], members[5000], "not_there"]
+            changed = cache.get(parse_spec({"set": "tools-10000", "add": add, "remove": remove}, settings))
+            self.assertEqual(cache.compiles, 2, "the base, then the changed set from it")
+            self.assertEqual(changed.n_members, 10_000 + 2 - 2)
+            # The same automaton as a full compile of the resulting set.
+            want = libtrie.Automaton(self.vocab, add + [m for m in members if m not in remove])
+            changed.save(Path(out) / "got.trie")
+            want.save(Path(out) / "want.trie")
+            self.assertEqual((Path(out) / "got.trie").read_bytes(), (Path(out) / "want.trie").read_bytes())
+            # The base is compiled once for every change of it; the same changes are found in the cache.
+            base = cache.get(parse_spec("tools-10000", settings))
+            self.assertEqual(base.n_members, 10_000)
+            self.assertIs(cache.get(parse_spec({"set": "tools-10000", "add": add, "remove": remove}, settings)),
+                          changed)
+            cache.get(parse_spec({"set": "tools-10000", "add": ["another_one"]}, settings))
+            self.assertEqual(cache.compiles, 3)
+            # While another thread compiles the base (or has it queued behind this one), a changed set is compiled
+            # in full instead of waiting for it: the same automaton, no deadlock.
+            other = SetCache(self.vocab, settings=settings)
+            base_spec = parse_spec("tools-10000", settings)
+            pending, mine = other._claim(base_spec)
+            self.assertTrue(mine)
+            full = other.get(parse_spec({"set": "tools-10000", "add": add, "remove": remove}, settings))
+            full.save(Path(out) / "full.trie")
+            self.assertEqual((Path(out) / "full.trie").read_bytes(), (Path(out) / "want.trie").read_bytes())
+            self.assertFalse(pending.done())
+            other._run(base_spec, pending)
+            self.assertEqual(pending.result().n_members, 10_000)
+            # Changes that leave nothing fail that request's set only.
+            with self.assertRaises(libtrie.TrieError) as ctx:
+                cache.get(parse_spec({"strings": ["yes", "no"], "remove": ["yes", "no"]}, settings))
+            self.assertEqual(ctx.exception.status, libtrie.Status.EMPTY_SET)
+            self.assertIs(cache.get(parse_spec("tools-10000", settings)), base)
 
     def test_the_operator_memory_bounds(self):
         with tempfile.TemporaryDirectory() as d:
