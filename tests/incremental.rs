@@ -118,14 +118,19 @@ proptest! {
     }
 }
 
-#[test]
-fn tool_names_one_at_a_time() {
-    let vocab = gguf_vocab("qwen2");
-    let tools: Vec<String> = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/data/tools.txt"))
+/// The 4,000 tool names of data/tools.txt.
+fn tool_names() -> Vec<String> {
+    std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/data/tools.txt"))
         .unwrap()
         .lines()
         .map(String::from)
-        .collect();
+        .collect()
+}
+
+#[test]
+fn tool_names_one_at_a_time() {
+    let vocab = gguf_vocab("qwen2");
+    let tools = tool_names();
     let set = bytes_of(&tools[..3000]);
     let options = CompileOptions::new();
     let mut a = Automaton::compile(vocab.clone(), &set, &options).unwrap();
@@ -243,11 +248,7 @@ fn many_small_cases() {
 #[test]
 fn large_set_in_batches() {
     let vocab = gguf_vocab("qwen2");
-    let tools: Vec<String> = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/data/tools.txt"))
-        .unwrap()
-        .lines()
-        .map(String::from)
-        .collect();
+    let tools = tool_names();
     let names: Vec<Vec<u8>> = (0..40_000).map(|i| format!("{}_v{}", tools[i % 3000], i / 3000).into_bytes()).collect();
     let options = CompileOptions::new();
     let mut rng = SmallRng::seed_from_u64(40_000);
