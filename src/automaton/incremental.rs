@@ -598,7 +598,7 @@ impl Automaton {
             path_entries.truncate(start.min(path_entries.len()));
             path_entries.resize(start, NONE);
             prev = c;
-            // Ranges and walk states of the prefix shared with the previous string are the same.
+            // Walk states of the prefix shared with the previous string are the same (its ranges are in `ros`).
             let known = if ci == 0 { 0 } else { start };
             let ro = &ros[ci];
             // The new list is the old one minus `removed` plus `adding`, so its ranges follow from the old ones
