@@ -37,9 +37,11 @@ pub mod gguf;
 pub mod hf;
 mod mask;
 mod string_trie;
+pub mod template;
 mod token_trie;
 pub mod vocab;
 
 pub use automaton::{AlignmentMethod, Allowed, Automaton, CompileOptions, Forced, State, Step};
 pub use error::{Error, ErrorKind, Result};
+pub use template::{End, Render, Template};
 pub use vocab::{TokenId, TokenKind, Vocabulary};
