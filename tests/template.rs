@@ -248,6 +248,10 @@ fn tool_call_names_hand_over_with_crossing_tokens() {
                 }
             }
             count += cross.len();
+            // Pruned by what may follow (a JSON object): exactly the crossing tokens whose overflow begins with `{`.
+            let braces = a.crossing_where(s, |m, overflow| m == i && overflow[0] == b'{');
+            let want: Vec<_> = cross.iter().filter(|c| v.token_bytes(c.token)[1] == b'{').copied().collect();
+            assert_eq!(braces, want, "{name}");
             let end = spell(&a, &seg);
             assert_eq!(a.member_at(end), Some(i));
             assert!(a.allowed(end).is_empty(), "{name}: an open segment's end allows nothing");

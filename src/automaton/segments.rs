@@ -237,8 +237,18 @@ impl Automaton {
     /// the engine offers each one when the constraint that follows accepts its last `overflow` bytes (XGrammar's
     /// `accept_string`, a llama.cpp grammar), then hands over with [`Automaton::cross`]. Every valid
     /// tokenization of segment + continuation is either in the mask or here. Costs one token-trie walk per
-    /// possible member whose rest is shorter than the longest token (cheap near a segment's end).
+    /// possible member whose rest is shorter than the longest token (cheap near a segment's end), plus one entry
+    /// per token: one byte before the end, every token that begins with that byte crosses (tens of thousands on
+    /// byte-level vocabularies); [`Automaton::crossing_where`] prunes them by what may follow.
     pub fn crossing(&self, state: State) -> Vec<Crossing> {
+        self.crossing_where(state, |_, _| true)
+    }
+
+    /// [`Automaton::crossing`] restricted to the tokens whose overflow the constraint that follows can begin
+    /// with: `keep(member, overflow_prefix)` is asked for each overflow prefix before the tokens that extend it
+    /// (a refused prefix skips all of them), so a JSON value that must begin with `{` costs a few calls, not one
+    /// per token. A crossing token is returned when `keep` accepted every prefix of its overflow.
+    pub fn crossing_where(&self, state: State, mut keep: impl FnMut(usize, &[u8]) -> bool) -> Vec<Crossing> {
         let mut out = Vec::new();
         if !self.is_open() || state == State::FINISHED || state.0 as usize >= self.n_states() {
             return out;
@@ -256,7 +266,7 @@ impl Automaton {
             if u == NONE {
                 continue;
             }
-            index.trie.below(u, |code, extra| {
+            index.trie.below(u, |overflow| keep(id, overflow), |code, extra| {
                 for &token in index.code_tokens(&code) {
                     out.push(Crossing { token, member: id, overflow: extra });
                 }
