@@ -266,11 +266,15 @@ impl Automaton {
             if u == NONE {
                 continue;
             }
-            index.trie.below(u, |overflow| keep(id, overflow), |code, extra| {
-                for &token in index.code_tokens(&code) {
-                    out.push(Crossing { token, member: id, overflow: extra });
-                }
-            });
+            index.trie.below(
+                u,
+                |overflow| keep(id, overflow),
+                |code, extra| {
+                    for &token in index.code_tokens(&code) {
+                        out.push(Crossing { token, member: id, overflow: extra });
+                    }
+                },
+            );
         }
         out.sort_unstable_by_key(|c| (c.token, c.member));
         out
