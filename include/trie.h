@@ -261,6 +261,12 @@ typedef struct trie_set_config {
      * LRU while a request still holds it is found again, not compiled again.
      */
     uint64_t capacity;
+    /**
+     * A directory (the operator's, writable) where compiled sets of set files are saved and loaded from (NULL or
+     * "": none): a restarted server, or another process, maps them instead of compiling. Inline sets are not
+     * saved; a damaged or stale file is compiled again and replaced; nothing is ever deleted there.
+     */
+    const char *cache_dir;
 } trie_set_config;
 
 /**
@@ -298,6 +304,10 @@ typedef struct trie_set_stats {
      * Sets (and failures of sets) held in the LRU now.
      */
     uint64_t entries;
+    /**
+     * Compiles served by loading a saved file of `cache_dir` instead (counted in `compiles` too).
+     */
+    uint64_t loaded;
 } trie_set_stats;
 
 /**

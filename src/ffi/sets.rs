@@ -41,6 +41,10 @@ pub struct trie_set_config {
     /// Compiled sets kept, least recently used dropped first (0 counts as 1). Default 64. A set dropped from the
     /// LRU while a request still holds it is found again, not compiled again.
     pub capacity: u64,
+    /// A directory (the operator's, writable) where compiled sets of set files are saved and loaded from (NULL or
+    /// "": none): a restarted server, or another process, maps them instead of compiling. Inline sets are not
+    /// saved; a damaged or stale file is compiled again and replaced; nothing is ever deleted there.
+    pub cache_dir: *const c_char,
 }
 
 /// What one [`trie_set_cache_get`] did (for logs).
@@ -66,6 +70,8 @@ pub struct trie_set_stats {
     pub hits: u64,
     /// Sets (and failures of sets) held in the LRU now.
     pub entries: u64,
+    /// Compiles served by loading a saved file of `cache_dir` instead (counted in `compiles` too).
+    pub loaded: u64,
 }
 
 impl Default for trie_set_config {
@@ -81,6 +87,7 @@ impl Default for trie_set_config {
             max_states: o.max_states,
             max_bytes: o.max_bytes,
             capacity: o.capacity as u64,
+            cache_dir: std::ptr::null(),
         }
     }
 }
@@ -100,9 +107,12 @@ impl trie_set_config {
             )));
         }
         let c = config.read_unaligned();
-        let set_dir = if c.set_dir.is_null() { &[][..] } else { CStr::from_ptr(c.set_dir).to_bytes() };
+        let path = |p: *const c_char| {
+            let bytes = if p.is_null() { &[][..] } else { CStr::from_ptr(p).to_bytes() };
+            (!bytes.is_empty()).then(|| PathBuf::from(OsStr::from_bytes(bytes)))
+        };
         Ok(Options {
-            set_dir: (!set_dir.is_empty()).then(|| PathBuf::from(OsStr::from_bytes(set_dir))),
+            set_dir: path(c.set_dir),
             allow_any_path: c.allow_any_path,
             max_inline_strings: c.max_inline_strings,
             max_inline_bytes: c.max_inline_bytes,
@@ -110,6 +120,7 @@ impl trie_set_config {
             max_states: c.max_states,
             max_bytes: c.max_bytes,
             capacity: usize::try_from(c.capacity).unwrap_or(usize::MAX).max(1),
+            cache_dir: path(c.cache_dir),
         })
     }
 }
@@ -235,7 +246,7 @@ pub unsafe extern "C" fn trie_set_cache_stats(cache: *const trie_set_cache, out:
             return Err(null("out"));
         }
         let s = cache_ref(cache)?.stats();
-        out.write(trie_set_stats { compiles: s.compiles, hits: s.hits, entries: s.entries });
+        out.write(trie_set_stats { compiles: s.compiles, hits: s.hits, entries: s.entries, loaded: s.loaded });
         Ok(())
     })
 }
@@ -317,7 +328,7 @@ mod tests {
             assert_eq!(trie_set_cache_check(cache, empty.as_ptr(), empty.len()), TRIE_ERR_EMPTY_SET);
             let mut stats = trie_set_stats::default();
             assert_eq!(trie_set_cache_stats(cache, &mut stats), TRIE_OK);
-            assert_eq!((stats.compiles, stats.hits, stats.entries), (1, 1, 1));
+            assert_eq!((stats.compiles, stats.hits, stats.entries, stats.loaded), (1, 1, 1, 0));
             trie_set_cache_free(cache);
         }
     }
@@ -334,8 +345,8 @@ mod tests {
             assert_eq!(trie_set_cache_stats(std::ptr::null(), std::ptr::null_mut()), TRIE_ERR_NULL_ARGUMENT);
             assert_eq!(trie_set_config_init(std::ptr::null_mut()), TRIE_ERR_NULL_ARGUMENT);
             trie_set_cache_free(std::ptr::null_mut());
-            let mut cfg = trie_set_config::default();
-            cfg.struct_size = 1 << 40; // a caller that forgot trie_set_config_init: refused, nothing read past it
+            // a caller that forgot trie_set_config_init: refused, nothing read past it
+            let cfg = trie_set_config { struct_size: 1 << 40, ..trie_set_config::default() };
             let mut cache = std::ptr::null_mut();
             assert_eq!(trie_set_cache_new(std::ptr::null(), &cfg, &mut cache), TRIE_ERR_INVALID_ARGUMENT);
             assert!(cache.is_null() && last_error().contains("trie_set_config_init"));

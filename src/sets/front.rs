@@ -8,6 +8,7 @@ use crate::automaton::{Automaton, CompileOptions};
 use crate::error::{Error, ErrorKind, Result};
 use crate::vocab::Vocabulary;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -30,6 +31,12 @@ pub struct Options {
     pub max_bytes: u64,
     /// Compiled sets kept (least recently used dropped first). Default 64.
     pub capacity: usize,
+    /// A directory (the operator's, writable) where compiled set files are saved and loaded from: a restarted
+    /// server, or another process, maps them instead of compiling. Only sets of the set directory are saved
+    /// (a changed set's base included), named by a digest of the vocabulary, the file's identity and the compile
+    /// options; inline sets, whose content a client chooses, are not. A damaged or stale file is compiled again
+    /// and replaced; nothing is ever deleted there. `None`: nothing saved.
+    pub cache_dir: Option<PathBuf>,
 }
 
 impl Default for Options {
@@ -43,6 +50,7 @@ impl Default for Options {
             max_states: 0,
             max_bytes: 0,
             capacity: 64,
+            cache_dir: None,
         }
     }
 }
@@ -56,6 +64,8 @@ pub struct Stats {
     pub hits: u64,
     /// Compiled sets (and failures) held now.
     pub entries: u64,
+    /// Compiles served by loading a saved file from [`Options::cache_dir`] instead (counted in `compiles` too).
+    pub loaded: u64,
 }
 
 /// The result of [`SetCache::get`].
@@ -94,6 +104,7 @@ pub struct SetCache {
     root: Option<PathBuf>,
     vocab: Option<Arc<Vocabulary>>,
     lru: Lru<Key, Automaton>,
+    loaded: AtomicU64,
 }
 
 impl SetCache {
@@ -110,7 +121,7 @@ impl SetCache {
             }
         };
         let lru = Lru::new(options.capacity);
-        Ok(SetCache { options, root, vocab, lru })
+        Ok(SetCache { options, root, vocab, lru, loaded: AtomicU64::new(0) })
     }
 
     /// The operator's options.
@@ -169,7 +180,8 @@ impl SetCache {
     /// What the cache has done so far.
     pub fn stats(&self) -> Stats {
         let c = self.lru.counters();
-        Stats { compiles: c.compiles, hits: c.hits, entries: self.lru.len() as u64 }
+        let loaded = self.loaded.load(Ordering::Relaxed);
+        Stats { compiles: c.compiles, hits: c.hits, entries: self.lru.len() as u64, loaded }
     }
 
     fn confinement(&self) -> Confinement<'_> {
@@ -190,6 +202,46 @@ impl SetCache {
     }
 
     fn compile(
+        &self,
+        vocab: &Arc<Vocabulary>,
+        members: Members,
+        opts: &CompileOptions,
+        what: &str,
+    ) -> Result<Arc<Automaton>> {
+        let saved = match &members {
+            Members::File(opened) => self.saved_path(vocab, &opened.key, opts),
+            Members::Strings(_) => None,
+        };
+        if let Some(path) = &saved {
+            if let Ok(a) = Automaton::load(vocab.clone(), path) {
+                self.loaded.fetch_add(1, Ordering::Relaxed);
+                return Ok(Arc::new(a));
+            }
+        }
+        let a = self.compile_members(vocab, members, opts, what)?;
+        if let Some(path) = &saved {
+            let _ = a.save(path); // a full disk must not fail the request: the set is compiled
+        }
+        Ok(a)
+    }
+
+    /// Where the compiled set of a set file is saved in `cache_dir` (`None` without one).
+    fn saved_path(&self, vocab: &Vocabulary, file: &FileKey, opts: &CompileOptions) -> Option<PathBuf> {
+        let dir = self.options.cache_dir.as_ref()?;
+        let mut h = Vec::with_capacity(96);
+        h.extend_from_slice(b"libtrie-set-file-v1\0");
+        h.extend_from_slice(&vocab.fingerprint().to_le_bytes());
+        for v in [file.dev, file.ino, file.size, file.mtime as u64, file.mtime_nsec as u64] {
+            h.extend_from_slice(&v.to_le_bytes());
+        }
+        let bound = |v: Option<usize>| v.map_or(0, |v| v as u64);
+        for v in [opts.drop_unreachable as u64, bound(opts.max_states), bound(opts.max_bytes)] {
+            h.extend_from_slice(&v.to_le_bytes());
+        }
+        Some(dir.join(format!("set-{:032x}.trie", xxhash_rust::xxh3::xxh3_128(&h))))
+    }
+
+    fn compile_members(
         &self,
         vocab: &Arc<Vocabulary>,
         members: Members,

@@ -74,7 +74,7 @@ fn sets_are_compiled_once_and_shared() {
     assert_eq!(members(&c, r#""sub/pets.txt""#), 3);
     assert_eq!(members(&c, r#"["a", "ab", "b"]"#), 3);
     assert_eq!(members(&c, r#"{"strings": ["b", "a", "ab"]}"#), 3); // another order: another key
-    assert_eq!(c.stats(), Stats { compiles: 4, hits: 3, entries: 4 });
+    assert_eq!(c.stats(), Stats { compiles: 4, hits: 3, entries: 4, loaded: 0 });
 }
 
 #[test]
@@ -199,4 +199,34 @@ fn the_operator_settings_are_checked() {
     let trusted = d.cache(|o| o.allow_any_path = true);
     let secret = serde_json::to_string(d.0.join("secret.txt").to_str().unwrap()).unwrap();
     assert_eq!(members(&trusted, &secret), 1);
+}
+
+#[test]
+fn set_files_are_saved_to_and_loaded_from_the_cache_dir() {
+    let d = Dir::new("saved");
+    let saved = d.0.join("saved");
+    std::fs::create_dir(&saved).unwrap();
+    let with_dir = |o: &mut Options| o.cache_dir = Some(saved.clone());
+    let files = || std::fs::read_dir(&saved).unwrap().map(|e| e.unwrap().path()).collect::<Vec<_>>();
+    let first = d.cache(with_dir);
+    let a = first.get(br#""colors""#).unwrap().automaton;
+    first.get(br#"["red", "ab"]"#).unwrap();
+    assert_eq!(first.stats().loaded, 0);
+    assert_eq!(files().len(), 1, "the set file's compiled set is saved; the inline one (a client's) is not");
+    // Another process (a fresh cache): loaded, not compiled, and the same automaton.
+    let second = d.cache(with_dir);
+    let b = second.get(br#""colors""#).unwrap().automaton;
+    assert_eq!(second.stats().loaded, 1);
+    assert_eq!((b.n_members(), b.n_states()), (a.n_members(), a.n_states()));
+    // A damaged file is compiled again and replaced; a changed set file is another file.
+    let path = files().pop().unwrap();
+    let bytes = std::fs::read(&path).unwrap();
+    std::fs::write(&path, &bytes[..bytes.len() - 9]).unwrap();
+    let third = d.cache(with_dir);
+    assert_eq!(third.get(br#""colors""#).unwrap().automaton.n_members(), 2);
+    assert_eq!(third.stats().loaded, 0);
+    assert_eq!(std::fs::read(&path).unwrap(), bytes, "replaced by a good file");
+    std::fs::write(d.sets().join("colors.txt"), "red\ngreen\nblue\n").unwrap();
+    assert_eq!(d.cache(with_dir).get(br#""colors""#).unwrap().automaton.n_members(), 3);
+    assert_eq!(files().len(), 2);
 }
