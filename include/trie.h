@@ -868,6 +868,20 @@ enum trie_status trie_set_cache_get(const struct trie_set_cache *cache,
                                     struct trie_set_info *info);
 
 /**
+ * Like [`trie_set_cache_get`] without compiling: `*out` is the compiled set when it is ready (a new reference),
+ * NULL when it is not compiled yet or still compiling (then `TRIE_OK` too). A spec that is refused, or a set whose
+ * failure is remembered, fails as in [`trie_set_cache_get`]. For a scheduler that starts compiles elsewhere and
+ * must not wait.
+ *
+ * # Safety
+ * As [`trie_set_cache_get`].
+ */
+enum trie_status trie_set_cache_lookup(const struct trie_set_cache *cache,
+                                       const uint8_t *spec,
+                                       size_t len,
+                                       struct trie_automaton **out);
+
+/**
  * Writes the counters of `cache` to `*out`.
  *
  * # Safety

@@ -110,6 +110,7 @@ _SIGNATURES = {
     "trie_set_cache_check": ([vp, ctypes.c_char_p, ctypes.c_size_t], ctypes.c_int),
     "trie_set_cache_get": ([vp, ctypes.c_char_p, ctypes.c_size_t, ctypes.POINTER(vp), ctypes.POINTER(SetInfo)],
                            ctypes.c_int),
+    "trie_set_cache_lookup": ([vp, ctypes.c_char_p, ctypes.c_size_t, ctypes.POINTER(vp)], ctypes.c_int),
     "trie_set_cache_stats": ([vp, ctypes.POINTER(SetStats)], ctypes.c_int),
     "trie_set_cache_free": ([vp], None),
     "trie_forced": ([vp, ctypes.c_uint32, u8p, ctypes.c_size_t, sizep, i32p, ctypes.c_size_t, sizep,

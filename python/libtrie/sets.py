@@ -309,10 +309,28 @@ class SetCache:
         library().trie_automaton_free(out)  # the live wrapper holds a reference to the same automaton
         return a
 
+    def lookup(self, spec: Any) -> Optional[Automaton]:
+        """The compiled set of ``spec`` if it is ready, without compiling (``None`` when it is not compiled yet or
+        still compiling). Raises :class:`SetError` for a refused spec or a remembered failure of the set."""
+        data = spec.json if isinstance(spec, SetSpec) else spec_json(spec)
+        out = vp()
+        _raise(self._cache()._call(library().trie_set_cache_lookup, data, len(data), ctypes.byref(out)))
+        return self._wrap(out) if out.value else None
+
     def submit(self, spec: Any) -> "Future[Automaton]":
         """The compiled set of ``spec`` as a future, compiled on the cache's worker threads
-        (``Settings.compile_threads``) unless it is ready (then the future is done at once)."""
+        (``Settings.compile_threads``) unless it is ready (then the future is done at once, as it is for a refused
+        spec or a remembered failure)."""
         data = spec.json if isinstance(spec, SetSpec) else spec_json(spec)
+        ready: "Future[Automaton]" = Future()
+        try:
+            found = self.lookup(SetSpec(data))
+        except SetError as e:
+            ready.set_exception(e)
+            return ready
+        if found is not None:
+            ready.set_result(found)
+            return ready
         with self._lock:
             fut = self._pending.get(data)
             if fut is not None:

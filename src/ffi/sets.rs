@@ -235,6 +235,29 @@ pub unsafe extern "C" fn trie_set_cache_get(
     })
 }
 
+/// Like [`trie_set_cache_get`] without compiling: `*out` is the compiled set when it is ready (a new reference),
+/// NULL when it is not compiled yet or still compiling (then `TRIE_OK` too). A spec that is refused, or a set whose
+/// failure is remembered, fails as in [`trie_set_cache_get`]. For a scheduler that starts compiles elsewhere and
+/// must not wait.
+///
+/// # Safety
+/// As [`trie_set_cache_get`].
+#[no_mangle]
+pub unsafe extern "C" fn trie_set_cache_lookup(
+    cache: *const trie_set_cache,
+    spec: *const u8,
+    len: usize,
+    out: *mut *mut trie_automaton,
+) -> trie_status {
+    guard(|| {
+        check_out(out)?;
+        if let Some(got) = cache_ref(cache)?.lookup(slice(spec, len, "spec")?)? {
+            out.write(Arc::into_raw(got.automaton) as *mut trie_automaton);
+        }
+        Ok(())
+    })
+}
+
 /// Writes the counters of `cache` to `*out`.
 ///
 /// # Safety
@@ -309,6 +332,13 @@ mod tests {
             assert_eq!(a, b, "the same compiled set");
             trie_automaton_free(a);
             trie_automaton_free(b);
+            let mut c = std::ptr::null_mut();
+            assert_eq!(trie_set_cache_lookup(cache, spec.as_ptr(), spec.len(), &mut c), TRIE_OK);
+            assert_eq!(c, b, "ready: found without compiling");
+            trie_automaton_free(c);
+            let other = br#"["blue"]"#;
+            assert_eq!(trie_set_cache_lookup(cache, other.as_ptr(), other.len(), &mut c), TRIE_OK);
+            assert!(c.is_null(), "not compiled: not there, and not compiled by a lookup");
             // Refusals: a status and a message for the client.
             let bad = br#"["a", "b", "c", "d"]"#;
             assert_eq!(trie_set_cache_check(cache, bad.as_ptr(), bad.len()), TRIE_ERR_INVALID_ARGUMENT);
@@ -328,7 +358,7 @@ mod tests {
             assert_eq!(trie_set_cache_check(cache, empty.as_ptr(), empty.len()), TRIE_ERR_EMPTY_SET);
             let mut stats = trie_set_stats::default();
             assert_eq!(trie_set_cache_stats(cache, &mut stats), TRIE_OK);
-            assert_eq!((stats.compiles, stats.hits, stats.entries, stats.loaded), (1, 1, 1, 0));
+            assert_eq!((stats.compiles, stats.hits, stats.entries, stats.loaded), (1, 2, 1, 0));
             trie_set_cache_free(cache);
         }
     }

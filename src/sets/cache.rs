@@ -130,6 +130,25 @@ impl<K: Hash + Eq + Clone, T> Lru<K, T> {
         (result, true)
     }
 
+    /// The value of `key` if it is ready (or its kept failure), without compiling; `None` when it is missing or
+    /// being compiled.
+    pub fn peek(&self, key: &K) -> Option<Result<Arc<T>>> {
+        let mut st = lock(&self.state);
+        st.clock += 1;
+        let now = st.clock;
+        if let Some(e) = st.entries.get_mut(key) {
+            let ready = lock(&e.flight.result).clone()?;
+            e.used = now;
+            st.stats.hits += 1;
+            return Some(ready);
+        }
+        let value = st.dropped.remove(key).and_then(|w| w.upgrade())?;
+        let flight = Arc::new(Flight { result: Mutex::new(Some(Ok(value.clone()))), done: Condvar::new() });
+        self.insert(&mut st, key.clone(), flight, now);
+        st.stats.hits += 1;
+        Some(Ok(value))
+    }
+
     fn insert(&self, st: &mut State<K, T>, key: K, flight: Arc<Flight<T>>, now: u64) {
         st.entries.insert(key, Entry { generation: now, used: now, flight });
         while st.entries.len() > self.capacity {
@@ -187,6 +206,33 @@ mod tests {
         assert_eq!(lru.get(&2, || ok(21)), (ok(21), true), "dropped and held by nobody: compiled again");
         assert_eq!(lru.counters(), Counters { compiles: 4, hits: 2 });
         assert_eq!(lru.len(), 2);
+    }
+
+    #[test]
+    fn peek_finds_ready_values_only() {
+        let lru: Arc<Lru<u32, u32>> = Arc::new(Lru::new(4));
+        assert_eq!(lru.peek(&1), None);
+        lru.get(&1, || ok(10)).0.unwrap();
+        assert_eq!(lru.peek(&1), Some(ok(10)));
+        lru.get(&2, || Err(Error::new(ErrorKind::EmptySet, "empty"))).0.unwrap_err();
+        assert_eq!(lru.peek(&2).unwrap().unwrap_err().kind(), ErrorKind::EmptySet, "a kept failure");
+        let (started, release) = (Arc::new(Barrier::new(2)), Arc::new(Barrier::new(2)));
+        let t = {
+            let (lru, started, release) = (lru.clone(), started.clone(), release.clone());
+            std::thread::spawn(move || {
+                lru.get(&3, || {
+                    started.wait();
+                    release.wait();
+                    ok(30)
+                })
+            })
+        };
+        started.wait();
+        assert_eq!(lru.peek(&3), None, "compiling: not ready");
+        release.wait();
+        t.join().unwrap().0.unwrap();
+        assert_eq!(lru.peek(&3), Some(ok(30)));
+        assert_eq!(lru.counters().compiles, 3);
     }
 
     #[test]

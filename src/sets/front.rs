@@ -95,6 +95,17 @@ enum Members {
     Strings(Arc<[String]>),
 }
 
+/// A parsed spec with its set file open: the base set's key, the changed set's key (when it has changes).
+struct Resolved {
+    members: Members,
+    base: Key,
+    key: Option<Key>,
+    what: String,
+    opts: CompileOptions,
+    add: Vec<String>,
+    remove: Vec<String>,
+}
+
 /// A request-set front end over one vocabulary: checks specs, compiles sets once, keeps them in an LRU.
 /// Thread-safe; compiles run in the calling thread (concurrent requests for one set wait for one compile).
 /// Without a vocabulary it only checks specs ([`SetCache::check`], for admission).
@@ -144,10 +155,37 @@ impl SetCache {
     /// (an HTTP 400): the spec's shape or bounds, the file refused or unreadable, not UTF-8, empty, a member the
     /// vocabulary cannot spell, beyond the compile bounds.
     pub fn get(&self, json: &[u8]) -> Result<Got> {
+        let t = Instant::now();
+        let (vocab, r) = self.resolve(json)?;
+        let Resolved { members, base, key, what, opts, add, remove } = r;
+        let compile_base = || self.compile(vocab, members, &opts, &what);
+        let (result, compiled) = match &key {
+            None => self.lru.get(&base, compile_base),
+            Some(key) => self.lru.get(key, || {
+                let from = self.lru.get(&base, compile_base).0?;
+                from.with_changes(&add, &remove, &opts).map(Arc::new).map_err(|e| compile_error(&what, e))
+            }),
+        };
+        let seconds = if compiled { t.elapsed().as_secs_f64() } else { 0.0 };
+        Ok(Got { automaton: result?, compiled, what, seconds })
+    }
+
+    /// Like [`get`](Self::get) without compiling: the compiled set when it is ready (or its failure, when a
+    /// failure of the set is remembered), `None` when it is not compiled yet or still compiling.
+    pub fn lookup(&self, json: &[u8]) -> Result<Option<Got>> {
+        let (_, r) = self.resolve(json)?;
+        let found = self.lru.peek(r.key.as_ref().unwrap_or(&r.base));
+        match found {
+            None => Ok(None),
+            Some(result) => Ok(Some(Got { automaton: result?, compiled: false, what: r.what, seconds: 0.0 })),
+        }
+    }
+
+    /// Parses `json` and opens its set file: what [`get`](Self::get) needs to find or compile the set.
+    fn resolve(&self, json: &[u8]) -> Result<(&Arc<Vocabulary>, Resolved)> {
         let Some(vocab) = &self.vocab else {
             return Err(Error::invalid("this set cache has no vocabulary: it only checks sets"));
         };
-        let t = Instant::now();
         let spec = spec::parse(json, &self.options)?;
         let what = spec.what().to_string();
         let Spec { source, drop_unreachable: drop, add, remove } = spec;
@@ -162,19 +200,10 @@ impl SetCache {
                 (Members::Strings(s.clone()), Key::Strings(s, drop))
             }
         };
+        let key = (!add.is_empty() || !remove.is_empty())
+            .then(|| Key::Changed(Box::new(base.clone()), add.clone(), remove.clone()));
         let opts = self.compile_options(drop);
-        let compile_base = || self.compile(vocab, members, &opts, &what);
-        let (result, compiled) = if add.is_empty() && remove.is_empty() {
-            self.lru.get(&base, compile_base)
-        } else {
-            let key = Key::Changed(Box::new(base.clone()), add.clone(), remove.clone());
-            self.lru.get(&key, || {
-                let from = self.lru.get(&base, compile_base).0?;
-                from.with_changes(&add, &remove, &opts).map(Arc::new).map_err(|e| compile_error(&what, e))
-            })
-        };
-        let seconds = if compiled { t.elapsed().as_secs_f64() } else { 0.0 };
-        Ok(Got { automaton: result?, compiled, what, seconds })
+        Ok((vocab, Resolved { members, base, key, what, opts, add, remove }))
     }
 
     /// What the cache has done so far.

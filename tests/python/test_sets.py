@@ -219,7 +219,11 @@ class SetCacheTest(SetDir):
         self.assertEqual(results[0].n_members, 30_000)
         bad = cache.submit({"set": "nope"})
         with self.assertRaisesRegex(SetError, "does not exist"):
-            bad.result(timeout=60)
+            bad.result(timeout=0)  # refused at once, on the calling thread
+        self.assertIs(cache.submit("tools").result(timeout=0), results[0], "ready: done at once")
+        self.assertIs(cache.lookup("tools"), results[0])
+        self.assertIsNone(cache.lookup(["not", "compiled"]))
+        self.assertEqual(cache.compiles, 1, "a lookup compiles nothing")
 
 
 class HandleGuardTest(unittest.TestCase):
