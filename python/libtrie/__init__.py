@@ -13,7 +13,9 @@ bit ``t % 32`` of word ``t // 32``, 1 = allowed) and advance a state, which is a
     state = tools.advance(state, token)                              # libtrie.FINISHED after an end-of-generation id
 
 A batch of sequences that follow different sets fills one ``[B, ceil(V / 32)]`` int32 tensor in one call with
-:func:`fill_bitmask_rows`. The serving integration for vLLM is :mod:`libtrie.vllm`.
+:func:`fill_bitmask_rows`. Serving: :mod:`libtrie.sets` (a request's set: checked, confined, compiled once and
+cached, by libtrie's native front end), :mod:`libtrie.masks` (applying masks to logits) and :mod:`libtrie.vllm` (the
+vLLM processor and scheduler; the only module that needs vLLM).
 
 This package is a thin layer over the C ABI of ``libtrie.so`` (``include/trie.h``) through ctypes: the same library C,
 C++, Go and Swift use, one wheel for every CPython version, no copy where a view will do, and the GIL released
