@@ -90,6 +90,34 @@
 #define TRIE_TOKEN_BYTE 6
 
 /**
+ * [`trie_template::render`]: the member's bytes as they are.
+ */
+#define TRIE_RENDER_RAW 0
+
+/**
+ * [`trie_template::render`]: the member (UTF-8) as a JSON string literal, escaped like
+ * `json.dumps(s, ensure_ascii=False)`: `"` `\` with a backslash, `\b \t \n \f \r`, other characters below
+ * U+0020 as `\u00xx`, everything else as itself.
+ */
+#define TRIE_RENDER_JSON_STRING 1
+
+/**
+ * [`trie_template::render`]: the member is the JSON text of one value (`42`, `true`, `"a"`...), written as given.
+ */
+#define TRIE_RENDER_JSON_TEXT 2
+
+/**
+ * [`trie_template::end`]: end-of-generation tokens are allowed where a segment is complete.
+ */
+#define TRIE_END_EOG 0
+
+/**
+ * [`trie_template::end`]: a complete segment is handed over to what follows (no end-of-generation, nothing of the
+ * set allowed there); tokens that finish a segment and go on past it are listed by [`trie_crossing`].
+ */
+#define TRIE_END_OPEN 1
+
+/**
  * The result of a call. The numbers are stable and never renumbered; new codes may be added at the end.
  * Details of the last failure on the calling thread: [`trie_last_error`].
  */
@@ -309,6 +337,49 @@ typedef struct trie_set_stats {
      */
     uint64_t loaded;
 } trie_set_stats;
+
+/**
+ * A literal prefix and suffix around every member, a rendering and an end: the automaton's language is
+ * exactly `{ prefix + render(m) + suffix }` (each string a *segment*). Initialise with [`trie_template_init`]
+ * (the bare set), then set fields. The bytes are copied by [`trie_compile_template`].
+ */
+typedef struct trie_template {
+    /**
+     * `sizeof(trie_template)` of the caller's header (set by [`trie_template_init`]).
+     */
+    size_t struct_size;
+    /**
+     * Bytes before every member (NULL with 0 for none).
+     */
+    const uint8_t *prefix;
+    /**
+     * Length of `prefix`.
+     */
+    size_t prefix_len;
+    /**
+     * Bytes after every member (NULL with 0 for none).
+     */
+    const uint8_t *suffix;
+    /**
+     * Length of `suffix`.
+     */
+    size_t suffix_len;
+    /**
+     * `TRIE_RENDER_*`.
+     */
+    uint32_t render;
+    /**
+     * `TRIE_END_*`.
+     */
+    uint32_t end;
+} trie_template;
+
+/**
+ * Decides, for [`trie_crossing`], whether the constraint that follows a segment can begin with `overflow`
+ * (`len` bytes, the start of a crossing token's bytes past the segment of `member`): true keeps the tokens
+ * whose overflow begins so, false skips all of them.
+ */
+typedef bool (*trie_overflow_fn)(void *user, size_t member, const uint8_t *overflow, size_t len);
 
 /**
  * The state after an end-of-generation token: the member is complete. Only end-of-generation tokens are
@@ -896,6 +967,106 @@ enum trie_status trie_set_cache_stats(const struct trie_set_cache *cache, struct
  * `cache` must be NULL or a live set cache, freed once, with no call on it in flight.
  */
 void trie_set_cache_free(struct trie_set_cache *cache);
+
+/**
+ * Sets `*template` to the bare set (no prefix, no suffix, raw, end-of-generation) and its `struct_size`.
+ *
+ * # Safety
+ * `template` must be NULL or writable.
+ */
+enum trie_status trie_template_init(struct trie_template *template_);
+
+/**
+ * Compiles the members `strings[i]` (`lens[i]` bytes) inside `template`: like [`trie_compile`], but the
+ * language is `{ prefix + render(m) + suffix }` followed by end-of-generation (`TRIE_END_EOG`) or handed over
+ * (`TRIE_END_OPEN`). Members are identified by their index `i` (the first copy of a duplicate): see
+ * [`trie_member`]. Errors: those of [`trie_compile`]; `TRIE_ERR_INVALID_ARGUMENT` for a member the rendering
+ * refuses (the message names its index), a bad template, or with `TRIE_END_OPEN` a segment that is a prefix of
+ * another.
+ *
+ * # Safety
+ * As [`trie_compile`]; `template` NULL or an initialised `trie_template` whose pointers hold their lengths.
+ */
+enum trie_status trie_compile_template(const struct trie_vocab *vocab,
+                                       const uint8_t *const *strings,
+                                       const size_t *lens,
+                                       size_t n_strings,
+                                       const struct trie_template *template_,
+                                       const struct trie_options *options,
+                                       struct trie_automaton **out);
+
+/**
+ * Whether `automaton` hands segments over at their end (`TRIE_END_OPEN`). False for NULL.
+ *
+ * # Safety
+ * `automaton` must be NULL or a live automaton.
+ */
+bool trie_automaton_is_open(const struct trie_automaton *automaton);
+
+/**
+ * Sets `*member` to the member whose segment is complete in `state` (where [`trie_is_accepting`] holds): its
+ * index in the input of [`trie_compile_template`], its rank in byte order for automata of [`trie_compile`].
+ * Elsewhere (and in `TRIE_STATE_FINISHED`) `*member` is `SIZE_MAX`.
+ *
+ * # Safety
+ * `automaton` must be NULL or a live automaton; `member` NULL or writable.
+ */
+enum trie_status trie_member(const struct trie_automaton *automaton, trie_state state, size_t *member);
+
+/**
+ * Copies the members still possible in `state` (their segments begin with the text so far; ids as in
+ * [`trie_member`], in byte order of their segments) into `members` (room for `capacity`) and sets `*n_members`
+ * to their number. Short: `TRIE_ERR_BUFFER_TOO_SMALL`, `*n_members` still set, nothing written (call with NULL
+ * and 0 to count).
+ *
+ * # Safety
+ * `automaton` must be NULL or a live automaton; `members` NULL (with 0) or `capacity` writable; `n_members`
+ * NULL or writable.
+ */
+enum trie_status trie_possible_members(const struct trie_automaton *automaton,
+                                       trie_state state,
+                                       size_t *members,
+                                       size_t capacity,
+                                       size_t *n_members);
+
+/**
+ * The hand-over of an open automaton: the tokens that finish a segment below `state` and go on past its end.
+ * They are not in `state`'s mask. Offer such a token when the constraint that follows accepts its last
+ * `overflow[i]` bytes (XGrammar's `accept_string`, a llama.cpp grammar); once sampled, the segment of
+ * `members[i]` is complete and the following constraint continues from those bytes ([`trie_cross`] tells the
+ * same for one token). With `keep` non-NULL, only tokens whose every overflow prefix `keep` accepts are listed
+ * (a JSON object that must begin with `{` costs a few calls); with NULL, all of them: one byte before a
+ * segment's end that is every token beginning with that byte, tens of thousands on byte-level vocabularies.
+ * Entries are ascending by token; `*n` is set to their number. Short buffers: `TRIE_ERR_BUFFER_TOO_SMALL`, `*n`
+ * still set, nothing written. Not open: no entries.
+ *
+ * # Safety
+ * `automaton` must be NULL or a live automaton; `tokens`, `overflow`, `members` NULL (with 0) or `capacity`
+ * writable; `n` NULL or writable; `keep` NULL or a function safe to call with `user`.
+ */
+enum trie_status trie_crossing(const struct trie_automaton *automaton,
+                               trie_state state,
+                               trie_overflow_fn keep,
+                               void *user,
+                               int32_t *tokens,
+                               uint32_t *overflow,
+                               size_t *members,
+                               size_t capacity,
+                               size_t *n);
+
+/**
+ * The hand-over by one token (an entry of [`trie_crossing`]): sets `*member` and `*overflow` (the number of the
+ * token's last bytes past the segment). `TRIE_ERR_TOKEN_REJECTED` when the token does not finish a segment and
+ * go on past it in `state` (or the automaton is not open); `*member` is then `SIZE_MAX`.
+ *
+ * # Safety
+ * `automaton` must be NULL or a live automaton; `member`, `overflow` NULL or writable.
+ */
+enum trie_status trie_cross(const struct trie_automaton *automaton,
+                            trie_state state,
+                            int32_t token,
+                            size_t *member,
+                            size_t *overflow);
 
 #ifdef __cplusplus
 }  // extern "C"

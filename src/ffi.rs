@@ -1347,3 +1347,4 @@ mod tests {
 }
 
 mod sets;
+mod template;

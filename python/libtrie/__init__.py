@@ -32,13 +32,13 @@ import os
 import threading
 from array import array
 from itertools import accumulate
-from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple, TypeVar, Union
+from typing import Any, Callable, Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple, TypeVar, Union
 
 from . import _native
 from ._native import i32p, library, sizep, u8p, vp
 
 __all__ = [
-    "FINISHED", "Status", "TrieError", "Vocab", "Automaton", "Forced", "compile", "compile_tokens", "fill_bitmask_rows",
+    "FINISHED", "Status", "TrieError", "Vocab", "Automaton", "Forced", "Crossing", "compile", "compile_tokens", "fill_bitmask_rows",
     "bitmask_words", "library", "version", "TokenKind", "TOKEN_NORMAL", "TOKEN_UNKNOWN", "TOKEN_CONTROL",
     "TOKEN_USER_DEFINED", "TOKEN_UNUSED", "TOKEN_BYTE",
 ]
@@ -389,6 +389,14 @@ class Vocab(_Handle):
         library().trie_vocab_free(handle)
 
 
+class Crossing(NamedTuple):
+    """A token that finishes a segment and goes on past it: its last ``overflow`` bytes belong to what follows."""
+
+    token: int
+    member: int
+    overflow: int
+
+
 class Forced(NamedTuple):
     """The rest of the only member left below a state: its bytes and a token path spelling them (no EOG)."""
 
@@ -588,6 +596,99 @@ class Automaton(_Handle):
             _check(lib.trie_forced(h, state, buf, nb.value, ctypes.byref(nb), toks, nt.value, ctypes.byref(nt),
                                    ctypes.byref(is_forced)))
         return Forced(bytes(buf[: nb.value]), tuple(toks[: nt.value]))
+
+    # ---- sets inside an output ---------------------------------------------------------------------------------
+
+    @classmethod
+    def compile_template(cls, vocab: Vocab, members: Iterable[StrOrBytes], *, prefix: StrOrBytes = b"",
+                         suffix: StrOrBytes = b"", render: str = "raw", end: str = "eog", drop_unreachable: bool = False,
+                         max_states: Optional[int] = None, max_bytes: Optional[int] = None) -> "Automaton":
+        """Compile ``members`` written inside a larger output: the language is exactly
+        ``{prefix + render(m) + suffix}`` (each a *segment*), then end-of-generation (``end="eog"``) or handed over
+        to what follows (``end="open"``: see :meth:`crossing`). ``render``: ``"raw"`` (the bytes), ``"json_string"``
+        (a JSON string literal, escaped like ``json.dumps(m, ensure_ascii=False)``) or ``"json_text"`` (the member
+        is the JSON text of one value, e.g. ``"42"``). Members are identified by their index in ``members`` (the
+        first copy of a duplicate): see :meth:`member`. Raises :class:`TrieError` (``INVALID_ARGUMENT`` naming a
+        member the rendering refuses, or with ``end="open"`` a segment that is a prefix of another; and the errors
+        of :class:`Automaton`)."""
+        renders = {"raw": 0, "json_string": 1, "json_text": 2}
+        ends = {"eog": 0, "open": 1}
+        if render not in renders:
+            raise ValueError(f"render must be one of {sorted(renders)}, not {render!r}")
+        if end not in ends:
+            raise ValueError(f"end must be one of {sorted(ends)}, not {end!r}")
+        data = [s.encode("utf-8") if isinstance(s, str) else bytes(s) for s in members]
+        ptrs, lens, _keep = _byte_strings(data)
+        lib = library()
+        t = _native.Template()
+        _check(lib.trie_template_init(ctypes.byref(t)))
+        pre = prefix.encode("utf-8") if isinstance(prefix, str) else bytes(prefix)
+        suf = suffix.encode("utf-8") if isinstance(suffix, str) else bytes(suffix)
+        pre_buf = (ctypes.c_uint8 * max(len(pre), 1)).from_buffer_copy(pre or b"\0")
+        suf_buf = (ctypes.c_uint8 * max(len(suf), 1)).from_buffer_copy(suf or b"\0")
+        t.prefix, t.prefix_len = ctypes.cast(pre_buf, u8p), len(pre)
+        t.suffix, t.suffix_len = ctypes.cast(suf_buf, u8p), len(suf)
+        t.render, t.end = renders[render], ends[end]
+        opts = _options(drop_unreachable, max_states, max_bytes)
+        out = vp()
+        _check(vocab._call(lib.trie_compile_template, ptrs, lens, len(data), ctypes.byref(t), ctypes.byref(opts),
+                           ctypes.byref(out)))
+        self = cls.__new__(cls)
+        self._adopt(vocab, out)
+        return self
+
+    @property
+    def is_open(self) -> bool:
+        """Whether segments are handed over at their end (compiled with ``end="open"``)."""
+        return bool(self._call(library().trie_automaton_is_open))
+
+    def member(self, state: int) -> Optional[int]:
+        """The member whose segment is complete in ``state`` (its index in the input of :meth:`compile_template`;
+        its rank in byte order for a plain set), or ``None``."""
+        m = ctypes.c_size_t()
+        _check(self._call(library().trie_member, state, ctypes.byref(m)))
+        return None if m.value == ctypes.c_size_t(-1).value else m.value
+
+    def possible_members(self, state: int) -> Tuple[int, ...]:
+        """The members still possible in ``state`` (ids as :meth:`member`), in byte order of their segments."""
+        lib, n = library(), ctypes.c_size_t()
+        with self._use() as h:
+            st = lib.trie_possible_members(h, state, None, 0, ctypes.byref(n))
+            if st != Status.BUFFER_TOO_SMALL:
+                _check(st)
+            buf = (ctypes.c_size_t * max(n.value, 1))()
+            _check(lib.trie_possible_members(h, state, buf, n.value, ctypes.byref(n)))
+        return tuple(buf[: n.value])
+
+    def crossing(self, state: int, keep: Optional[Callable[[int, bytes], bool]] = None) -> List[Crossing]:
+        """Tokens that finish a segment below ``state`` and go on past its end (open automata): the engine offers
+        one when the constraint that follows accepts its last ``overflow`` bytes, then hands over (see
+        ``trie_crossing``). ``keep(member, overflow_prefix)`` prunes them by what may follow (called once per
+        prefix; false skips every token extending it). Ascending by token."""
+        lib, n = library(), ctypes.c_size_t()
+        fn = _native.OVERFLOW_FN(0)
+        if keep is not None:
+            def call(_user: Any, member: int, overflow: Any, length: int) -> bool:
+                try:
+                    return bool(keep(member, ctypes.string_at(overflow, length)))
+                except Exception:  # never unwind into C: a failing filter keeps nothing
+                    return False
+            fn = _native.OVERFLOW_FN(call)
+        with self._use() as h:
+            st = lib.trie_crossing(h, state, fn, None, None, None, None, 0, ctypes.byref(n))
+            if st != Status.BUFFER_TOO_SMALL:
+                _check(st)
+            k = max(n.value, 1)
+            toks, over, mem = (ctypes.c_int32 * k)(), (ctypes.c_uint32 * k)(), (ctypes.c_size_t * k)()
+            _check(lib.trie_crossing(h, state, fn, None, toks, over, mem, n.value, ctypes.byref(n)))
+        return [Crossing(toks[i], mem[i], over[i]) for i in range(n.value)]
+
+    def cross(self, state: int, token: int) -> Crossing:
+        """The hand-over by ``token`` (an entry of :meth:`crossing`). Raises :class:`TrieError`
+        ``TOKEN_REJECTED`` when it does not finish a segment and go on past it here."""
+        m, o = ctypes.c_size_t(), ctypes.c_size_t()
+        _check(self._call(library().trie_cross, state, token, ctypes.byref(m), ctypes.byref(o)))
+        return Crossing(token, m.value, o.value)
 
     # ---- lifetime ----------------------------------------------------------------------------------------------
 

@@ -19,6 +19,18 @@ sizep = ctypes.POINTER(ctypes.c_size_t)
 vp = ctypes.c_void_p
 
 
+class Template(ctypes.Structure):
+    """``trie_template`` (initialise with ``trie_template_init``, which sets ``struct_size``)."""
+
+    _fields_ = [("struct_size", ctypes.c_size_t), ("prefix", u8p), ("prefix_len", ctypes.c_size_t),
+                ("suffix", u8p), ("suffix_len", ctypes.c_size_t), ("render", ctypes.c_uint32),
+                ("end", ctypes.c_uint32)]
+
+
+#: ``trie_overflow_fn``: keep(user, member, overflow, len) -> bool.
+OVERFLOW_FN = ctypes.CFUNCTYPE(ctypes.c_bool, ctypes.c_void_p, ctypes.c_size_t, u8p, ctypes.c_size_t)
+
+
 class Options(ctypes.Structure):
     """``trie_options`` (initialise with ``trie_options_init``, which sets ``struct_size``)."""
 
@@ -113,6 +125,15 @@ _SIGNATURES = {
     "trie_set_cache_lookup": ([vp, ctypes.c_char_p, ctypes.c_size_t, ctypes.POINTER(vp)], ctypes.c_int),
     "trie_set_cache_stats": ([vp, ctypes.POINTER(SetStats)], ctypes.c_int),
     "trie_set_cache_free": ([vp], None),
+    "trie_template_init": ([ctypes.POINTER(Template)], ctypes.c_int),
+    "trie_compile_template": ([vp, ctypes.POINTER(u8p), sizep, ctypes.c_size_t, ctypes.POINTER(Template),
+                               ctypes.POINTER(Options), ctypes.POINTER(vp)], ctypes.c_int),
+    "trie_automaton_is_open": ([vp], ctypes.c_bool),
+    "trie_member": ([vp, ctypes.c_uint32, sizep], ctypes.c_int),
+    "trie_possible_members": ([vp, ctypes.c_uint32, sizep, ctypes.c_size_t, sizep], ctypes.c_int),
+    "trie_crossing": ([vp, ctypes.c_uint32, OVERFLOW_FN, ctypes.c_void_p, i32p, u32p, sizep, ctypes.c_size_t, sizep],
+                      ctypes.c_int),
+    "trie_cross": ([vp, ctypes.c_uint32, ctypes.c_int32, sizep, sizep], ctypes.c_int),
     "trie_forced": ([vp, ctypes.c_uint32, u8p, ctypes.c_size_t, sizep, i32p, ctypes.c_size_t, sizep,
                      ctypes.POINTER(ctypes.c_bool)], ctypes.c_int),
 }
