@@ -188,6 +188,14 @@ typedef enum trie_status {
 typedef struct trie_automaton trie_automaton;
 
 /**
+ * A request-set front end over one vocabulary: it checks a request's set spec (JSON) against the operator's
+ * rules, compiles the set once and keeps it in an LRU shared by every request (see [`trie_set_cache_get`]).
+ * Opaque; thread-safe: any number of threads may call it at once (a set asked for by several at once is
+ * compiled once; the others wait for it). Free with [`trie_set_cache_free`] once no call is in flight.
+ */
+typedef struct trie_set_cache trie_set_cache;
+
+/**
  * A token vocabulary. Opaque, immutable once built: it may be used from any number of threads at once.
  * Reference counted: [`trie_vocab_retain`] adds a reference, [`trie_vocab_free`] drops one (each reference is
  * freed once). Compiled automata hold their own reference, so the vocabulary may be freed right after compiling.
@@ -237,6 +245,98 @@ typedef struct trie_options {
  * automaton that produced it. The start state is 0.
  */
 typedef uint32_t trie_state;
+
+/**
+ * The operator's rules of a [`trie_set_cache`]. Initialise with [`trie_set_config_init`] (defaults, and
+ * `struct_size`), then set fields. The defaults are those of the vLLM processor and llama-server.
+ */
+typedef struct trie_set_config {
+    /**
+     * `sizeof(trie_set_config)` (set by [`trie_set_config_init`]); another value is `TRIE_ERR_INVALID_ARGUMENT`.
+     */
+    size_t struct_size;
+    /**
+     * The set directory (NUL-terminated; resolved once, when the cache is created). NULL or "": no sets from
+     * files, only inline sets. Requests name files relative to it; no symbolic link under it is followed.
+     */
+    const char *set_dir;
+    /**
+     * Trusted callers only (an offline script): any readable regular file, absolute or relative to `set_dir`.
+     */
+    bool allow_any_path;
+    /**
+     * The most strings of an inline set ("strings", "add" and "remove" together). Default 10,000.
+     */
+    uint64_t max_inline_strings;
+    /**
+     * The most bytes of an inline set (a byte per string counted for its separator). Default 1 MiB.
+     */
+    uint64_t max_inline_bytes;
+    /**
+     * The largest set file read. Default 256 MiB.
+     */
+    uint64_t max_file_bytes;
+    /**
+     * `trie_options.max_states` of every compile (0: the library's own bounds).
+     */
+    uint64_t max_states;
+    /**
+     * `trie_options.max_bytes` of every compile (0: no bound).
+     */
+    uint64_t max_bytes;
+    /**
+     * Compiled sets kept, least recently used dropped first (0 counts as 1). Default 64. A set dropped from the
+     * LRU while a request still holds it is found again, not compiled again.
+     */
+    uint64_t capacity;
+    /**
+     * A directory (the operator's, writable) where compiled sets of set files are saved and loaded from (NULL or
+     * "": none): a restarted server, or another process, maps them instead of compiling. Inline sets are not
+     * saved; a damaged or stale file is compiled again and replaced; nothing is ever deleted there.
+     */
+    const char *cache_dir;
+} trie_set_config;
+
+/**
+ * What one [`trie_set_cache_get`] did (for logs).
+ */
+typedef struct trie_set_info {
+    /**
+     * This call compiled the set (else it was cached, or compiled by a concurrent call it waited for).
+     */
+    bool compiled;
+    /**
+     * Seconds this call spent compiling (0 when it did not compile).
+     */
+    double seconds;
+    /**
+     * How messages name the set: `the set 'tools'`, `the set file 'sub/x.txt'`, `the inline set`
+     * (NUL-terminated, cut to fit).
+     */
+    char what[256];
+} trie_set_info;
+
+/**
+ * Counters of a [`trie_set_cache`].
+ */
+typedef struct trie_set_stats {
+    /**
+     * Compiles run (failed ones included).
+     */
+    uint64_t compiles;
+    /**
+     * Lookups served without compiling.
+     */
+    uint64_t hits;
+    /**
+     * Sets (and failures of sets) held in the LRU now.
+     */
+    uint64_t entries;
+    /**
+     * Compiles served by loading a saved file of `cache_dir` instead (counted in `compiles` too).
+     */
+    uint64_t loaded;
+} trie_set_stats;
 
 /**
  * A literal prefix and suffix around every member, a rendering and an end: the automaton's language is
@@ -772,6 +872,101 @@ enum trie_status trie_forced(const struct trie_automaton *automaton,
                              size_t tokens_cap,
                              size_t *n_tokens,
                              bool *is_forced);
+
+/**
+ * Sets `*config` to the defaults (no set directory; 10,000 strings and 1 MiB inline; 256 MiB files; no compile
+ * bounds; 64 sets kept) and `struct_size`. `TRIE_ERR_NULL_ARGUMENT` for NULL.
+ *
+ * # Safety
+ * `config` must be NULL or point to a writable `trie_set_config`.
+ */
+enum trie_status trie_set_config_init(struct trie_set_config *config);
+
+/**
+ * Creates a set cache for `vocab` under the rules of `config` (NULL: the defaults). `vocab` may be NULL: the
+ * cache then only checks specs ([`trie_set_cache_check`], for admission in a process without the model), and
+ * [`trie_set_cache_get`] fails. The cache keeps its own reference to `vocab`. Errors:
+ * `TRIE_ERR_INVALID_ARGUMENT` (a bad `struct_size`; the set directory is not a directory). On failure `*out` is
+ * NULL.
+ *
+ * # Safety
+ * `vocab` must be NULL or a live vocabulary; `config` NULL or an initialised `trie_set_config` whose `set_dir`
+ * is NULL or NUL-terminated; `out` NULL or writable.
+ */
+enum trie_status trie_set_cache_new(const struct trie_vocab *vocab,
+                                    const struct trie_set_config *config,
+                                    struct trie_set_cache **out);
+
+/**
+ * Checks a request's set spec (`spec`: `len` bytes of UTF-8 JSON; see [`trie_set_cache_get`]) without reading
+ * or compiling it: its shape, the inline bounds, and for a set file its confinement, type and size (the file is
+ * opened, then closed). The message of a failure is fit for the client (an HTTP 400).
+ *
+ * # Safety
+ * `cache` must be NULL or a live set cache; `spec` must hold `len` bytes (NULL with 0 is an empty spec).
+ */
+enum trie_status trie_set_cache_check(const struct trie_set_cache *cache,
+                                      const uint8_t *spec,
+                                      size_t len);
+
+/**
+ * The compiled set a request's spec names. `spec` is `len` bytes of UTF-8 JSON, one of:
+ * `{"set": NAME}` (the file NAME.txt of the set directory), `{"file": PATH}` (relative to it),
+ * `{"strings": [...]}` (the members inline); short forms: a string (a path when it holds a `/`, else a set
+ * name), a list of strings; optional `"drop_unreachable": true` and `"add": [...]`, `"remove": [...]` (the set
+ * `(base - remove) + add`, built from the cached base by [`trie_automaton_with`](super::trie_automaton_with)).
+ * Set files hold one member per line (UTF-8, `\n` separated, a final newline ignored).
+ *
+ * The set is looked up in the LRU, or compiled in the calling thread (one compile per set however many threads
+ * ask; the others wait). A set file is opened once, without following links: its identity (device, inode, size,
+ * modification time) and its content come from that open file, so a changed file is a new set. On success
+ * `*out` is a new reference to the compiled set (free it with [`trie_automaton_free`](super::trie_automaton_free))
+ * and `*info` (when not NULL) says what the call did. On failure `*out` is NULL and [`trie_last_error`](super::trie_last_error)
+ * holds a message fit for the client (an HTTP 400; the set directory's location is never in it): a bad shape
+ * or bound and a refused path (`TRIE_ERR_INVALID_ARGUMENT`), not UTF-8 (`TRIE_ERR_INVALID_ARGUMENT`), empty
+ * (`TRIE_ERR_EMPTY_SET`), unreachable members (`TRIE_ERR_UNREACHABLE_STRING`), the compile bounds
+ * (`TRIE_ERR_LIMIT_EXCEEDED`), an unreadable file (`TRIE_ERR_IO`). Failures of a set itself are remembered
+ * (asked again, it is not compiled again); I/O failures are not.
+ *
+ * # Safety
+ * `cache` must be NULL or a live set cache; `spec` must hold `len` bytes; `out` NULL or writable; `info` NULL or
+ * a writable `trie_set_info`.
+ */
+enum trie_status trie_set_cache_get(const struct trie_set_cache *cache,
+                                    const uint8_t *spec,
+                                    size_t len,
+                                    struct trie_automaton **out,
+                                    struct trie_set_info *info);
+
+/**
+ * Like [`trie_set_cache_get`] without compiling: `*out` is the compiled set when it is ready (a new reference),
+ * NULL when it is not compiled yet or still compiling (then `TRIE_OK` too). A spec that is refused, or a set whose
+ * failure is remembered, fails as in [`trie_set_cache_get`]. For a scheduler that starts compiles elsewhere and
+ * must not wait.
+ *
+ * # Safety
+ * As [`trie_set_cache_get`].
+ */
+enum trie_status trie_set_cache_lookup(const struct trie_set_cache *cache,
+                                       const uint8_t *spec,
+                                       size_t len,
+                                       struct trie_automaton **out);
+
+/**
+ * Writes the counters of `cache` to `*out`.
+ *
+ * # Safety
+ * `cache` must be NULL or a live set cache; `out` NULL or writable.
+ */
+enum trie_status trie_set_cache_stats(const struct trie_set_cache *cache, struct trie_set_stats *out);
+
+/**
+ * Frees `cache` (NULL: no-op). Automata it handed out stay valid (each holds its own reference).
+ *
+ * # Safety
+ * `cache` must be NULL or a live set cache, freed once, with no call on it in flight.
+ */
+void trie_set_cache_free(struct trie_set_cache *cache);
 
 /**
  * Sets `*template` to the bare set (no prefix, no suffix, raw, end-of-generation) and its `struct_size`.

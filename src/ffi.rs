@@ -1346,4 +1346,5 @@ mod tests {
     }
 }
 
+mod sets;
 mod template;
