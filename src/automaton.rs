@@ -665,6 +665,29 @@ impl Automaton {
 }
 
 impl Automaton {
+    /// The bytes of each array behind [`Automaton::memory_usage`], by name (for the size benchmarks).
+    #[doc(hidden)]
+    pub fn memory_parts(&self) -> Vec<(&'static str, usize)> {
+        vec![
+            ("offsets", self.offsets.size_bytes()),
+            ("tokens", self.tokens.size_bytes()),
+            ("targets", self.targets.size_bytes()),
+            ("accepting", self.accepting.size_bytes()),
+            ("depth", self.depth.size_bytes()),
+            ("single_member", self.single_member.size_bytes()),
+            ("dense_states", self.dense_states.size_bytes()),
+            ("dense_rows", self.dense_rows.size_bytes()),
+            ("chain_base", self.chain_base.size_bytes()),
+            ("chain_member", self.chain_member.size_bytes()),
+            ("chain_first_depth", self.chain_first_depth.size_bytes()),
+            ("member_offsets", self.member_offsets.size_bytes()),
+            ("member_bytes", self.member_bytes.size_bytes()),
+            ("dropped", self.dropped.capacity() * std::mem::size_of::<usize>()),
+        ]
+    }
+}
+
+impl Automaton {
     /// Saves the automaton to `path` (written atomically: a temporary file renamed into place). The file is the
     /// frozen arrays themselves, tagged with the vocabulary's [`Vocabulary::fingerprint`]: [`Automaton::load`]
     /// maps it back in milliseconds, and processes loading the same file share its pages.
@@ -848,7 +871,7 @@ impl std::fmt::Debug for Automaton {
 }
 
 /// Prunes the alignment to live, reachable explicit nodes, numbers the states and lays out the flat arrays.
-fn freeze(
+pub(crate) fn freeze(
     vocab: Arc<Vocabulary>,
     trie: StringTrie,
     al: Edges,
