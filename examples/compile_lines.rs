@@ -69,7 +69,7 @@ fn main() {
     );
     if let Some(p) = phases {
         out.push_str(&format!(
-            ",\"trie_ms\":{:.1},\"align_ms\":{:.1},\"freeze_ms\":{:.1},\"explicit_nodes\":{},\"unary_explicit_nodes\":{},\"chains\":{},\"chain_positions\":{},\"edges\":{},\"edges_into_chains\":{}",
+            ",\"trie_ms\":{:.1},\"align_ms\":{:.1},\"freeze_ms\":{:.1},\"explicit_nodes\":{},\"unary_explicit_nodes\":{},\"chains\":{},\"chain_positions\":{},\"edges\":{},\"edges_into_chains\":{},\"edges_from_unary\":{},\"peak_after_trie\":{},\"peak_after_align\":{},\"peak_after_freeze\":{}",
             p.trie_ms,
             p.align_ms,
             p.freeze_ms,
@@ -78,7 +78,11 @@ fn main() {
             p.chains,
             p.chain_positions,
             p.edges,
-            p.edges_into_chains
+            p.edges_into_chains,
+            p.edges_from_unary,
+            p.peak_after_trie,
+            p.peak_after_align,
+            p.peak_after_freeze
         ));
     }
     out.push_str(",\"parts\":{");
