@@ -1,5 +1,6 @@
-//! Loading a Hugging Face `tokenizer.json` (through the `tokenizers` crate) into a [`Vocabulary`], recovering
-//! the exact bytes every token id stands for.
+//! Loading a Hugging Face `tokenizer.json` into a [`Vocabulary`], recovering the exact bytes every token id
+//! stands for. BPE models are read directly (only the parts a vocabulary needs, `hf_direct.rs`); other models,
+//! and files the direct reader declines, through the `tokenizers` crate. Both give the same vocabulary.
 //!
 //! How token texts become bytes is read from the tokenizer's decoder:
 //! - `ByteLevel` (GPT-2, Llama 3, Qwen): each character of a model token is the GPT-2 bytes-to-unicode image of
