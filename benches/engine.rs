@@ -3,10 +3,15 @@
 //!
 //! `cargo bench --bench engine -- [--vocab NAME|PATH.gguf] [--min-k N] [--max-k N] [--quick] [--workloads tools,words,geonames]`
 //! (`TRIE_BENCH_COMPILE_ONLY=N`: only compile each set N times and print the median, for profilers.)
-//! `--vocab-load`: only vocabulary load times (GGUF, tokenizer.json, and the saved-vocabulary file of each).
+//! `--vocab-load`: only vocabulary load times (GGUF, tokenizer.json, and the saved-vocabulary file of each); for
+//! tokenizer.json also the direct reader (`direct_ms`) against the `tokenizers`-crate path it replaced
+//! (`tokenizers_ms`), wall and process CPU time, from the bytes in memory, same run.
 //!
 //! `geonames` (real GeoNames city names, multi-byte UTF-8) needs `scripts/fetch-cities.sh` first; it is skipped
 //! with a note when its file is absent. Its largest K is 100,000 (the file has 179,347 names).
+//! `npm` (every public npm package name, 4,499,322; `scripts/fetch-npm-names.sh` first, else skipped with a note)
+//! has rows at K = 100,000, 1,000,000 and all (those up to `--max-k` when it is given; none with `--quick`), each
+//! followed by a `file` row: the automaton saved, then loaded (memory map + checks), median times.
 mod workloads;
 
 use rand::rngs::SmallRng;
@@ -52,8 +57,12 @@ fn main() {
         vocab.memory_usage()
     );
 
-    let names = arg("--workloads").unwrap_or_else(|| "tools,words,geonames".into());
+    let names = arg("--workloads").unwrap_or_else(|| "tools,words,geonames,npm".into());
     for workload in names.split(',') {
+        if workload == "npm" {
+            bench_npm(&vocab, &vocab_name, arg("--max-k").map(|s| s.parse().unwrap()), quick);
+            continue;
+        }
         let geonames = if workload == "geonames" {
             match workloads::geonames_all(42) {
                 Some(all) => Some(all),
@@ -82,7 +91,58 @@ fn main() {
     }
 }
 
-/// Vocabulary load times (median of `reps`): GGUF (qwen2, gemma-4) and tokenizer.json (qwen3, llama3) parsed and
+/// The npm package-name rows: K = 100,000, 1,000,000 and all 4,499,322 (first K of a seeded shuffle), each with
+/// its saved file's size, save and load times.
+fn bench_npm(vocab: &Arc<Vocabulary>, vocab_name: &str, max_k: Option<usize>, quick: bool) {
+    let max_k = max_k.unwrap_or(if quick { 10_000 } else { usize::MAX });
+    if max_k < 100_000 {
+        return; // no row to make: do not read the 95 MB file
+    }
+    let Some(all) = workloads::npm_all(42) else {
+        eprintln!("engine bench: no npm names file (run scripts/fetch-npm-names.sh): skipping npm");
+        return;
+    };
+    for k in [100_000, 1_000_000, all.len()] {
+        if k > max_k.min(all.len()) {
+            break;
+        }
+        let set = &all[..k];
+        bench_set(vocab, vocab_name, "npm", set, quick);
+        if std::env::var_os("TRIE_BENCH_COMPILE_ONLY").is_some() {
+            continue;
+        }
+        let a = Automaton::compile(vocab.clone(), set, &CompileOptions::default()).unwrap();
+        let tmp = std::env::temp_dir().join(format!("trie-bench-npm-{}.bin", std::process::id()));
+        let reps = if quick { 3 } else { 7 };
+        let save_ms = median(
+            (0..reps.min(3))
+                .map(|_| {
+                    let s = Instant::now();
+                    a.save(&tmp).unwrap();
+                    s.elapsed().as_secs_f64() * 1e3
+                })
+                .collect(),
+        );
+        let load_ms = median(
+            (0..reps)
+                .map(|_| {
+                    let s = Instant::now();
+                    black_box(Automaton::load(vocab.clone(), &tmp).unwrap());
+                    s.elapsed().as_secs_f64() * 1e3
+                })
+                .collect(),
+        );
+        println!(
+            "{{\"kind\":\"file\",\"vocab\":\"{vocab_name}\",\"workload\":\"npm\",\"k\":{k},\"explicit_states\":{},\"chain_states\":{},\"file_bytes\":{},\"save_ms\":{save_ms:.2},\"load_ms\":{load_ms:.2}}}",
+            a.n_explicit(),
+            a.n_states() - a.n_explicit(),
+            std::fs::metadata(&tmp).unwrap().len()
+        );
+        let _ = std::fs::remove_file(&tmp);
+    }
+}
+
+/// Vocabulary load times (median of `reps`): GGUF (qwen2, gemma-4) and tokenizer.json (qwen3, llama3, mistral) parsed and
 /// indexed, against loading the same vocabulary from libtrie's saved-vocabulary file (memory map + checks).
 fn vocab_load(reps: usize) {
     let dir = assets_vocab("qwen2").parent().unwrap().parent().unwrap().to_path_buf();
@@ -92,6 +152,7 @@ fn vocab_load(reps: usize) {
         ("gguf", "gemma-4", dir.join("vocab/ggml-vocab-gemma-4.gguf")),
         ("tokenizer.json", "qwen3", dir.join("tokenizers/qwen3.tokenizer.json")),
         ("tokenizer.json", "llama3", dir.join("tokenizers/llama3.tokenizer.json")),
+        ("tokenizer.json", "mistral-7b-v0.1", dir.join("tokenizers/mistral-7b-v0.1.tokenizer.json")),
     ];
     for (format, name, path) in cases {
         let load = || match format {
@@ -107,6 +168,34 @@ fn vocab_load(reps: usize) {
                 })
                 .collect(),
         );
+        // tokenizer.json: the direct reader (above) against the `tokenizers` crate path it replaces, same run, from
+        // the bytes in memory; wall and CPU time (process CPU, all threads: what a loaded machine distorts least).
+        let via_tokenizers = if format == "tokenizer.json" {
+            let bytes = std::fs::read(&path).unwrap();
+            let opts = trie::hf::HfOptions::default();
+            let time = |f: &dyn Fn()| -> (f64, f64) {
+                let (wall, cpu): (Vec<f64>, Vec<f64>) = (0..reps)
+                    .map(|_| {
+                        let (s, c) = (Instant::now(), cpu_ms());
+                        f();
+                        (s.elapsed().as_secs_f64() * 1e3, cpu_ms() - c)
+                    })
+                    .unzip();
+                (median(wall), median(cpu))
+            };
+            let (direct_ms, direct_cpu) =
+                time(&|| drop(black_box(Vocabulary::from_tokenizer_json_bytes(&bytes, &opts).unwrap())));
+            let (old_ms, old_cpu) =
+                time(&|| drop(black_box(Vocabulary::from_tokenizer_json_bytes_via_tokenizers(&bytes, &opts).unwrap())));
+            format!(
+                ",\"direct\":{},\"direct_ms\":{direct_ms:.2},\"direct_cpu_ms\":{direct_cpu:.2},\"tokenizers_ms\":{old_ms:.2},\"tokenizers_cpu_ms\":{old_cpu:.2},\"ratio_wall\":{:.2},\"ratio_cpu\":{:.2}",
+                Vocabulary::tokenizer_json_reads_directly(&bytes),
+                old_ms / direct_ms,
+                old_cpu / direct_cpu
+            )
+        } else {
+            String::new()
+        };
         let v = load();
         v.save(&tmp).unwrap();
         let saved_ms = median(
@@ -119,12 +208,20 @@ fn vocab_load(reps: usize) {
                 .collect(),
         );
         println!(
-            "{{\"kind\":\"vocab_load\",\"format\":\"{format}\",\"vocab\":\"{name}\",\"n_vocab\":{},\"load_ms\":{ms:.2},\"saved_load_ms\":{saved_ms:.2},\"saved_bytes\":{}}}",
+            "{{\"kind\":\"vocab_load\",\"format\":\"{format}\",\"vocab\":\"{name}\",\"n_vocab\":{},\"load_ms\":{ms:.2}{via_tokenizers},\"saved_load_ms\":{saved_ms:.2},\"saved_bytes\":{}}}",
             v.n_vocab(),
             std::fs::metadata(&tmp).unwrap().len()
         );
     }
     let _ = std::fs::remove_file(&tmp);
+}
+
+/// CPU time of the process so far (user + system, all threads), milliseconds.
+fn cpu_ms() -> f64 {
+    // SAFETY: getrusage fills the zeroed struct it is given.
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) };
+    (u.ru_utime.tv_sec + u.ru_stime.tv_sec) as f64 * 1e3 + (u.ru_utime.tv_usec + u.ru_stime.tv_usec) as f64 / 1e3
 }
 
 fn bench_set(vocab: &Arc<Vocabulary>, vocab_name: &str, workload: &str, set: &[String], quick: bool) {

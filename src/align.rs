@@ -24,10 +24,19 @@ use rayon::prelude::*;
 /// explicit nodes.
 pub(crate) const CHAIN: u32 = 1 << 31;
 
-/// Edges grouped by source node (CSR): node `n`'s edges are `code[offsets[n]..offsets[n + 1]]` (token codes:
-/// [`crate::vocab::TokenIndex::code_tokens`]) with the matching `target`s. Every target is a proper descendant of its source: an explicit node (larger id) or a
-/// chain position (`CHAIN | index`).
+/// Edges grouped by source node (CSR), in pieces of consecutive source nodes (the token-trie method keeps the
+/// pieces its threads made rather than concatenating them, so its edges are never held twice): node `n` is in
+/// piece `n / piece_nodes`, at local index `i = n % piece_nodes`, and its edges are `code[offsets[i]..offsets[i
+/// + 1]]` of that piece (token codes: [`crate::vocab::TokenIndex::code_tokens`]) with the matching `target`s.
+/// Every target is a proper descendant of its source: an explicit node (larger id) or a chain position
+/// (`CHAIN | index`).
 pub(crate) struct Edges {
+    pub(crate) piece_nodes: usize,
+    pub(crate) pieces: Vec<EdgePiece>,
+}
+
+/// The edges of `piece_nodes` consecutive source nodes (fewer in the last piece).
+pub(crate) struct EdgePiece {
     pub(crate) offsets: Vec<u32>,
     pub(crate) code: Vec<u32>,
     pub(crate) target: Vec<u32>,
@@ -36,8 +45,20 @@ pub(crate) struct Edges {
 impl Edges {
     #[inline]
     pub(crate) fn edges(&self, node: usize) -> impl Iterator<Item = (u32, u32)> + '_ {
-        let r = self.offsets[node] as usize..self.offsets[node + 1] as usize;
-        self.code[r.clone()].iter().copied().zip(self.target[r].iter().copied())
+        let p = &self.pieces[node / self.piece_nodes];
+        let i = node % self.piece_nodes;
+        let r = p.offsets[i] as usize..p.offsets[i + 1] as usize;
+        p.code[r.clone()].iter().copied().zip(p.target[r].iter().copied())
+    }
+
+    /// Number of edges.
+    pub(crate) fn len(&self) -> usize {
+        self.pieces.iter().map(|p| p.code.len()).sum()
+    }
+
+    /// All targets, in no particular order.
+    pub(crate) fn targets(&self) -> impl Iterator<Item = u32> + '_ {
+        self.pieces.iter().flat_map(|p| p.target.iter().copied())
     }
 }
 
@@ -122,18 +143,18 @@ pub(crate) fn align_token_trie(trie: &StringTrie, vocab: &Vocabulary, budget: &B
     };
     let total: usize = found.iter().map(|f| f.1.len()).sum();
     check_total(total)?;
-    let mut offsets = Vec::with_capacity(n + 1);
-    offsets.push(0u32);
-    let mut pattern = Vec::with_capacity(total);
-    let mut target = Vec::with_capacity(total);
-    for (counts, p, t) in found {
-        for c in counts {
-            offsets.push(offsets.last().unwrap() + c);
-        }
-        pattern.extend_from_slice(&p);
-        target.extend_from_slice(&t);
-    }
-    Ok(Edges { offsets, code: pattern, target })
+    let pieces = found
+        .into_iter()
+        .map(|(counts, code, target)| {
+            let mut offsets = Vec::with_capacity(counts.len() + 1);
+            offsets.push(0u32);
+            for c in counts {
+                offsets.push(offsets.last().unwrap() + c);
+            }
+            EdgePiece { offsets, code, target }
+        })
+        .collect();
+    Ok(Edges { piece_nodes: CHUNK_NODES, pieces })
 }
 
 fn check_total(total: usize) -> crate::Result<()> {
@@ -177,7 +198,7 @@ pub(crate) fn align_aho_corasick(trie: &StringTrie, vocab: &Vocabulary, budget: 
             *c += 1;
         }
     }
-    Ok(Edges { offsets, code: pattern, target })
+    Ok(Edges { piece_nodes: n, pieces: vec![EdgePiece { offsets, code: pattern, target }] })
 }
 
 /// Walks members `a..b`, emitting the edges that end at positions these members created.

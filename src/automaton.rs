@@ -676,6 +676,29 @@ impl Automaton {
 }
 
 impl Automaton {
+    /// The bytes of each array behind [`Automaton::memory_usage`], by name (for the size benchmarks).
+    #[doc(hidden)]
+    pub fn memory_parts(&self) -> Vec<(&'static str, usize)> {
+        vec![
+            ("offsets", self.offsets.size_bytes()),
+            ("tokens", self.tokens.size_bytes()),
+            ("targets", self.targets.size_bytes()),
+            ("accepting", self.accepting.size_bytes()),
+            ("depth", self.depth.size_bytes()),
+            ("single_member", self.single_member.size_bytes()),
+            ("dense_states", self.dense_states.size_bytes()),
+            ("dense_rows", self.dense_rows.size_bytes()),
+            ("chain_base", self.chain_base.size_bytes()),
+            ("chain_member", self.chain_member.size_bytes()),
+            ("chain_first_depth", self.chain_first_depth.size_bytes()),
+            ("member_offsets", self.member_offsets.size_bytes()),
+            ("member_bytes", self.member_bytes.size_bytes()),
+            ("dropped", self.dropped.capacity() * std::mem::size_of::<usize>()),
+        ]
+    }
+}
+
+impl Automaton {
     /// Saves the automaton to `path` (written atomically: a temporary file renamed into place). The file is the
     /// frozen arrays themselves, tagged with the vocabulary's [`Vocabulary::fingerprint`]: [`Automaton::load`]
     /// maps it back in milliseconds, and processes loading the same file share its pages.
@@ -867,7 +890,7 @@ impl std::fmt::Debug for Automaton {
 
 /// Prunes the alignment to live, reachable explicit nodes, numbers the states and lays out the flat arrays.
 /// `open`: no end-of-generation tokens where a member ends (a template's [`crate::End::Open`]).
-fn freeze(
+pub(crate) fn freeze(
     vocab: Arc<Vocabulary>,
     trie: StringTrie,
     al: Edges,
@@ -955,61 +978,79 @@ fn freeze(
     let eog = vocab.eog_ids();
     let idx = &vocab.index;
 
-    // Allowed tokens of every explicit state, in parallel blocks of states, then concatenated.
+    // Allowed tokens of every explicit state: counted in parallel blocks of states, then sorted and written in
+    // place, each block into its own slice of the final arrays (the transitions are never held twice).
     const BLOCK: usize = 2048;
-    let blocks: Vec<(Vec<u32>, Vec<TokenId>, Vec<u32>)> = (0..kept_nodes.len())
-        .step_by(BLOCK)
-        .collect::<Vec<_>>()
-        .into_par_iter()
-        .map(|a| -> Result<(Vec<u32>, Vec<TokenId>, Vec<u32>)> {
-            if budget.exhausted() {
-                return Err(Error::limit("compiling stopped: max_bytes was exceeded"));
-            }
-            let b = (a + BLOCK).min(kept_nodes.len());
-            let mut counts = Vec::with_capacity(b - a);
-            let mut tokens = Vec::new();
-            let mut targets = Vec::new();
-            let mut pairs: Vec<(u32, u32)> = Vec::new();
-            for &node in &kept_nodes[a..b] {
-                let node = node as usize;
-                pairs.clear();
-                for (code, t) in al.edges(node) {
-                    let target = if t & CHAIN != 0 { n_explicit + (t & !CHAIN) } else { state_of[t as usize] };
-                    if target != NONE {
-                        pairs.extend(idx.code_tokens(&code).iter().map(|&tok| (tok, target)));
-                    }
+    let target_of = |t: u32| if t & CHAIN != 0 { n_explicit + (t & !CHAIN) } else { state_of[t as usize] };
+    let mut offsets = vec![0u32; kept_nodes.len() + 1];
+    offsets[1..].par_chunks_mut(BLOCK).zip(kept_nodes.par_chunks(BLOCK)).try_for_each(|(counts, nodes)| {
+        if budget.exhausted() {
+            return Err(Error::limit("compiling stopped: max_bytes was exceeded"));
+        }
+        let mut n_block = 0usize;
+        for (count, &node) in counts.iter_mut().zip(nodes) {
+            let node = node as usize;
+            let mut n = 0usize;
+            for (code, t) in al.edges(node) {
+                if target_of(t) != NONE {
+                    n += idx.code_tokens(&code).len();
                 }
-                if trie.end_member[node] != NONE && !open {
-                    pairs.extend(eog.iter().map(|&e| (e, State::FINISHED.0)));
-                }
-                pairs.sort_unstable();
-                counts.push(pairs.len() as u32);
-                tokens.extend(pairs.iter().map(|p| p.0));
-                targets.extend(pairs.iter().map(|p| p.1));
             }
-            // Charged twice: the block, then its copy into the final arrays.
-            budget.charge(counts.len() * 8 + tokens.len() * 16, "the automaton's transitions")?;
-            Ok((counts, tokens, targets))
-        })
-        .collect::<Result<_>>()?;
-    let total: usize = blocks.iter().map(|b| b.1.len()).sum();
+            if trie.end_member[node] != NONE && !open {
+                n += eog.len();
+            }
+            *count = u32::try_from(n).unwrap_or(u32::MAX);
+            n_block += n;
+        }
+        // Charged twice, as when the blocks were copied into the final arrays.
+        budget.charge(counts.len() * 8 + n_block * 16, "the automaton's transitions")
+    })?;
+    let total: usize = offsets.par_iter().map(|&c| c as usize).sum();
     if total >= u32::MAX as usize {
         return Err(Error::limit(format!(
             "the automaton needs {total} transitions, over the limit of {}",
             u32::MAX - 1
         )));
     }
-    let mut offsets = Vec::with_capacity(kept_nodes.len() + 1);
-    offsets.push(0u32);
-    let mut tokens = Vec::with_capacity(total);
-    let mut targets = Vec::with_capacity(total);
-    for (counts, tok, tgt) in blocks {
-        for c in counts {
-            offsets.push(offsets.last().unwrap() + c);
-        }
-        tokens.extend_from_slice(&tok);
-        targets.extend_from_slice(&tgt);
+    for s in 0..kept_nodes.len() {
+        offsets[s + 1] += offsets[s];
     }
+    let mut tokens: Vec<TokenId> = vec![0; total];
+    let mut targets = vec![0u32; total];
+    let mut pieces = Vec::with_capacity(kept_nodes.len().div_ceil(BLOCK));
+    let (mut tok_rest, mut tgt_rest) = (&mut tokens[..], &mut targets[..]);
+    for a in (0..kept_nodes.len()).step_by(BLOCK) {
+        let b = (a + BLOCK).min(kept_nodes.len());
+        let n = (offsets[b] - offsets[a]) as usize;
+        let (tok, rest) = std::mem::take(&mut tok_rest).split_at_mut(n);
+        tok_rest = rest;
+        let (tgt, rest) = std::mem::take(&mut tgt_rest).split_at_mut(n);
+        tgt_rest = rest;
+        pieces.push((a, b, tok, tgt));
+    }
+    pieces.into_par_iter().for_each(|(a, b, tok, tgt)| {
+        let mut pairs: Vec<(u32, u32)> = Vec::new();
+        let mut at = 0;
+        for &node in &kept_nodes[a..b] {
+            let node = node as usize;
+            pairs.clear();
+            for (code, t) in al.edges(node) {
+                let target = target_of(t);
+                if target != NONE {
+                    pairs.extend(idx.code_tokens(&code).iter().map(|&tok| (tok, target)));
+                }
+            }
+            if trie.end_member[node] != NONE && !open {
+                pairs.extend(eog.iter().map(|&e| (e, State::FINISHED.0)));
+            }
+            pairs.sort_unstable();
+            for (i, &(token, target)) in pairs.iter().enumerate() {
+                tok[at + i] = token;
+                tgt[at + i] = target;
+            }
+            at += pairs.len();
+        }
+    });
     drop(al);
 
     // Accepting states, depths, and the single member below each explicit state.

@@ -1,5 +1,6 @@
-//! Loading a Hugging Face `tokenizer.json` (through the `tokenizers` crate) into a [`Vocabulary`], recovering
-//! the exact bytes every token id stands for.
+//! Loading a Hugging Face `tokenizer.json` into a [`Vocabulary`], recovering the exact bytes every token id
+//! stands for. BPE models are read directly (only the parts a vocabulary needs, `hf_direct.rs`); other models,
+//! and files the direct reader declines, through the `tokenizers` crate. Both give the same vocabulary.
 //!
 //! How token texts become bytes is read from the tokenizer's decoder:
 //! - `ByteLevel` (GPT-2, Llama 3, Qwen): each character of a model token is the GPT-2 bytes-to-unicode image of
@@ -25,9 +26,14 @@
 use crate::decode::{byte_level_decode, parse_byte_token, EOG_NAMES};
 use crate::error::{Error, ErrorKind, Result};
 use crate::vocab::{TokenId, TokenKind, Vocabulary};
+use rayon::prelude::*;
 use serde_json::Value;
+use std::borrow::Cow;
 use std::path::Path;
 use tokenizers::{Model, ModelWrapper, Tokenizer};
+
+#[path = "hf_direct.rs"]
+mod direct;
 
 /// Options for [`Vocabulary::from_tokenizer_json`].
 ///
@@ -161,25 +167,26 @@ fn model_name(model: &ModelWrapper) -> &'static str {
     }
 }
 
-/// Decides how token texts map to bytes from the decoder, or the pre-tokenizer when there is no decoder.
-fn detect_scheme(tok: &Tokenizer, model_byte_fallback: bool) -> Result<Scheme> {
+/// Decides how token texts map to bytes from the decoder, or the pre-tokenizer when there is no decoder (both as
+/// the `tokenizers` crate serializes them).
+fn detect_scheme(parts: &Parts) -> Result<Scheme> {
     let mut facts = DecoderFacts::default();
-    let source = if let Some(d) = tok.get_decoder() {
-        facts.gather(&inspect("decoder", serde_json::to_value(d))?);
+    let source = if let Some(d) = &parts.decoder {
+        facts.gather(d);
         "decoder"
-    } else if let Some(p) = tok.get_pre_tokenizer() {
-        facts.gather(&inspect("pre-tokenizer", serde_json::to_value(p))?);
+    } else if let Some(p) = &parts.pre_tokenizer {
+        facts.gather(p);
         // Pre-tokenizer types other than ByteLevel/Metaspace say nothing about bytes.
         facts.unsupported = None;
         "pre-tokenizer (there is no decoder)"
     } else {
         "decoder (there is none, nor a pre-tokenizer)"
     };
-    let model = tok.get_model();
-    let scheme = facts.scheme(model_byte_fallback);
+    let model_name = parts.model_name;
+    let scheme = facts.scheme(parts.byte_fallback);
     match (scheme, &facts.unsupported) {
         (Some(s), None) => {
-            if matches!(model, ModelWrapper::WordLevel(_)) && s != Scheme::ByteLevel {
+            if parts.word_level && s != Scheme::ByteLevel {
                 return Err(Error::unsupported(
                     "WordLevel tokenizer without a ByteLevel decoder: its tokens are whole words joined by the \
                      decoder, so they have no fixed bytes; a byte trie cannot be aligned with them",
@@ -188,16 +195,14 @@ fn detect_scheme(tok: &Tokenizer, model_byte_fallback: bool) -> Result<Scheme> {
             Ok(s)
         }
         (_, Some(bad)) => Err(Error::unsupported(format!(
-            "the tokenizer's {source} has a {bad:?} step ({} model): its tokens have no fixed bytes; libtrie \
-             reads ByteLevel and SentencePiece-style (Metaspace, Replace \"\u{2581}\" + ByteFallback) \
+            "the tokenizer's {source} has a {bad:?} step ({model_name} model): its tokens have no fixed bytes; \
+             libtrie reads ByteLevel and SentencePiece-style (Metaspace, Replace \"\u{2581}\" + ByteFallback) \
              tokenizers; load the tokens through Vocabulary::new instead",
-            model_name(model)
         ))),
         (None, None) => Err(Error::unsupported(format!(
-            "cannot tell how the tokens of this {} tokenizer map to bytes from its {source}: libtrie reads \
-             ByteLevel and SentencePiece-style (Metaspace, Replace \"\u{2581}\" + ByteFallback) tokenizers; load the \
-             tokens through Vocabulary::new instead",
-            model_name(model)
+            "cannot tell how the tokens of this {model_name} tokenizer map to bytes from its {source}: libtrie \
+             reads ByteLevel and SentencePiece-style (Metaspace, Replace \"\u{2581}\" + ByteFallback) tokenizers; \
+             load the tokens through Vocabulary::new instead",
         ))),
     }
 }
@@ -221,14 +226,54 @@ fn model_token(scheme: Scheme, text: &str) -> (Vec<u8>, TokenKind) {
     }
 }
 
-fn vocabulary_from_tokenizer(tok: &Tokenizer, declared_eos: &[TokenId], options: &HfOptions) -> Result<Vocabulary> {
-    let model = tok.get_model();
-    let (unk, model_byte_fallback) = model_facts(model)?;
-    let scheme = detect_scheme(tok, model_byte_fallback)?;
+/// What a vocabulary is made of, read from a `tokenizer.json` by the `tokenizers` crate or by the direct reader.
+pub(crate) struct Parts<'a> {
+    /// The model type, for messages.
+    model_name: &'static str,
+    /// A WordLevel model.
+    word_level: bool,
+    /// The model's tokens: (text, id).
+    vocab: Vec<(Cow<'a, str>, TokenId)>,
+    /// The added tokens as the crate numbers them: (id, content, special), one per id.
+    added: Vec<(TokenId, String, bool)>,
+    /// The model's unknown token.
+    unk: Option<TokenId>,
+    /// The model's byte fallback.
+    byte_fallback: bool,
+    /// The decoder and the pre-tokenizer as the crate serializes them.
+    decoder: Option<Value>,
+    pre_tokenizer: Option<Value>,
+    /// [`declared_eos`] of the post-processor.
+    declared_eos: Vec<TokenId>,
+}
 
-    let model_vocab = model.get_vocab();
-    let added = tok.get_added_tokens_decoder();
-    let max_id = model_vocab.values().chain(added.keys()).copied().max();
+/// The parts of a tokenizer the `tokenizers` crate has read.
+fn parts_of_tokenizer(tok: &Tokenizer, declared_eos: Vec<TokenId>) -> Result<Parts<'static>> {
+    let model = tok.get_model();
+    let (unk, byte_fallback) = model_facts(model)?;
+    let decoder = tok.get_decoder().map(|d| inspect("decoder", serde_json::to_value(d))).transpose()?;
+    // The pre-tokenizer only matters (and is only inspected) when there is no decoder.
+    let pre_tokenizer = match (&decoder, tok.get_pre_tokenizer()) {
+        (None, Some(p)) => Some(inspect("pre-tokenizer", serde_json::to_value(p))?),
+        _ => None,
+    };
+    Ok(Parts {
+        model_name: model_name(model),
+        word_level: matches!(model, ModelWrapper::WordLevel(_)),
+        vocab: model.get_vocab().into_iter().map(|(text, id)| (Cow::Owned(text), id)).collect(),
+        added: tok.get_added_tokens_decoder().into_iter().map(|(id, t)| (id, t.content, t.special)).collect(),
+        unk,
+        byte_fallback,
+        decoder,
+        pre_tokenizer,
+        declared_eos,
+    })
+}
+
+fn vocabulary_from_parts(parts: &Parts, options: &HfOptions) -> Result<Vocabulary> {
+    let scheme = detect_scheme(parts)?;
+    let (model_vocab, added, unk) = (&parts.vocab, &parts.added, parts.unk);
+    let max_id = model_vocab.iter().map(|t| t.1).chain(added.iter().map(|t| t.0)).max();
     let Some(max_id) = max_id else {
         return Err(Error::unsupported("the tokenizer has no tokens"));
     };
@@ -247,23 +292,23 @@ fn vocabulary_from_tokenizer(tok: &Tokenizer, declared_eos: &[TokenId], options:
     let mut kinds = vec![TokenKind::Unused; n_listed];
     // The model's texts by id; if a broken file gives one id two texts, the smallest text wins (deterministic).
     let mut texts: Vec<Option<&str>> = vec![None; n_listed];
-    for (text, &id) in &model_vocab {
-        let slot = &mut texts[id as usize];
-        if slot.map_or(true, |old| text.as_str() < old) {
-            *slot = Some(text.as_str());
+    for (text, id) in model_vocab {
+        let slot = &mut texts[*id as usize];
+        if slot.map_or(true, |old| text.as_ref() < old) {
+            *slot = Some(text.as_ref());
         }
     }
-    for (id, text) in texts.iter().enumerate() {
-        if let Some(text) = text {
-            let (bytes, kind) = model_token(scheme, text);
-            tokens[id] = bytes;
-            kinds[id] = kind;
-        }
-    }
+    tokens.par_iter_mut().zip(kinds.par_iter_mut()).zip(texts.par_iter()).with_min_len(1 << 12).for_each(
+        |((bytes, kind), text)| {
+            if let Some(text) = text {
+                (*bytes, *kind) = model_token(scheme, text);
+            }
+        },
+    );
     // Added tokens override the model's entry for their id.
-    for (&id, t) in &added {
-        tokens[id as usize] = t.content.as_bytes().to_vec();
-        kinds[id as usize] = if t.special { TokenKind::Control } else { TokenKind::UserDefined };
+    for (id, content, special) in added {
+        tokens[*id as usize] = content.as_bytes().to_vec();
+        kinds[*id as usize] = if *special { TokenKind::Control } else { TokenKind::UserDefined };
     }
     if let Some(unk) = unk.filter(|&u| (u as usize) < n_listed) {
         // Mistral and Llama 2 list <unk> as a special added token too: it stays the unknown token.
@@ -277,11 +322,11 @@ fn vocabulary_from_tokenizer(tok: &Tokenizer, declared_eos: &[TokenId], options:
             // vocabularies list `</s>` as plain text), and ending on it would cut outputs at that text.
             let mut ids: Vec<TokenId> = added
                 .iter()
-                .filter(|(_, t)| t.special && EOG_NAMES.contains(&t.content.as_str()))
-                .map(|(&id, _)| id)
+                .filter(|(_, content, special)| *special && EOG_NAMES.contains(&content.as_str()))
+                .map(|t| t.0)
                 .collect();
             // The end-of-sequence token the post-processor appends, if it is a control token.
-            ids.extend(declared_eos.iter().filter(|&&id| kinds.get(id as usize) == Some(&TokenKind::Control)));
+            ids.extend(parts.declared_eos.iter().filter(|&&id| kinds.get(id as usize) == Some(&TokenKind::Control)));
             ids.sort_unstable();
             ids.dedup();
             ids
@@ -341,7 +386,28 @@ impl Vocabulary {
     }
 
     /// Like [`Vocabulary::from_tokenizer_json`], from the bytes of a `tokenizer.json` file.
+    ///
+    /// BPE models (every tokenizer.json of Llama 3, Qwen, Mistral, Gemma, gpt-oss, ...) are read directly, only
+    /// the parts the vocabulary needs; other models (Unigram, WordLevel, WordPiece) and files the direct reader
+    /// does not accept whole go through the `tokenizers` crate. Both give the same vocabulary.
     pub fn from_tokenizer_json_bytes(bytes: &[u8], options: &HfOptions) -> Result<Vocabulary> {
+        match direct::read(bytes) {
+            Some(parts) => vocabulary_from_parts(&parts, options),
+            None => Self::from_tokenizer_json_bytes_via_tokenizers(bytes, options),
+        }
+    }
+
+    /// Whether [`Vocabulary::from_tokenizer_json_bytes`] reads `bytes` directly, without the `tokenizers` crate
+    /// (for the tests and benchmarks of the direct reader).
+    #[doc(hidden)]
+    pub fn tokenizer_json_reads_directly(bytes: &[u8]) -> bool {
+        direct::read(bytes).is_some()
+    }
+
+    /// [`Vocabulary::from_tokenizer_json_bytes`] always through the `tokenizers` crate (the reference the direct
+    /// reader is tested and benchmarked against).
+    #[doc(hidden)]
+    pub fn from_tokenizer_json_bytes_via_tokenizers(bytes: &[u8], options: &HfOptions) -> Result<Vocabulary> {
         // tokenizers 0.22 panics (`expect`) on some syntax errors inside the "decoder" object: parse the JSON once
         // here, hand the tree to the crate, and contain any other panic of the crate as a malformed file.
         let json = serde_json::from_slice::<serde_json::Value>(bytes)
@@ -352,7 +418,7 @@ impl Vocabulary {
                 Error::malformed("not a valid tokenizer.json: the tokenizers crate panicked while reading it")
             })?
             .map_err(|e| Error::malformed(format!("not a valid tokenizer.json: {e}")))?;
-        vocabulary_from_tokenizer(&tok, &declared_eos, options)
+        vocabulary_from_parts(&parts_of_tokenizer(&tok, declared_eos)?, options)
     }
 }
 

@@ -36,6 +36,8 @@ pub mod gguf;
 #[cfg(feature = "hf")]
 pub mod hf;
 mod mask;
+#[doc(hidden)]
+pub mod profile;
 pub mod sets;
 mod string_trie;
 pub mod template;

@@ -173,3 +173,25 @@ pub fn geonames_all(seed: u64) -> Option<Vec<String>> {
     let names: Vec<String> = text.lines().map(str::to_owned).collect();
     Some(shuffle(names, &mut SmallRng::seed_from_u64(seed)))
 }
+
+/// Every public npm package name (4,499,322, from npm `all-the-package-names@2.0.2578`;
+/// `scripts/fetch-npm-names.sh` writes the file). The path: `$TRIE_NPM`, else `$TRIE_CACHE/data/npm-package-names.txt`,
+/// else `.cache/data/npm-package-names.txt`; `None` when absent.
+pub fn npm_path() -> Option<std::path::PathBuf> {
+    let root = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    [
+        std::env::var_os("TRIE_NPM").map(std::path::PathBuf::from),
+        std::env::var_os("TRIE_CACHE").map(|c| std::path::PathBuf::from(c).join("data/npm-package-names.txt")),
+        Some(root.join(".cache/data/npm-package-names.txt")),
+    ]
+    .into_iter()
+    .flatten()
+    .find(|p| p.exists())
+}
+
+/// All the npm package names, shuffled by `seed` (deterministic): the first `k` are the set of size `k`.
+pub fn npm_all(seed: u64) -> Option<Vec<String>> {
+    let text = std::fs::read_to_string(npm_path()?).ok()?;
+    let names: Vec<String> = text.lines().map(str::to_owned).collect();
+    Some(shuffle(names, &mut SmallRng::seed_from_u64(seed)))
+}

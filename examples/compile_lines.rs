@@ -1,0 +1,112 @@
+//! Compile a file of strings (one per line) against a GGUF vocabulary, phase by phase, and report what each phase
+//! took, where the states and bytes went, the peak resident size, and the saved file's size and load time. One
+//! JSON object on stdout. For the large-set figures of `docs/bench/npm.md`:
+//!
+//! `cargo run --release --example compile_lines -- VOCAB.gguf LINES.txt [K] [--save PATH] [--whole]`
+//!
+//! `K` keeps the first K lines after a seeded shuffle (seed 42, as the engine bench); `--whole` compiles with
+//! `Automaton::compile` instead of the timed phases (the peak RSS of the public call). The peak resident size is
+//! the process's `VmHWM` (Linux), read after the input is in memory and again after the compile.
+#[path = "../benches/workloads/mod.rs"]
+mod workloads;
+
+use std::sync::Arc;
+use std::time::Instant;
+use trie::{Automaton, CompileOptions, Vocabulary};
+
+fn vm(key: &str) -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find(|l| l.starts_with(key))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse::<u64>().ok())
+        .map_or(0, |kb| kb * 1024)
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let flag = |f: &str| args.iter().position(|a| a == f);
+    let save = flag("--save").map(|i| args[i + 1].clone());
+    let whole = flag("--whole").is_some();
+    let pos: Vec<&String> = args
+        .iter()
+        .enumerate()
+        .filter(|&(i, a)| !a.starts_with("--") && flag("--save").map_or(true, |s| i != s + 1))
+        .map(|(_, a)| a)
+        .collect();
+    let vocab = Arc::new(Vocabulary::from_gguf(pos[0]).unwrap());
+    let text = std::fs::read_to_string(pos[1]).unwrap();
+    let mut lines: Vec<&str> = text.lines().collect();
+    if let Some(k) = pos.get(2).map(|k| k.parse::<usize>().unwrap()) {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand::rngs::SmallRng::seed_from_u64(42);
+        for i in (1..lines.len()).rev() {
+            lines.swap(i, rng.gen_range(0..=i));
+        }
+        lines.truncate(k);
+    }
+    let input_bytes: usize = lines.iter().map(|l| l.len()).sum();
+    let rss_before = vm("VmRSS:");
+    let hwm_before = vm("VmHWM:");
+    let t = Instant::now();
+    let (a, phases) = if whole {
+        (Automaton::compile(vocab.clone(), &lines, &CompileOptions::default()).unwrap(), None)
+    } else {
+        let (a, p) = trie::profile::compile_phases(vocab.clone(), &lines, &CompileOptions::default()).unwrap();
+        (a, Some(p))
+    };
+    let compile_ms = t.elapsed().as_secs_f64() * 1e3;
+    let hwm_after = vm("VmHWM:");
+    let mut out = format!(
+        "{{\"members\":{},\"input_bytes\":{input_bytes},\"compile_ms\":{compile_ms:.1},\"states\":{},\"explicit_states\":{},\"chain_states\":{},\"transitions\":{},\"automaton_bytes\":{},\"rss_before_compile\":{rss_before},\"peak_rss_before_compile\":{hwm_before},\"peak_rss\":{hwm_after}",
+        a.n_members(),
+        a.n_states(),
+        a.n_explicit(),
+        a.n_states() - a.n_explicit(),
+        a.allowed_total(),
+        a.memory_usage()
+    );
+    if let Some(p) = phases {
+        out.push_str(&format!(
+            ",\"trie_ms\":{:.1},\"align_ms\":{:.1},\"freeze_ms\":{:.1},\"explicit_nodes\":{},\"unary_explicit_nodes\":{},\"chains\":{},\"chain_positions\":{},\"edges\":{},\"edges_into_chains\":{},\"edges_from_unary\":{},\"peak_after_trie\":{},\"peak_after_align\":{},\"peak_after_freeze\":{}",
+            p.trie_ms,
+            p.align_ms,
+            p.freeze_ms,
+            p.explicit_nodes,
+            p.unary_explicit_nodes,
+            p.chains,
+            p.chain_positions,
+            p.edges,
+            p.edges_into_chains,
+            p.edges_from_unary,
+            p.peak_after_trie,
+            p.peak_after_align,
+            p.peak_after_freeze
+        ));
+    }
+    out.push_str(",\"parts\":{");
+    let parts: Vec<String> = a.memory_parts().iter().map(|(n, b)| format!("\"{n}\":{b}")).collect();
+    out.push_str(&parts.join(","));
+    out.push('}');
+    if let Some(path) = save {
+        let t = Instant::now();
+        a.save(&path).unwrap();
+        let save_ms = t.elapsed().as_secs_f64() * 1e3;
+        drop(a);
+        let mut loads = Vec::new();
+        for _ in 0..5 {
+            let t = Instant::now();
+            let b = Automaton::load(vocab.clone(), &path).unwrap();
+            loads.push(t.elapsed().as_secs_f64() * 1e3);
+            std::hint::black_box(b);
+        }
+        let file_bytes = std::fs::metadata(&path).unwrap().len();
+        out.push_str(&format!(
+            ",\"file_bytes\":{file_bytes},\"save_ms\":{save_ms:.1},\"load_ms\":{:.1}",
+            workloads::median(loads)
+        ));
+    }
+    out.push('}');
+    println!("{out}");
+}
