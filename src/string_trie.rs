@@ -180,6 +180,19 @@ impl StringTrie {
         budget: &Budget,
         max_nodes: Option<usize>,
     ) -> Result<StringTrie> {
+        Self::build_sharing(strings, 0, single_byte, budget, max_nodes)
+    }
+
+    /// [`StringTrie::build`] of strings that all begin with the same `shared` bytes (a template's prefix): the
+    /// sort and the common prefixes skip them (else every comparison would scan them again).
+    pub(crate) fn build_sharing<S: AsRef<[u8]> + Sync>(
+        strings: &[S],
+        shared: usize,
+        single_byte: &[bool; 256],
+        budget: &Budget,
+        max_nodes: Option<usize>,
+    ) -> Result<StringTrie> {
+        debug_assert!(strings.windows(2).all(|w| w[0].as_ref()[..shared] == w[1].as_ref()[..shared]));
         if strings.is_empty() {
             return Err(Error::new(ErrorKind::EmptySet, "the set of strings is empty: give at least one string"));
         }
@@ -213,7 +226,11 @@ impl StringTrie {
             .map(|i| &input_bytes[if i == 0 { 0 } else { input_ends[i - 1] }..input_ends[i]])
             .collect();
         drop(input_ends);
-        let sorted = sorted_order(&views);
+        let sorted = if shared == 0 {
+            sorted_order(&views)
+        } else {
+            sorted_order(&views.iter().map(|v| &v[shared..]).collect::<Vec<_>>())
+        };
         // Merge duplicates, remembering the later input indices of each member; copy the members in order.
         let mut duplicates = Vec::new();
         budget.charge(total.saturating_add(strings.len().saturating_mul(MEMBER_BYTES)), "copying the strings")?;
@@ -244,7 +261,7 @@ impl StringTrie {
                 if i == 0 {
                     return 0;
                 }
-                common_prefix(member(i - 1), member(i)) as u32
+                (shared + common_prefix(&member(i - 1)[shared..], &member(i)[shared..])) as u32
             })
             .collect();
         // The last explicit depth of each member: its deepest shared prefix, or its whole length when the

@@ -123,7 +123,8 @@ impl Automaton {
             let (bytes, ends) = render_all(members, template, &budget)?;
             let segments: Vec<&[u8]> =
                 ends.iter().scan(0, |start, &end| Some(&bytes[std::mem::replace(start, end)..end])).collect();
-            StringTrie::build(&segments, &vocab.index.single_byte, &budget, options.max_states)?
+            let shared = template.prefix.len();
+            StringTrie::build_sharing(&segments, shared, &vocab.index.single_byte, &budget, options.max_states)?
         };
         let open = template.end == End::Open;
         if open {
