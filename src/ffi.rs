@@ -137,8 +137,9 @@ impl From<ErrorKind> for trie_status {
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct trie_options {
-    /// `sizeof(trie_options)` of the header the caller compiled against (set by [`trie_options_init`]); 0 is
-    /// `TRIE_ERR_INVALID_ARGUMENT`.
+    /// `sizeof(trie_options)` of the header the caller compiled against (set by [`trie_options_init`]). A size
+    /// too small for `drop_unreachable` or over 4096 bytes is `TRIE_ERR_INVALID_ARGUMENT` (nothing past this
+    /// field is read then).
     pub struct_size: usize,
     /// Drop the strings no token sequence can produce (list them with [`trie_automaton_dropped`]) instead of
     /// failing with `TRIE_ERR_UNREACHABLE_STRING`. Compiling still fails when no string is left.
@@ -162,6 +163,10 @@ impl Default for trie_options {
     }
 }
 
+/// The largest `trie_options::struct_size` accepted (bytes): far above any future struct, small enough that a
+/// garbage size (uninitialised options) is refused instead of read.
+const MAX_OPTIONS_SIZE: usize = 4096;
+
 impl trie_options {
     /// Reads options a caller laid out with its own `struct_size` (see the struct's documentation).
     unsafe fn read(options: *const trie_options) -> Result<CompileOptions> {
@@ -171,10 +176,12 @@ impl trie_options {
         let size = (options as *const usize).read_unaligned();
         let ours = std::mem::size_of::<trie_options>();
         let min = std::mem::offset_of!(trie_options, drop_unreachable) + 1;
-        if size < min {
+        // Checked before any byte past the first field is read: a garbage size must not make libtrie read
+        // (and fault on) memory the caller never laid out.
+        if !(min..=MAX_OPTIONS_SIZE).contains(&size) {
             return Err(Error::invalid(format!(
-                "options.struct_size is {size}: initialise the options with trie_options_init (it sets \
-                 struct_size = sizeof(trie_options) = {ours})"
+                "options.struct_size is {size}, outside {min}..={MAX_OPTIONS_SIZE}: initialise the options with \
+                 trie_options_init (it sets struct_size = sizeof(trie_options) = {ours})"
             )));
         }
         let bytes = std::slice::from_raw_parts(options as *const u8, size);
@@ -613,7 +620,7 @@ fn load_tokenizer_json(path: &str, _eog_ids: Option<Vec<TokenId>>, _n_vocab: Opt
     )))
 }
 
-/// Saves `vocab` with its alignment index to `path` (UTF-8; written atomically), so that servers can
+/// Saves `vocab` with its alignment index to `path` (UTF-8; written atomically as [`trie_automaton_save`] does), so that servers can
 /// [`trie_vocab_load`] it in milliseconds instead of reading a GGUF or a tokenizer.json again. Errors:
 /// `TRIE_ERR_IO`, `TRIE_ERR_INVALID_ARGUMENT` (a path that is not UTF-8 or not a file path).
 ///
@@ -647,9 +654,12 @@ pub unsafe extern "C" fn trie_vocab_fingerprint(vocab: *const trie_vocab, out: *
 
 /// Loads a vocabulary saved by [`trie_vocab_save`]: the file is memory-mapped (pages shared between processes)
 /// and checked, not rebuilt. Errors: `TRIE_ERR_IO`; `TRIE_ERR_MALFORMED_FILE` (truncated, corrupt, another format
-/// version or byte order, not a vocabulary file). On failure `*out` is NULL. No file can crash or hang the
-/// process; the checksum detects damage, but a file crafted with a valid one can make masks wrong: load files
-/// that libtrie wrote into a directory you trust.
+/// version or byte order, not a vocabulary file). On failure `*out` is NULL. No file, as it is when loaded, can
+/// crash or hang the process; the checksum detects damage, but a file crafted with a valid one can make masks
+/// wrong: load files that libtrie wrote into a directory you trust. The file is memory-mapped: it must not change while loaded (truncating it makes the next access to a lost
+/// page raise SIGBUS, which kills the process; rewriting it in place can make masks wrong or calls fail with
+/// `TRIE_ERR_PANIC`). The save functions never change an existing file: they rename a new one over it, so what
+/// was loaded from the old one keeps working. Replace files the same way (write a new file, then `rename`).
 ///
 /// # Safety
 /// `path` must be NULL or a NUL-terminated string; `out` NULL or writable.
@@ -839,7 +849,9 @@ pub unsafe extern "C" fn trie_automaton_with(
     })
 }
 
-/// Saves `automaton` to `path` (UTF-8; written atomically: a temporary file renamed into place). The file holds
+/// Saves `automaton` to `path` (UTF-8; written atomically and durably: a new temporary file with a unique name,
+/// flushed to disk, renamed over `path`; an existing file is replaced, never rewritten, so automata loaded from it
+/// keep working, and concurrent saves to one path leave one complete file). The file holds
 /// the frozen arrays and the fingerprint of the vocabulary: [`trie_automaton_load`] maps it back without
 /// compiling. Errors: `TRIE_ERR_IO`, `TRIE_ERR_INVALID_ARGUMENT`.
 ///
@@ -857,7 +869,10 @@ pub unsafe extern "C" fn trie_automaton_save(automaton: *const trie_automaton, p
 /// memory-mapped (processes loading the same file share its pages) and checked, header, checksum and every
 /// array, so a damaged or crafted file is an error, never a crash. Errors: `TRIE_ERR_IO`;
 /// `TRIE_ERR_MALFORMED_FILE`; `TRIE_ERR_VOCAB_MISMATCH` when the file was compiled against another vocabulary.
-/// On failure `*out` is NULL.
+/// On failure `*out` is NULL. The file is memory-mapped: it must not change while loaded (truncating it makes the next access to a lost
+/// page raise SIGBUS, which kills the process; rewriting it in place can make masks wrong or calls fail with
+/// `TRIE_ERR_PANIC`). The save functions never change an existing file: they rename a new one over it, so what
+/// was loaded from the old one keeps working. Replace files the same way (write a new file, then `rename`).
 ///
 /// # Safety
 /// `vocab` must be NULL or a live vocabulary; `path` NULL or a NUL-terminated string; `out` NULL or writable.

@@ -276,6 +276,55 @@ fn compile_and_bad_inputs() {
     }
 }
 
+/// Options at the very end of a readable page, followed by an unreadable one, with a garbage `struct_size`
+/// (a caller that forgot `trie_options_init`): an error naming the bound, never a read past the struct (B1).
+#[test]
+fn options_with_a_huge_struct_size_are_refused_without_reading_past_them() {
+    let v = toy();
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as usize;
+    // SAFETY: a fresh anonymous mapping of two pages; the second is made unreadable.
+    let base = unsafe {
+        libc::mmap(
+            null_mut(),
+            2 * page,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    assert_ne!(base, libc::MAP_FAILED);
+    let guard = unsafe { (base as *mut u8).add(page) };
+    assert_eq!(unsafe { libc::mprotect(guard as *mut libc::c_void, page, libc::PROT_NONE) }, 0);
+    let at = unsafe { guard.sub(std::mem::size_of::<trie_options>()) } as *mut trie_options;
+    let set: [&[u8]; 1] = [b"ab"];
+    let (ptrs, lens) = ([set[0].as_ptr()], [set[0].len()]);
+    for size in [1usize << 40, usize::MAX, 4097] {
+        unsafe { at.write(trie_options { struct_size: size, ..Default::default() }) };
+        let mut a = 1usize as *mut trie_automaton;
+        let st = unsafe { trie_compile(v, ptrs.as_ptr(), lens.as_ptr(), 1, at, &mut a) };
+        assert_eq!(st, TRIE_ERR_INVALID_ARGUMENT, "struct_size {size}");
+        assert!(a.is_null());
+        let msg = last_error();
+        assert!(msg.contains(&size.to_string()) && msg.contains("4096") && msg.contains("trie_options_init"), "{msg}");
+        let (mut a2, mut b) = (null_mut(), 1usize as *mut trie_automaton);
+        assert_eq!(unsafe { trie_compile(v, ptrs.as_ptr(), lens.as_ptr(), 1, null(), &mut a2) }, TRIE_OK);
+        let st = unsafe { trie_automaton_with(a2, null(), null(), 0, null(), null(), 0, at, &mut b) };
+        assert_eq!(st, TRIE_ERR_INVALID_ARGUMENT, "trie_automaton_with, struct_size {size}");
+        assert!(b.is_null());
+        unsafe { trie_automaton_free(a2) };
+    }
+    // The struct's own size still works at the end of the page.
+    unsafe { at.write(trie_options::default()) };
+    let mut a = null_mut();
+    assert_eq!(unsafe { trie_compile(v, ptrs.as_ptr(), lens.as_ptr(), 1, at, &mut a) }, TRIE_OK, "{}", last_error());
+    unsafe {
+        trie_automaton_free(a);
+        libc::munmap(base, 2 * page);
+        trie_vocab_free(v);
+    }
+}
+
 #[test]
 fn large_sets_and_long_strings() {
     let v = toy();
