@@ -707,7 +707,8 @@ impl Automaton {
     /// (header, checksum, and every array against the others, so that no lookup can leave its bounds), not
     /// rebuilt. Errors: [`ErrorKind::Io`]; [`ErrorKind::MalformedFile`] (truncated, corrupt, another format
     /// version or byte order, not an automaton); [`ErrorKind::VocabularyMismatch`] when the file was compiled
-    /// against another vocabulary.
+    /// against another vocabulary. The file must not change while loaded (truncating it raises SIGBUS; see the
+    /// README's "Limits"): replace it by renaming a new file over it, as [`Automaton::save`] does.
     pub fn load(vocab: Arc<Vocabulary>, path: impl AsRef<Path>) -> Result<Automaton> {
         let path = path.as_ref();
         Self::from_reader(vocab, Reader::open(path, FileKind::Automaton)?)
@@ -767,6 +768,12 @@ impl Automaton {
                 && self.n_dropped_members <= n_members,
             || "member offsets are not ascending within the member bytes".into(),
         )?;
+        // Members sorted and distinct: `with_changes` binary-searches them.
+        let unsorted =
+            (1..n_members).into_par_iter().with_min_len(1 << 14).find_any(|&i| self.member(i - 1) >= self.member(i));
+        ensure(unsorted.is_none(), || {
+            format!("members {} and {} are not ascending and distinct", unsorted.unwrap() - 1, unsorted.unwrap())
+        })?;
         let e = self.depth.len();
         ensure(
             e >= 1

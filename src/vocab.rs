@@ -446,7 +446,8 @@ impl Vocabulary {
     /// detected), not on a re-derivation, which would cost as much as building the index: load files that libtrie
     /// wrote into a directory you trust, as you would a model. Errors: [`ErrorKind::Io`]; [`ErrorKind::MalformedFile`]
     /// for a file that is truncated, corrupt (checksum), of another format version or byte order, or not a
-    /// vocabulary.
+    /// vocabulary. The file must not change while loaded (truncating it raises SIGBUS; see the README's
+    /// "Limits"): replace it by renaming a new file over it, as [`Vocabulary::save`] does.
     pub fn load(path: impl AsRef<Path>) -> Result<Vocabulary> {
         Self::from_reader(Reader::open(path.as_ref(), Kind::Vocabulary)?)
     }
