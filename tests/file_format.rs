@@ -125,8 +125,9 @@ proptest! {
     }
 }
 
-/// Writes the seed corpus of the `load` fuzz target (saved files of its vocabulary): run with
-/// `FUZZ_SEEDS=fuzz/seeds/load cargo test --test file_format write_fuzz_seeds -- --ignored`.
+/// Writes the seed corpus of the `load` and `update` fuzz targets (saved files of their vocabulary, and one with
+/// two members swapped, a valid checksum, which the loader must refuse): run with
+/// `FUZZ_SEEDS=fuzz/seeds/load cargo test --test file_format write_fuzz_seeds -- --ignored` (and `.../update`).
 #[test]
 #[ignore]
 fn write_fuzz_seeds() {
@@ -143,6 +144,11 @@ fn write_fuzz_seeds() {
         let a = Automaton::compile(v.clone(), set, &CompileOptions::new()).unwrap();
         std::fs::write(out.join(format!("automaton-{i}")), a.to_bytes()).unwrap();
     }
+    let mut swapped = Automaton::compile(v.clone(), &["aa", "bb", "cc"], &CompileOptions::new()).unwrap().to_bytes();
+    let (at, _) = section(&swapped, 14);
+    swapped[at..at + 4].copy_from_slice(b"bbaa");
+    fix_checksum(&mut swapped);
+    std::fs::write(out.join("regression-members-swapped"), swapped).unwrap();
 }
 
 /// A byte-level vocabulary (every byte a token, a few longer ones, an EOG): no assets needed.
