@@ -29,6 +29,10 @@ use std::path::Path;
 use std::sync::Arc;
 
 mod incremental;
+mod segments;
+
+pub use segments::Crossing;
+use segments::Segments;
 
 /// A decoding state: one integer, so a server keeps one `u32` per sequence and nothing else.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -250,6 +254,8 @@ pub struct Automaton {
     dropped: Vec<usize>,
     /// Number of distinct members dropped.
     n_dropped_members: usize,
+    /// Present for automata compiled with a [`crate::Template`] (members are then whole segments).
+    segments: Option<Segments>,
 }
 
 // Section tags of a saved automaton.
@@ -292,7 +298,7 @@ impl Automaton {
             AlignmentMethod::TokenTrie => align_token_trie(&trie, &vocab, &budget)?,
             AlignmentMethod::AhoCorasick => align_aho_corasick(&trie, &vocab, &budget)?,
         };
-        freeze(vocab, trie, edges, options, &budget)
+        freeze(vocab, trie, edges, options, &budget, false)
     }
 
     /// The vocabulary this automaton was compiled against.
@@ -401,7 +407,7 @@ impl Automaton {
                 let rest = &self.member(m)[d..];
                 let mut ids = Vec::new();
                 self.prefix_tokens(rest, |t, _| ids.extend_from_slice(t));
-                if rest.is_empty() {
+                if rest.is_empty() && !self.is_open() {
                     ids.extend_from_slice(self.vocab.eog_ids());
                 }
                 Allowed::collect(ids)
@@ -449,7 +455,11 @@ impl Automaton {
             Kind::Chain(m, d) => {
                 let rest = &self.member(m)[d..];
                 if self.vocab.is_eog(token) {
-                    return if rest.is_empty() { Ok(Step::Finished) } else { Err(self.rejected(state, token)) };
+                    return if rest.is_empty() && !self.is_open() {
+                        Ok(Step::Finished)
+                    } else {
+                        Err(self.rejected(state, token))
+                    };
                 }
                 let bytes = self.vocab.token_bytes(token);
                 if self.vocab.is_text_token(token) && rest.starts_with(bytes) {
@@ -525,7 +535,7 @@ impl Automaton {
                     }
                 };
                 self.prefix_tokens(rest, |t, _| set(row, t));
-                if rest.is_empty() {
+                if rest.is_empty() && !self.is_open() {
                     set(row, self.vocab.eog_ids());
                 }
             }
@@ -661,6 +671,7 @@ impl Automaton {
             + self.member_offsets.size_bytes()
             + self.member_bytes.size_bytes()
             + self.dropped.capacity() * std::mem::size_of::<usize>()
+            + self.segments.as_ref().map_or(0, Segments::memory_usage)
     }
 }
 
@@ -695,6 +706,9 @@ impl Automaton {
         w.section(A_MEMBER_OFFSETS, &self.member_offsets);
         w.section(A_MEMBER_BYTES, &self.member_bytes);
         w.section(A_DROPPED, &dropped);
+        if let Some(seg) = &self.segments {
+            seg.write(&mut w);
+        }
         w
     }
 
@@ -750,6 +764,7 @@ impl Automaton {
             member_bytes: r.array(A_MEMBER_BYTES)?,
             dropped: r.array::<u64>(A_DROPPED)?.iter().map(|&d| usize::try_from(d).unwrap_or(usize::MAX)).collect(),
             n_dropped_members: usize::try_from(meta[1]).unwrap_or(usize::MAX),
+            segments: Segments::read(&r)?,
             vocab,
         };
         a.validate()?;
@@ -838,6 +853,9 @@ impl Automaton {
         ensure(bad_row.is_none(), || {
             format!("dense row {} differs from its state's allowed tokens", bad_row.unwrap())
         })?;
+        if let Some(seg) = &self.segments {
+            seg.validate(self)?;
+        }
         Ok(())
     }
 }
@@ -855,12 +873,14 @@ impl std::fmt::Debug for Automaton {
 }
 
 /// Prunes the alignment to live, reachable explicit nodes, numbers the states and lays out the flat arrays.
+/// `open`: no end-of-generation tokens where a member ends (a template's [`crate::End::Open`]).
 fn freeze(
     vocab: Arc<Vocabulary>,
     trie: StringTrie,
     al: Edges,
     options: &CompileOptions,
     budget: &Budget,
+    open: bool,
 ) -> Result<Automaton> {
     let n = trie.n_nodes();
     let n_chain = trie.n_chain_positions();
@@ -966,7 +986,7 @@ fn freeze(
                         pairs.extend(idx.code_tokens(&code).iter().map(|&tok| (tok, target)));
                     }
                 }
-                if trie.end_member[node] != NONE {
+                if trie.end_member[node] != NONE && !open {
                     pairs.extend(eog.iter().map(|&e| (e, State::FINISHED.0)));
                 }
                 pairs.sort_unstable();
@@ -1077,6 +1097,7 @@ impl Automaton {
             member_bytes: member_bytes.into(),
             dropped,
             n_dropped_members,
+            segments: None,
         }
     }
 }

@@ -296,6 +296,11 @@ impl Reader {
         self.fingerprint
     }
 
+    /// Whether the file has section `tag` (optional sections are read only when present).
+    pub(crate) fn has(&self, tag: u32) -> bool {
+        self.sections.iter().any(|s| s.0 == tag)
+    }
+
     /// Section `tag` as an array of `T`.
     pub(crate) fn array<T: Pod>(&self, tag: u32) -> Result<Array<T>> {
         let &(_, size, offset, count) = self

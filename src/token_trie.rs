@@ -161,6 +161,42 @@ impl TokenTrie {
         }
     }
 
+    /// The node reached from the root along `bytes`, or `NONE`.
+    #[inline]
+    pub(crate) fn walk(&self, bytes: &[u8]) -> u32 {
+        let mut u = 0;
+        for &b in bytes {
+            u = self.child(u, b);
+            if u == NONE {
+                break;
+            }
+        }
+        u
+    }
+
+    /// Calls `f(code, extra)` for every pattern strictly below node `u` (`extra` > 0 bytes longer than `u`'s
+    /// path), in preorder, skipping the subtrees whose extra bytes so far `keep` refuses (`keep` sees each
+    /// extra-byte path once, before anything below it).
+    pub(crate) fn below(&self, u: u32, mut keep: impl FnMut(&[u8]) -> bool, mut f: impl FnMut(u32, usize)) {
+        let mut path: Vec<u8> = Vec::new();
+        // (node, depth below u, byte into it).
+        let mut stack: Vec<(u32, usize, u8)> = vec![(u, 0, 0)];
+        while let Some((v, d, byte)) = stack.pop() {
+            if d > 0 {
+                path.truncate(d - 1);
+                path.push(byte);
+                if !keep(&path) {
+                    continue;
+                }
+                if self.code(v) != NONE {
+                    f(self.code(v), d);
+                }
+            }
+            let (a, b) = (self.nodes[v as usize].first_edge as usize, self.nodes[v as usize + 1].first_edge as usize);
+            stack.extend(self.edges[a..b].iter().rev().map(|e| (e.child, d + 1, e.byte as u8)));
+        }
+    }
+
     /// The token code of the pattern that ends at node `u`, or `NONE`.
     #[inline]
     pub(crate) fn code(&self, u: u32) -> u32 {

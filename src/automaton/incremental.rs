@@ -301,6 +301,12 @@ impl Automaton {
         remove: &[R],
         options: &CompileOptions,
     ) -> Result<Automaton> {
+        if self.segments.is_some() {
+            return Err(Error::invalid(
+                "with_changes does not update an automaton compiled with a template yet: compile the changed set \
+                 with compile_template",
+            ));
+        }
         let old = List { offsets: &self.member_offsets, bytes: &self.member_bytes };
         // Effective changes: removed members (old indices) and added non-members (sorted, distinct).
         let mut adding: Vec<&[u8]> = add.iter().map(|s| s.as_ref()).collect();
