@@ -23,8 +23,9 @@
  *
  * Ownership: functions returning a new handle (trie_vocab_*, trie_compile, *_retain, trie_automaton_vocab) hand
  * the caller one reference, dropped with trie_vocab_free / trie_automaton_free (NULL is a no-op). Views
- * (trie_allowed, trie_vocab_token, trie_vocab_eog_ids, trie_automaton_dropped) point into the handle and stay
- * valid while it lives; never free them.
+ * (trie_vocab_token, trie_vocab_eog_ids, trie_automaton_dropped) point into the handle and stay valid while it
+ * lives; never free them. trie_allowed, trie_forced, trie_mask and the batch masks copy into buffers the caller
+ * owns.
  */
 
 

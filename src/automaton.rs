@@ -1,6 +1,6 @@
 //! The frozen trie automaton: compile a set once, then decode with a plain integer state.
 //!
-//! Two kinds of states (see [`crate::string_trie`]):
+//! Two kinds of states (see `string_trie`, the set's byte trie):
 //! - *explicit* states `0..n_explicit`: the trie's shared prefixes (and tails the vocabulary cannot spell byte
 //!   by byte), materialised as CSR rows: state `s` allows exactly `tokens[offsets[s]..offsets[s + 1]]`
 //!   (ascending, no repeats), the token at position `i` leading to `targets[i]`;

@@ -295,7 +295,7 @@ unsafe fn slice<'a, T>(ptr: *const T, len: usize, what: &str) -> Result<&'a [T]>
     Ok(std::slice::from_raw_parts(ptr, len))
 }
 
-/// Element `i` of an array of byte strings: like [`slice`], naming `what[i]` only when failing.
+/// Element `i` of an array of byte strings: like [`slice()`], naming `what[i]` only when failing.
 unsafe fn element<'a>(ptr: *const u8, len: usize, what: &str, i: usize) -> Result<&'a [u8]> {
     if len == 0 {
         return Ok(&[]);

@@ -79,7 +79,7 @@ pub(crate) struct TokenIndex {
     /// The trie of the patterns (the default alignment index).
     pub(crate) trie: TokenTrie,
     /// Aho-Corasick automaton over the patterns (standard semantics: every match is reported), built on first
-    /// use by [`crate::Alignment::AhoCorasick`].
+    /// use by [`crate::AlignmentMethod::AhoCorasick`].
     ac: OnceLock<std::result::Result<contiguous::NFA, String>>,
     /// Pattern `p` stands for tokens `pattern_tokens[pattern_offsets[p]..pattern_offsets[p + 1]]` (ascending).
     pub(crate) pattern_offsets: Array<u32>,
