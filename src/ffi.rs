@@ -101,24 +101,66 @@ pub enum trie_status {
 
 use trie_status::*;
 
-impl From<ErrorKind> for trie_status {
-    fn from(kind: ErrorKind) -> trie_status {
-        match kind {
-            ErrorKind::NullArgument => TRIE_ERR_NULL_ARGUMENT,
-            ErrorKind::InvalidArgument => TRIE_ERR_INVALID_ARGUMENT,
-            ErrorKind::Io => TRIE_ERR_IO,
-            ErrorKind::UnsupportedVocabulary => TRIE_ERR_UNSUPPORTED_VOCABULARY,
-            ErrorKind::UnreachableString => TRIE_ERR_UNREACHABLE_STRING,
-            ErrorKind::BufferTooSmall => TRIE_ERR_BUFFER_TOO_SMALL,
-            ErrorKind::TokenRejected => TRIE_ERR_TOKEN_REJECTED,
-            ErrorKind::Panic => TRIE_ERR_PANIC,
-            ErrorKind::MalformedFile => TRIE_ERR_MALFORMED_FILE,
-            ErrorKind::EmptySet => TRIE_ERR_EMPTY_SET,
-            ErrorKind::LimitExceeded => TRIE_ERR_LIMIT_EXCEEDED,
-            ErrorKind::InvalidState => TRIE_ERR_INVALID_STATE,
-            ErrorKind::VocabularyMismatch => TRIE_ERR_VOCAB_MISMATCH,
+/// The one table of statuses: every `trie_status` with its Rust [`ErrorKind`] (none for `TRIE_OK`) and its
+/// [`trie_status_str`] text. From it come the text lookup, `From<ErrorKind>`, [`trie_status::error_kind`] and
+/// [`trie_status::ALL`]; the compiler checks it against the enum above: each status and each `ErrorKind` must
+/// appear (the generated matches are exhaustive; a repeat is an unreachable pattern, an error under clippy's
+/// `-D warnings`) and each pair must have the same number (const assertions).
+///
+/// The enum is written out above rather than generated here because cbindgen reads the source as written (it does
+/// not expand macros without a nightly compiler), and the header must declare it. The Python and Swift tables are
+/// generated from the header: `scripts/gen-status.py`, checked by `scripts/check-header.sh`.
+macro_rules! status_table {
+    ($ok:ident => $ok_text:literal; $($status:ident <=> $kind:ident => $text:literal;)*) => {
+        impl trie_status {
+            /// Every status, `TRIE_OK` first, in number order.
+            pub const ALL: &'static [trie_status] = &[$ok, $($status),*];
+
+            /// The short static text of this status, as [`trie_status_str`] returns it.
+            pub fn text(self) -> &'static CStr {
+                match self {
+                    $ok => $ok_text,
+                    $($status => $text,)*
+                }
+            }
+
+            /// The Rust error kind of a failure status; `None` for `TRIE_OK`.
+            pub fn error_kind(self) -> Option<ErrorKind> {
+                match self {
+                    $ok => None,
+                    $($status => Some(ErrorKind::$kind),)*
+                }
+            }
         }
-    }
+
+        impl From<ErrorKind> for trie_status {
+            fn from(kind: ErrorKind) -> trie_status {
+                match kind {
+                    $(ErrorKind::$kind => $status,)*
+                }
+            }
+        }
+
+        const _: () = assert!($ok as i32 == 0);
+        $(const _: () = assert!($status as i32 == ErrorKind::$kind as i32, concat!(stringify!($status), " and ErrorKind::", stringify!($kind), " differ"));)*
+    };
+}
+
+status_table! {
+    TRIE_OK => c"ok";
+    TRIE_ERR_NULL_ARGUMENT <=> NullArgument => c"null argument";
+    TRIE_ERR_INVALID_ARGUMENT <=> InvalidArgument => c"invalid argument";
+    TRIE_ERR_IO <=> Io => c"I/O error";
+    TRIE_ERR_UNSUPPORTED_VOCABULARY <=> UnsupportedVocabulary => c"unsupported vocabulary";
+    TRIE_ERR_UNREACHABLE_STRING <=> UnreachableString => c"unreachable string";
+    TRIE_ERR_BUFFER_TOO_SMALL <=> BufferTooSmall => c"buffer too small";
+    TRIE_ERR_TOKEN_REJECTED <=> TokenRejected => c"token rejected";
+    TRIE_ERR_PANIC <=> Panic => c"panic in libtrie";
+    TRIE_ERR_MALFORMED_FILE <=> MalformedFile => c"malformed file";
+    TRIE_ERR_EMPTY_SET <=> EmptySet => c"empty set";
+    TRIE_ERR_LIMIT_EXCEEDED <=> LimitExceeded => c"limit exceeded";
+    TRIE_ERR_INVALID_STATE <=> InvalidState => c"invalid state";
+    TRIE_ERR_VOCAB_MISMATCH <=> VocabularyMismatch => c"vocabulary mismatch";
 }
 
 /// Options of [`trie_compile`]. Initialise with [`trie_options_init`], then set fields:
@@ -400,24 +442,7 @@ pub extern "C" fn trie_last_error() -> *const c_char {
 /// a `trie_status` is safe too (it gives `"unknown status"`). Never NULL; never freed.
 #[no_mangle]
 pub extern "C" fn trie_status_str(status: c_int) -> *const c_char {
-    let s: &CStr = match status {
-        0 => c"ok",
-        1 => c"null argument",
-        2 => c"invalid argument",
-        3 => c"I/O error",
-        4 => c"unsupported vocabulary",
-        5 => c"unreachable string",
-        6 => c"buffer too small",
-        7 => c"token rejected",
-        8 => c"panic in libtrie",
-        9 => c"malformed file",
-        10 => c"empty set",
-        11 => c"limit exceeded",
-        12 => c"invalid state",
-        13 => c"vocabulary mismatch",
-        _ => c"unknown status",
-    };
-    s.as_ptr()
+    trie_status::ALL.iter().find(|&&s| s as c_int == status).map_or(c"unknown status", |s| s.text()).as_ptr()
 }
 
 /// The version of the linked library, `"MAJOR.MINOR.PATCH"` (compare with `TRIE_VERSION_STRING` of the header you
@@ -1322,23 +1347,22 @@ mod tests {
 
     #[test]
     fn statuses_match_error_kinds() {
-        for (k, n) in [
-            (ErrorKind::NullArgument, 1),
-            (ErrorKind::InvalidArgument, 2),
-            (ErrorKind::Io, 3),
-            (ErrorKind::UnsupportedVocabulary, 4),
-            (ErrorKind::UnreachableString, 5),
-            (ErrorKind::BufferTooSmall, 6),
-            (ErrorKind::TokenRejected, 7),
-            (ErrorKind::Panic, 8),
-            (ErrorKind::MalformedFile, 9),
-            (ErrorKind::EmptySet, 10),
-            (ErrorKind::LimitExceeded, 11),
-            (ErrorKind::InvalidState, 12),
-            (ErrorKind::VocabularyMismatch, 13),
-        ] {
-            assert_eq!(k as i32, n);
-            assert_eq!(trie_status::from(k) as i32, n);
+        for (n, &st) in trie_status::ALL.iter().enumerate() {
+            assert_eq!(st as usize, n, "ALL is in number order with no gap");
+            match st.error_kind() {
+                None => assert_eq!(st, TRIE_OK),
+                Some(k) => {
+                    assert_eq!(k as i32, st as i32);
+                    assert_eq!(trie_status::from(k), st);
+                }
+            }
+            let text = unsafe { CStr::from_ptr(trie_status_str(st as c_int)) };
+            assert_eq!(text, st.text());
+            assert_ne!(text, c"unknown status");
+        }
+        assert_eq!(trie_status::ALL.last(), Some(&TRIE_ERR_VOCAB_MISMATCH));
+        for n in [-1, trie_status::ALL.len() as c_int, c_int::MAX, c_int::MIN] {
+            assert_eq!(unsafe { CStr::from_ptr(trie_status_str(n)) }, c"unknown status");
         }
     }
 
