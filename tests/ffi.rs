@@ -3,20 +3,16 @@
 //! AddressSanitizer and valgrind by ctest.)
 #![allow(clippy::undocumented_unsafe_blocks)]
 
+mod common;
+
+use common::asset;
 use std::ffi::{CStr, CString};
-use std::path::PathBuf;
 use std::ptr::{null, null_mut};
 use trie::ffi::trie_status::*;
 use trie::ffi::*;
 
 fn last_error() -> String {
     unsafe { CStr::from_ptr(trie_last_error()) }.to_str().unwrap().to_string()
-}
-
-fn assets() -> PathBuf {
-    std::env::var_os("TRIE_ASSETS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/assets"))
 }
 
 /// Tokens a b c d e ab abc bc </s> (control, EOG 8); mask width 40.
@@ -620,8 +616,9 @@ fn files_and_bad_files() {
         assert_eq!(trie_vocab_from_tokenizer_json(c(&garbage).as_ptr(), &mut v), TRIE_ERR_MALFORMED_FILE);
         assert!(v.is_null());
 
-        let gguf = assets().join("vocab/ggml-vocab-llama-bpe.gguf");
-        if let Ok(bytes) = std::fs::read(&gguf) {
+        let gguf = asset("vocab/ggml-vocab-llama-bpe.gguf");
+        {
+            let bytes = std::fs::read(&gguf).unwrap();
             for cut in [10, 1000, 100_000, bytes.len() / 2] {
                 std::fs::write(&garbage, &bytes[..cut]).unwrap();
                 assert_eq!(trie_vocab_from_gguf(c(&garbage).as_ptr(), &mut v), TRIE_ERR_MALFORMED_FILE, "cut {cut}");
@@ -646,15 +643,11 @@ fn files_and_bad_files() {
             assert!(text == b"search_flights" || text == b"book_hotel", "{:?}", String::from_utf8_lossy(&text));
             trie_automaton_free(a);
             trie_vocab_free(v);
-        } else {
-            eprintln!("skipped: {} not found (set TRIE_ASSETS)", gguf.display());
         }
-        let bert = assets().join("vocab/ggml-vocab-bert-bge.gguf");
-        if bert.exists() {
-            assert_eq!(trie_vocab_from_gguf(c(&bert).as_ptr(), &mut v), TRIE_ERR_UNSUPPORTED_VOCABULARY);
-        }
-        let qwen = assets().join("tokenizers/qwen3.tokenizer.json");
-        if cfg!(feature = "hf") && qwen.exists() {
+        let bert = asset("vocab/ggml-vocab-bert-bge.gguf");
+        assert_eq!(trie_vocab_from_gguf(c(&bert).as_ptr(), &mut v), TRIE_ERR_UNSUPPORTED_VOCABULARY);
+        if cfg!(feature = "hf") {
+            let qwen = asset("tokenizers/qwen3.tokenizer.json");
             let eos = [151_645i32];
             assert_eq!(trie_vocab_from_tokenizer_json_ex(c(&qwen).as_ptr(), eos.as_ptr(), 1, 151_936, &mut v), TRIE_OK);
             assert_eq!(trie_vocab_n_tokens(v), 151_936);
