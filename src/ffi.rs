@@ -1,7 +1,9 @@
 //! The C ABI (see `include/trie.h`, generated from this file by cbindgen: `scripts/gen-header.sh`).
 //!
 //! Rules every function follows:
-//! - no panic crosses the boundary: each call runs under `catch_unwind` and a panic becomes [`trie_status::TRIE_ERR_PANIC`];
+//! - no panic crosses the boundary: each call runs under one `catch_unwind` (`boundary`), and a panic returns the
+//!   fallback of the function's return type (a status: [`trie_status::TRIE_ERR_PANIC`]; a pointer: NULL; a
+//!   `bool`: false; a count: 0; a state: one no automaton has; a static string: `""`), its message stored;
 //! - every pointer is checked for NULL (a NULL array with a zero length is accepted) and every length for
 //!   overflow; a buffer that is too short gets [`trie_status::TRIE_ERR_BUFFER_TOO_SMALL`] and nothing is written into it;
 //! - a failing call stores a message for its thread, read with [`trie_last_error`];
@@ -288,35 +290,95 @@ fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
     }
 }
 
-fn report_panic(payload: Box<dyn std::any::Any + Send>) -> trie_status {
+fn report_panic(payload: Box<dyn std::any::Any + Send>) {
     let msg = panic_message(&*payload);
     // Dropping a payload can itself panic: forget it instead.
     std::mem::forget(payload);
     set_last_error(&format!("libtrie panicked (a bug: please report it): {msg}"));
-    TRIE_ERR_PANIC
 }
 
-/// Runs `f` at the boundary: errors become statuses with their message stored, panics become `TRIE_ERR_PANIC`.
-fn guard(f: impl FnOnce() -> Result<()>) -> trie_status {
-    match catch_unwind(AssertUnwindSafe(f)) {
-        Ok(Ok(())) => TRIE_OK,
-        Ok(Err(e)) => {
-            set_last_error(e.message());
-            e.kind().into()
-        }
-        Err(payload) => report_panic(payload),
+/// What an `extern "C"` function returns when a panic is caught inside it, chosen by its return type (the idea of
+/// rustls-ffi's `panic_boundary`): a status is `TRIE_ERR_PANIC`, a pointer NULL, a `bool` false, a count 0, a state
+/// [`PANIC_STATE`], a static string the empty string. The panic's message is stored for `trie_last_error`.
+trait PanicFallback {
+    fn panic_fallback() -> Self;
+}
+
+impl PanicFallback for trie_status {
+    fn panic_fallback() -> Self {
+        TRIE_ERR_PANIC
     }
 }
 
-/// Runs `f` for a function that returns a value and no status: a panic gives `fallback` (message stored).
-fn guard_value<T>(fallback: T, f: impl FnOnce() -> T) -> T {
+impl<T> PanicFallback for *mut T {
+    fn panic_fallback() -> Self {
+        std::ptr::null_mut()
+    }
+}
+
+impl<T> PanicFallback for *const T {
+    fn panic_fallback() -> Self {
+        std::ptr::null()
+    }
+}
+
+impl PanicFallback for bool {
+    fn panic_fallback() -> Self {
+        false
+    }
+}
+
+impl PanicFallback for usize {
+    fn panic_fallback() -> Self {
+        0
+    }
+}
+
+/// `trie_state` is `u32`: the only `u32` an `extern "C"` function here returns is a state.
+impl PanicFallback for trie_state {
+    fn panic_fallback() -> Self {
+        PANIC_STATE
+    }
+}
+
+impl PanicFallback for () {
+    fn panic_fallback() -> Self {}
+}
+
+/// A state no automaton has (valid states are below `n_states() < TRIE_STATE_FINISHED - 1`, and
+/// `TRIE_STATE_FINISHED`): what a state-returning function gives after a panic, so the next call that takes it
+/// fails with `TRIE_ERR_INVALID_STATE` instead of decoding from a wrong state.
+const PANIC_STATE: trie_state = TRIE_STATE_FINISHED - 1;
+
+/// A static NUL-terminated string, never NULL (its fallback is the empty string).
+struct StaticStr(*const c_char);
+
+impl PanicFallback for StaticStr {
+    fn panic_fallback() -> Self {
+        StaticStr(c"".as_ptr())
+    }
+}
+
+/// The panic boundary of every `extern "C"` function: runs `f`; a panic gives the fallback of `T`.
+fn boundary<T: PanicFallback>(f: impl FnOnce() -> T) -> T {
     match catch_unwind(AssertUnwindSafe(f)) {
         Ok(v) => v,
         Err(payload) => {
             report_panic(payload);
-            fallback
+            T::panic_fallback()
         }
     }
+}
+
+/// [`boundary`] for a function that returns a status: an error becomes its status, its message stored.
+fn guard(f: impl FnOnce() -> Result<()>) -> trie_status {
+    boundary(|| match f() {
+        Ok(()) => TRIE_OK,
+        Err(e) => {
+            set_last_error(e.message());
+            e.kind().into()
+        }
+    })
 }
 
 fn null(what: &str) -> Error {
@@ -431,25 +493,33 @@ fn as_i32_ptr(ids: &[TokenId]) -> *const i32 {
 /// pointer stays valid until the next failing libtrie call on this thread; successful calls leave it alone.
 #[no_mangle]
 pub extern "C" fn trie_last_error() -> *const c_char {
-    guard_value(c"".as_ptr(), || {
-        LAST_ERROR
-            .try_with(|cell| cell.try_borrow().map(|s| s.as_ptr()).unwrap_or(c"".as_ptr()))
-            .unwrap_or(c"".as_ptr())
+    boundary(|| {
+        StaticStr(
+            LAST_ERROR
+                .try_with(|cell| cell.try_borrow().map(|s| s.as_ptr()).unwrap_or(c"".as_ptr()))
+                .unwrap_or(c"".as_ptr()),
+        )
     })
+    .0
 }
 
 /// A short static description of a status, such as `"token rejected"`. Takes any integer, so a value that is not
 /// a `trie_status` is safe too (it gives `"unknown status"`). Never NULL; never freed.
 #[no_mangle]
 pub extern "C" fn trie_status_str(status: c_int) -> *const c_char {
-    trie_status::ALL.iter().find(|&&s| s as c_int == status).map_or(c"unknown status", |s| s.text()).as_ptr()
+    boundary(|| {
+        StaticStr(
+            trie_status::ALL.iter().find(|&&s| s as c_int == status).map_or(c"unknown status", |s| s.text()).as_ptr(),
+        )
+    })
+    .0
 }
 
 /// The version of the linked library, `"MAJOR.MINOR.PATCH"` (compare with `TRIE_VERSION_STRING` of the header you
 /// compiled against). Static; never NULL.
 #[no_mangle]
 pub extern "C" fn trie_version() -> *const c_char {
-    concat!(env!("CARGO_PKG_VERSION"), "\0").as_ptr() as *const c_char
+    boundary(|| StaticStr(concat!(env!("CARGO_PKG_VERSION"), "\0").as_ptr() as *const c_char)).0
 }
 
 /// The one `"trie"` of this library: the name of the llama.cpp sampler stage of `include/trie_llama.h`. Always the
@@ -461,7 +531,7 @@ pub extern "C" fn trie_version() -> *const c_char {
 pub extern "C" fn trie_sampler_name() -> *const c_char {
     // A `static` has one fixed address (unlike a literal or a `const`, which may be duplicated or merged).
     static TRIE_SAMPLER_NAME: [u8; 5] = *b"trie\0";
-    TRIE_SAMPLER_NAME.as_ptr() as *const c_char
+    boundary(|| StaticStr(TRIE_SAMPLER_NAME.as_ptr() as *const c_char)).0
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -704,7 +774,7 @@ pub unsafe extern "C" fn trie_vocab_load(path: *const c_char, out: *mut *mut tri
 /// `vocab` must be NULL or a live vocabulary.
 #[no_mangle]
 pub unsafe extern "C" fn trie_vocab_retain(vocab: *const trie_vocab) -> *mut trie_vocab {
-    guard_value(std::ptr::null_mut(), || match vocab_arc(vocab) {
+    boundary(|| match vocab_arc(vocab) {
         Ok(v) => vocab_handle(v),
         Err(_) => std::ptr::null_mut(),
     })
@@ -719,7 +789,7 @@ pub unsafe extern "C" fn trie_vocab_free(vocab: *mut trie_vocab) {
     if vocab.is_null() {
         return;
     }
-    guard_value((), || drop(Arc::from_raw(vocab as *const Vocabulary)));
+    boundary(|| drop(Arc::from_raw(vocab as *const Vocabulary)));
 }
 
 /// The number of token ids, which is the mask width in bits: ids are `0..n`. 0 for NULL.
@@ -728,7 +798,7 @@ pub unsafe extern "C" fn trie_vocab_free(vocab: *mut trie_vocab) {
 /// `vocab` must be NULL or a live vocabulary.
 #[no_mangle]
 pub unsafe extern "C" fn trie_vocab_n_tokens(vocab: *const trie_vocab) -> usize {
-    guard_value(0, || vocab_ref(vocab).map(|v| v.n_vocab()).unwrap_or(0))
+    boundary(|| vocab_ref(vocab).map(|v| v.n_vocab()).unwrap_or(0))
 }
 
 /// Heap bytes held by the vocabulary (its token index included). 0 for NULL.
@@ -737,7 +807,7 @@ pub unsafe extern "C" fn trie_vocab_n_tokens(vocab: *const trie_vocab) -> usize 
 /// `vocab` must be NULL or a live vocabulary.
 #[no_mangle]
 pub unsafe extern "C" fn trie_vocab_memory_usage(vocab: *const trie_vocab) -> usize {
-    guard_value(0, || vocab_ref(vocab).map(|v| v.memory_usage()).unwrap_or(0))
+    boundary(|| vocab_ref(vocab).map(|v| v.memory_usage()).unwrap_or(0))
 }
 
 /// The bytes token `token` stands for, without copying (`*len` may be 0: padding and control tokens may have
@@ -979,7 +1049,7 @@ pub unsafe extern "C" fn trie_automaton_retain(automaton: *const trie_automaton)
     if automaton.is_null() {
         return std::ptr::null_mut();
     }
-    guard_value(std::ptr::null_mut(), || {
+    boundary(|| {
         Arc::increment_strong_count(automaton as *const Automaton);
         automaton as *mut trie_automaton
     })
@@ -994,7 +1064,7 @@ pub unsafe extern "C" fn trie_automaton_free(automaton: *mut trie_automaton) {
     if automaton.is_null() {
         return;
     }
-    guard_value((), || drop(Arc::from_raw(automaton as *const Automaton)));
+    boundary(|| drop(Arc::from_raw(automaton as *const Automaton)));
 }
 
 /// A new reference to the vocabulary of `automaton` (NULL for NULL); free it with [`trie_vocab_free`].
@@ -1003,7 +1073,7 @@ pub unsafe extern "C" fn trie_automaton_free(automaton: *mut trie_automaton) {
 /// `automaton` must be NULL or a live automaton.
 #[no_mangle]
 pub unsafe extern "C" fn trie_automaton_vocab(automaton: *const trie_automaton) -> *mut trie_vocab {
-    guard_value(std::ptr::null_mut(), || match automaton_ref(automaton) {
+    boundary(|| match automaton_ref(automaton) {
         Ok(a) => vocab_handle(a.vocab().clone()),
         Err(_) => std::ptr::null_mut(),
     })
@@ -1015,7 +1085,7 @@ pub unsafe extern "C" fn trie_automaton_vocab(automaton: *const trie_automaton) 
 /// `automaton` must be NULL or a live automaton.
 #[no_mangle]
 pub unsafe extern "C" fn trie_automaton_n_vocab(automaton: *const trie_automaton) -> usize {
-    guard_value(0, || automaton_ref(automaton).map(|a| a.vocab().n_vocab()).unwrap_or(0))
+    boundary(|| automaton_ref(automaton).map(|a| a.vocab().n_vocab()).unwrap_or(0))
 }
 
 /// The number of 32-bit words of one bitmask row: `(n_vocab + 31) / 32`. 0 for NULL.
@@ -1024,7 +1094,7 @@ pub unsafe extern "C" fn trie_automaton_n_vocab(automaton: *const trie_automaton
 /// `automaton` must be NULL or a live automaton.
 #[no_mangle]
 pub unsafe extern "C" fn trie_automaton_mask_words(automaton: *const trie_automaton) -> usize {
-    guard_value(0, || automaton_ref(automaton).map(|a| a.mask_words()).unwrap_or(0))
+    boundary(|| automaton_ref(automaton).map(|a| a.mask_words()).unwrap_or(0))
 }
 
 /// The number of states (valid states are `0..n` and `TRIE_STATE_FINISHED`). 0 for NULL.
@@ -1033,7 +1103,7 @@ pub unsafe extern "C" fn trie_automaton_mask_words(automaton: *const trie_automa
 /// `automaton` must be NULL or a live automaton.
 #[no_mangle]
 pub unsafe extern "C" fn trie_automaton_n_states(automaton: *const trie_automaton) -> usize {
-    guard_value(0, || automaton_ref(automaton).map(|a| a.n_states()).unwrap_or(0))
+    boundary(|| automaton_ref(automaton).map(|a| a.n_states()).unwrap_or(0))
 }
 
 /// The number of distinct strings the automaton can produce (dropped ones excluded). 0 for NULL.
@@ -1042,7 +1112,7 @@ pub unsafe extern "C" fn trie_automaton_n_states(automaton: *const trie_automato
 /// `automaton` must be NULL or a live automaton.
 #[no_mangle]
 pub unsafe extern "C" fn trie_automaton_n_members(automaton: *const trie_automaton) -> usize {
-    guard_value(0, || automaton_ref(automaton).map(|a| a.n_members()).unwrap_or(0))
+    boundary(|| automaton_ref(automaton).map(|a| a.n_members()).unwrap_or(0))
 }
 
 /// Heap bytes held by the automaton, not counting its shared vocabulary ([`trie_vocab_memory_usage`]). 0 for NULL.
@@ -1051,7 +1121,7 @@ pub unsafe extern "C" fn trie_automaton_n_members(automaton: *const trie_automat
 /// `automaton` must be NULL or a live automaton.
 #[no_mangle]
 pub unsafe extern "C" fn trie_automaton_memory_usage(automaton: *const trie_automaton) -> usize {
-    guard_value(0, || automaton_ref(automaton).map(|a| a.memory_usage()).unwrap_or(0))
+    boundary(|| automaton_ref(automaton).map(|a| a.memory_usage()).unwrap_or(0))
 }
 
 /// The input indices (positions in the `strings` given to [`trie_compile`]) of the strings dropped as
@@ -1088,7 +1158,7 @@ pub unsafe extern "C" fn trie_automaton_dropped(
 /// `automaton` must be NULL or a live automaton.
 #[no_mangle]
 pub unsafe extern "C" fn trie_start(automaton: *const trie_automaton) -> trie_state {
-    guard_value(0, || automaton_ref(automaton).map(|a| a.start().0).unwrap_or(0))
+    boundary(|| automaton_ref(automaton).map(|a| a.start().0).unwrap_or(0))
 }
 
 /// Copies the tokens allowed in `state`, ascending, into `tokens` (room for `capacity` ids) and sets `*n_tokens`
@@ -1262,7 +1332,7 @@ pub unsafe extern "C" fn trie_advance(
 /// `automaton` must be NULL or a live automaton.
 #[no_mangle]
 pub unsafe extern "C" fn trie_is_accepting(automaton: *const trie_automaton, state: trie_state) -> bool {
-    guard_value(false, || automaton_ref(automaton).map(|a| a.is_accepting(State(state))).unwrap_or(false))
+    boundary(|| automaton_ref(automaton).map(|a| a.is_accepting(State(state))).unwrap_or(false))
 }
 
 /// The forced continuation: when exactly one string of the set remains below `state`, `*is_forced` is true,
@@ -1342,7 +1412,22 @@ mod tests {
         assert_eq!(st, TRIE_ERR_PANIC);
         let msg = unsafe { CStr::from_ptr(trie_last_error()) }.to_str().unwrap().to_string();
         assert!(msg.contains("boom 42"), "{msg}");
-        assert_eq!(guard_value(7, || -> i32 { panic!("x") }), 7);
+        // The fallback follows the return type, with the message stored each time.
+        let msg = || unsafe { CStr::from_ptr(trie_last_error()) }.to_str().unwrap().to_string();
+        assert!(boundary(|| -> *mut trie_vocab { panic!("p1") }).is_null());
+        assert!(msg().contains("p1"));
+        assert!(boundary(|| -> *const u8 { panic!("p2") }).is_null());
+        assert!(!boundary(|| -> bool { panic!("p3") }));
+        assert_eq!(boundary(|| -> usize { panic!("p4") }), 0);
+        assert!(msg().contains("p4"));
+        let state: trie_state = boundary(|| -> trie_state { panic!("p5") });
+        assert!(state == PANIC_STATE && state != TRIE_STATE_FINISHED && state != 0);
+        boundary(|| -> () { panic!("p6") });
+        assert!(msg().contains("p6"));
+        let s = boundary(|| -> StaticStr { panic!("p7") }).0;
+        assert!(!s.is_null() && unsafe { CStr::from_ptr(s) }.is_empty());
+        assert_eq!(boundary(|| -> trie_status { panic!("p8") }), TRIE_ERR_PANIC);
+        assert_eq!(boundary(|| 5usize), 5, "no panic: the value itself");
     }
 
     #[test]
