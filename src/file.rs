@@ -186,7 +186,7 @@ fn create_temporary(path: &Path, name: &std::ffi::OsStr) -> std::io::Result<(std
             Err(e) => return Err(e),
         }
     }
-    Err(last.unwrap())
+    Err(last.unwrap_or_else(|| std::io::Error::other("no temporary name was free")))
 }
 
 /// A checked file: its mapping and section table.
