@@ -91,6 +91,34 @@
 #define TRIE_TOKEN_BYTE 6
 
 /**
+ * [`trie_template::render`]: the member's bytes as they are.
+ */
+#define TRIE_RENDER_RAW 0
+
+/**
+ * [`trie_template::render`]: the member (UTF-8) as a JSON string literal, escaped like
+ * `json.dumps(s, ensure_ascii=False)`: `"` `\` with a backslash, `\b \t \n \f \r`, other characters below
+ * U+0020 as `\u00xx`, everything else as itself.
+ */
+#define TRIE_RENDER_JSON_STRING 1
+
+/**
+ * [`trie_template::render`]: the member is the JSON text of one value (`42`, `true`, `"a"`...), written as given.
+ */
+#define TRIE_RENDER_JSON_TEXT 2
+
+/**
+ * [`trie_template::end`]: end-of-generation tokens are allowed where a segment is complete.
+ */
+#define TRIE_END_EOG 0
+
+/**
+ * [`trie_template::end`]: a complete segment is handed over to what follows (no end-of-generation, nothing of the
+ * set allowed there); tokens that finish a segment and go on past it are listed by [`trie_crossing`].
+ */
+#define TRIE_END_OPEN 1
+
+/**
  * The result of a call. The numbers are stable and never renumbered; new codes may be added at the end.
  * Details of the last failure on the calling thread: [`trie_last_error`].
  */
@@ -161,6 +189,14 @@ typedef enum trie_status {
 typedef struct trie_automaton trie_automaton;
 
 /**
+ * A request-set front end over one vocabulary: it checks a request's set spec (JSON) against the operator's
+ * rules, compiles the set once and keeps it in an LRU shared by every request (see [`trie_set_cache_get`]).
+ * Opaque; thread-safe: any number of threads may call it at once (a set asked for by several at once is
+ * compiled once; the others wait for it). Free with [`trie_set_cache_free`] once no call is in flight.
+ */
+typedef struct trie_set_cache trie_set_cache;
+
+/**
  * A token vocabulary. Opaque, immutable once built: it may be used from any number of threads at once.
  * Reference counted: [`trie_vocab_retain`] adds a reference, [`trie_vocab_free`] drops one (each reference is
  * freed once). Compiled automata hold their own reference, so the vocabulary may be freed right after compiling.
@@ -211,6 +247,141 @@ typedef struct trie_options {
  * automaton that produced it. The start state is 0.
  */
 typedef uint32_t trie_state;
+
+/**
+ * The operator's rules of a [`trie_set_cache`]. Initialise with [`trie_set_config_init`] (defaults, and
+ * `struct_size`), then set fields. The defaults are those of the vLLM processor and llama-server.
+ */
+typedef struct trie_set_config {
+    /**
+     * `sizeof(trie_set_config)` (set by [`trie_set_config_init`]); another value is `TRIE_ERR_INVALID_ARGUMENT`.
+     */
+    size_t struct_size;
+    /**
+     * The set directory (NUL-terminated; resolved once, when the cache is created). NULL or "": no sets from
+     * files, only inline sets. Requests name files relative to it; no symbolic link under it is followed.
+     */
+    const char *set_dir;
+    /**
+     * Trusted callers only (an offline script): any readable regular file, absolute or relative to `set_dir`.
+     */
+    bool allow_any_path;
+    /**
+     * The most strings of an inline set ("strings", "add" and "remove" together). Default 10,000.
+     */
+    uint64_t max_inline_strings;
+    /**
+     * The most bytes of an inline set (a byte per string counted for its separator). Default 1 MiB.
+     */
+    uint64_t max_inline_bytes;
+    /**
+     * The largest set file read. Default 256 MiB.
+     */
+    uint64_t max_file_bytes;
+    /**
+     * `trie_options.max_states` of every compile (0: the library's own bounds).
+     */
+    uint64_t max_states;
+    /**
+     * `trie_options.max_bytes` of every compile (0: no bound).
+     */
+    uint64_t max_bytes;
+    /**
+     * Compiled sets kept, least recently used dropped first (0 counts as 1). Default 64. A set dropped from the
+     * LRU while a request still holds it is found again, not compiled again.
+     */
+    uint64_t capacity;
+    /**
+     * A directory (the operator's, writable) where compiled sets of set files are saved and loaded from (NULL or
+     * "": none): a restarted server, or another process, maps them instead of compiling. Inline sets are not
+     * saved; a damaged or stale file is compiled again and replaced; nothing is ever deleted there.
+     */
+    const char *cache_dir;
+} trie_set_config;
+
+/**
+ * What one [`trie_set_cache_get`] did (for logs).
+ */
+typedef struct trie_set_info {
+    /**
+     * This call compiled the set (else it was cached, or compiled by a concurrent call it waited for).
+     */
+    bool compiled;
+    /**
+     * Seconds this call spent compiling (0 when it did not compile).
+     */
+    double seconds;
+    /**
+     * How messages name the set: `the set 'tools'`, `the set file 'sub/x.txt'`, `the inline set`
+     * (NUL-terminated, cut to fit).
+     */
+    char what[256];
+} trie_set_info;
+
+/**
+ * Counters of a [`trie_set_cache`].
+ */
+typedef struct trie_set_stats {
+    /**
+     * Compiles run (failed ones included).
+     */
+    uint64_t compiles;
+    /**
+     * Lookups served without compiling.
+     */
+    uint64_t hits;
+    /**
+     * Sets (and failures of sets) held in the LRU now.
+     */
+    uint64_t entries;
+    /**
+     * Compiles served by loading a saved file of `cache_dir` instead (counted in `compiles` too).
+     */
+    uint64_t loaded;
+} trie_set_stats;
+
+/**
+ * A literal prefix and suffix around every member, a rendering and an end: the automaton's language is
+ * exactly `{ prefix + render(m) + suffix }` (each string a *segment*). Initialise with [`trie_template_init`]
+ * (the bare set), then set fields. The bytes are copied by [`trie_compile_template`].
+ */
+typedef struct trie_template {
+    /**
+     * `sizeof(trie_template)` of the caller's header (set by [`trie_template_init`]).
+     */
+    size_t struct_size;
+    /**
+     * Bytes before every member (NULL with 0 for none).
+     */
+    const uint8_t *prefix;
+    /**
+     * Length of `prefix`.
+     */
+    size_t prefix_len;
+    /**
+     * Bytes after every member (NULL with 0 for none).
+     */
+    const uint8_t *suffix;
+    /**
+     * Length of `suffix`.
+     */
+    size_t suffix_len;
+    /**
+     * `TRIE_RENDER_*`.
+     */
+    uint32_t render;
+    /**
+     * `TRIE_END_*`.
+     */
+    uint32_t end;
+} trie_template;
+
+/**
+ * Decides, for [`trie_crossing`], whether the constraint that follows a segment can begin with `overflow`
+ * (`len` bytes, the start of a crossing token's bytes past the segment of `member`): true keeps the tokens
+ * whose overflow begins so, false skips all of them.
+ */
+typedef bool (*trie_overflow_fn)(void *user, size_t member, const uint8_t *overflow, size_t len);
 
 /**
  * The state after an end-of-generation token: the member is complete. Only end-of-generation tokens are
@@ -712,6 +883,201 @@ enum trie_status trie_forced(const struct trie_automaton *automaton,
                              size_t tokens_cap,
                              size_t *n_tokens,
                              bool *is_forced);
+
+/**
+ * Sets `*config` to the defaults (no set directory; 10,000 strings and 1 MiB inline; 256 MiB files; no compile
+ * bounds; 64 sets kept) and `struct_size`. `TRIE_ERR_NULL_ARGUMENT` for NULL.
+ *
+ * # Safety
+ * `config` must be NULL or point to a writable `trie_set_config`.
+ */
+enum trie_status trie_set_config_init(struct trie_set_config *config);
+
+/**
+ * Creates a set cache for `vocab` under the rules of `config` (NULL: the defaults). `vocab` may be NULL: the
+ * cache then only checks specs ([`trie_set_cache_check`], for admission in a process without the model), and
+ * [`trie_set_cache_get`] fails. The cache keeps its own reference to `vocab`. Errors:
+ * `TRIE_ERR_INVALID_ARGUMENT` (a bad `struct_size`; the set directory is not a directory). On failure `*out` is
+ * NULL.
+ *
+ * # Safety
+ * `vocab` must be NULL or a live vocabulary; `config` NULL or an initialised `trie_set_config` whose `set_dir`
+ * is NULL or NUL-terminated; `out` NULL or writable.
+ */
+enum trie_status trie_set_cache_new(const struct trie_vocab *vocab,
+                                    const struct trie_set_config *config,
+                                    struct trie_set_cache **out);
+
+/**
+ * Checks a request's set spec (`spec`: `len` bytes of UTF-8 JSON; see [`trie_set_cache_get`]) without reading
+ * or compiling it: its shape, the inline bounds, and for a set file its confinement, type and size (the file is
+ * opened, then closed). The message of a failure is fit for the client (an HTTP 400).
+ *
+ * # Safety
+ * `cache` must be NULL or a live set cache; `spec` must hold `len` bytes (NULL with 0 is an empty spec).
+ */
+enum trie_status trie_set_cache_check(const struct trie_set_cache *cache,
+                                      const uint8_t *spec,
+                                      size_t len);
+
+/**
+ * The compiled set a request's spec names. `spec` is `len` bytes of UTF-8 JSON, one of:
+ * `{"set": NAME}` (the file NAME.txt of the set directory), `{"file": PATH}` (relative to it),
+ * `{"strings": [...]}` (the members inline); short forms: a string (a path when it holds a `/`, else a set
+ * name), a list of strings; optional `"drop_unreachable": true` and `"add": [...]`, `"remove": [...]` (the set
+ * `(base - remove) + add`, built from the cached base by [`trie_automaton_with`](super::trie_automaton_with)).
+ * Set files hold one member per line (UTF-8, `\n` separated, a final newline ignored).
+ *
+ * The set is looked up in the LRU, or compiled in the calling thread (one compile per set however many threads
+ * ask; the others wait). A set file is opened once, without following links: its identity (device, inode, size,
+ * modification time) and its content come from that open file, so a changed file is a new set. On success
+ * `*out` is a new reference to the compiled set (free it with [`trie_automaton_free`](super::trie_automaton_free))
+ * and `*info` (when not NULL) says what the call did. On failure `*out` is NULL and [`trie_last_error`](super::trie_last_error)
+ * holds a message fit for the client (an HTTP 400; the set directory's location is never in it): a bad shape
+ * or bound and a refused path (`TRIE_ERR_INVALID_ARGUMENT`), not UTF-8 (`TRIE_ERR_INVALID_ARGUMENT`), empty
+ * (`TRIE_ERR_EMPTY_SET`), unreachable members (`TRIE_ERR_UNREACHABLE_STRING`), the compile bounds
+ * (`TRIE_ERR_LIMIT_EXCEEDED`), an unreadable file (`TRIE_ERR_IO`). Failures of a set itself are remembered
+ * (asked again, it is not compiled again); I/O failures are not.
+ *
+ * # Safety
+ * `cache` must be NULL or a live set cache; `spec` must hold `len` bytes; `out` NULL or writable; `info` NULL or
+ * a writable `trie_set_info`.
+ */
+enum trie_status trie_set_cache_get(const struct trie_set_cache *cache,
+                                    const uint8_t *spec,
+                                    size_t len,
+                                    struct trie_automaton **out,
+                                    struct trie_set_info *info);
+
+/**
+ * Like [`trie_set_cache_get`] without compiling: `*out` is the compiled set when it is ready (a new reference),
+ * NULL when it is not compiled yet or still compiling (then `TRIE_OK` too). A spec that is refused, or a set whose
+ * failure is remembered, fails as in [`trie_set_cache_get`]. For a scheduler that starts compiles elsewhere and
+ * must not wait.
+ *
+ * # Safety
+ * As [`trie_set_cache_get`].
+ */
+enum trie_status trie_set_cache_lookup(const struct trie_set_cache *cache,
+                                       const uint8_t *spec,
+                                       size_t len,
+                                       struct trie_automaton **out);
+
+/**
+ * Writes the counters of `cache` to `*out`.
+ *
+ * # Safety
+ * `cache` must be NULL or a live set cache; `out` NULL or writable.
+ */
+enum trie_status trie_set_cache_stats(const struct trie_set_cache *cache, struct trie_set_stats *out);
+
+/**
+ * Frees `cache` (NULL: no-op). Automata it handed out stay valid (each holds its own reference).
+ *
+ * # Safety
+ * `cache` must be NULL or a live set cache, freed once, with no call on it in flight.
+ */
+void trie_set_cache_free(struct trie_set_cache *cache);
+
+/**
+ * Sets `*template` to the bare set (no prefix, no suffix, raw, end-of-generation) and its `struct_size`.
+ *
+ * # Safety
+ * `template` must be NULL or writable.
+ */
+enum trie_status trie_template_init(struct trie_template *template_);
+
+/**
+ * Compiles the members `strings[i]` (`lens[i]` bytes) inside `template`: like [`trie_compile`], but the
+ * language is `{ prefix + render(m) + suffix }` followed by end-of-generation (`TRIE_END_EOG`) or handed over
+ * (`TRIE_END_OPEN`). Members are identified by their index `i` (the first copy of a duplicate): see
+ * [`trie_member`]. Errors: those of [`trie_compile`]; `TRIE_ERR_INVALID_ARGUMENT` for a member the rendering
+ * refuses (the message names its index), a bad template, or with `TRIE_END_OPEN` a segment that is a prefix of
+ * another.
+ *
+ * # Safety
+ * As [`trie_compile`]; `template` NULL or an initialised `trie_template` whose pointers hold their lengths.
+ */
+enum trie_status trie_compile_template(const struct trie_vocab *vocab,
+                                       const uint8_t *const *strings,
+                                       const size_t *lens,
+                                       size_t n_strings,
+                                       const struct trie_template *template_,
+                                       const struct trie_options *options,
+                                       struct trie_automaton **out);
+
+/**
+ * Whether `automaton` hands segments over at their end (`TRIE_END_OPEN`). False for NULL.
+ *
+ * # Safety
+ * `automaton` must be NULL or a live automaton.
+ */
+bool trie_automaton_is_open(const struct trie_automaton *automaton);
+
+/**
+ * Sets `*member` to the member whose segment is complete in `state` (where [`trie_is_accepting`] holds): its
+ * index in the input of [`trie_compile_template`], its rank in byte order for automata of [`trie_compile`].
+ * Elsewhere (and in `TRIE_STATE_FINISHED`) `*member` is `SIZE_MAX`.
+ *
+ * # Safety
+ * `automaton` must be NULL or a live automaton; `member` NULL or writable.
+ */
+enum trie_status trie_member(const struct trie_automaton *automaton, trie_state state, size_t *member);
+
+/**
+ * Copies the members still possible in `state` (their segments begin with the text so far; ids as in
+ * [`trie_member`], in byte order of their segments) into `members` (room for `capacity`) and sets `*n_members`
+ * to their number. Short: `TRIE_ERR_BUFFER_TOO_SMALL`, `*n_members` still set, nothing written (call with NULL
+ * and 0 to count).
+ *
+ * # Safety
+ * `automaton` must be NULL or a live automaton; `members` NULL (with 0) or `capacity` writable; `n_members`
+ * NULL or writable.
+ */
+enum trie_status trie_possible_members(const struct trie_automaton *automaton,
+                                       trie_state state,
+                                       size_t *members,
+                                       size_t capacity,
+                                       size_t *n_members);
+
+/**
+ * The hand-over of an open automaton: the tokens that finish a segment below `state` and go on past its end.
+ * They are not in `state`'s mask. Offer such a token when the constraint that follows accepts its last
+ * `overflow[i]` bytes (XGrammar's `accept_string`, a llama.cpp grammar); once sampled, the segment of
+ * `members[i]` is complete and the following constraint continues from those bytes ([`trie_cross`] tells the
+ * same for one token). With `keep` non-NULL, only tokens whose every overflow prefix `keep` accepts are listed
+ * (a JSON object that must begin with `{` costs a few calls); with NULL, all of them: one byte before a
+ * segment's end that is every token beginning with that byte, tens of thousands on byte-level vocabularies.
+ * Entries are ascending by token; `*n` is set to their number. Short buffers: `TRIE_ERR_BUFFER_TOO_SMALL`, `*n`
+ * still set, nothing written. Not open: no entries.
+ *
+ * # Safety
+ * `automaton` must be NULL or a live automaton; `tokens`, `overflow`, `members` NULL (with 0) or `capacity`
+ * writable; `n` NULL or writable; `keep` NULL or a function safe to call with `user`.
+ */
+enum trie_status trie_crossing(const struct trie_automaton *automaton,
+                               trie_state state,
+                               trie_overflow_fn keep,
+                               void *user,
+                               int32_t *tokens,
+                               uint32_t *overflow,
+                               size_t *members,
+                               size_t capacity,
+                               size_t *n);
+
+/**
+ * The hand-over by one token (an entry of [`trie_crossing`]): sets `*member` and `*overflow` (the number of the
+ * token's last bytes past the segment). `TRIE_ERR_TOKEN_REJECTED` when the token does not finish a segment and
+ * go on past it in `state` (or the automaton is not open); `*member` is then `SIZE_MAX`.
+ *
+ * # Safety
+ * `automaton` must be NULL or a live automaton; `member`, `overflow` NULL or writable.
+ */
+enum trie_status trie_cross(const struct trie_automaton *automaton,
+                            trie_state state,
+                            int32_t token,
+                            size_t *member,
+                            size_t *overflow);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -17,6 +17,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <initializer_list>
+#include <functional>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -154,6 +155,21 @@ struct Forced {
     std::vector<int32_t> tokens;
 };
 
+/// A literal prefix and suffix around every member, a rendering (TRIE_RENDER_*) and an end (TRIE_END_*).
+struct Template {
+    std::string prefix;
+    std::string suffix;
+    uint32_t render = TRIE_RENDER_RAW;
+    uint32_t end = TRIE_END_EOG;
+};
+
+/// A token that finishes a segment and goes on past it: its last `overflow` bytes belong to what follows.
+struct Crossing {
+    int32_t token;
+    std::size_t member;
+    uint32_t overflow;
+};
+
 /// A set of strings compiled against a vocabulary.
 class Automaton {
 public:
@@ -211,6 +227,31 @@ public:
                            std::initializer_list<std::string_view> remove) const {
         return with_changes<std::initializer_list<std::string_view>, std::initializer_list<std::string_view>>(
             add, remove);
+    }
+
+    /// Compiles `members` inside `tmpl` (see trie_compile_template): the language is
+    /// { prefix + render(m) + suffix }, members identified by their index in `members`.
+    template <class Strings>
+    static Automaton compile_template(const Vocab &vocab, const Strings &members, const Template &tmpl,
+                                      const trie_options *options = nullptr) {
+        std::vector<const uint8_t *> ptrs;
+        std::vector<std::size_t> lens;
+        for (const auto &s : members) {
+            std::string_view sv(s);
+            ptrs.push_back(reinterpret_cast<const uint8_t *>(sv.data()));
+            lens.push_back(sv.size());
+        }
+        trie_template t;
+        trie_template_init(&t);
+        t.prefix = reinterpret_cast<const uint8_t *>(tmpl.prefix.data());
+        t.prefix_len = tmpl.prefix.size();
+        t.suffix = reinterpret_cast<const uint8_t *>(tmpl.suffix.data());
+        t.suffix_len = tmpl.suffix.size();
+        t.render = tmpl.render;
+        t.end = tmpl.end;
+        trie_automaton *a = nullptr;
+        detail::check(trie_compile_template(vocab.get(), ptrs.data(), lens.data(), ptrs.size(), &t, options, &a));
+        return Automaton(a);
     }
 
     /// Takes ownership of one reference to `handle` (not NULL).
@@ -306,6 +347,59 @@ public:
         detail::check(trie_forced(a_, state, reinterpret_cast<uint8_t *>(f.bytes.data()), n_bytes, &n_bytes,
                                   f.tokens.data(), n_tokens, &n_tokens, &is_forced));
         return f;
+    }
+
+    /// Whether segments are handed over at their end (TRIE_END_OPEN).
+    bool is_open() const noexcept { return trie_automaton_is_open(a_); }
+    /// The member whose segment is complete in `state`, or nothing.
+    std::optional<std::size_t> member(trie_state state) const {
+        std::size_t m = 0;
+        detail::check(trie_member(a_, state, &m));
+        if (m == SIZE_MAX) return std::nullopt;
+        return m;
+    }
+    /// The members still possible in `state` (ids as member()).
+    std::vector<std::size_t> possible_members(trie_state state) const {
+        std::size_t n = 0;
+        trie_status st = trie_possible_members(a_, state, nullptr, 0, &n);
+        if (st != TRIE_ERR_BUFFER_TOO_SMALL) detail::check(st);
+        std::vector<std::size_t> out(n);
+        detail::check(trie_possible_members(a_, state, out.data(), n, &n));
+        return out;
+    }
+    /// Tokens that finish a segment below `state` and go on past it (see trie_crossing); `keep(member,
+    /// overflow_prefix)` prunes them by what may follow.
+    std::vector<Crossing> crossing(trie_state state,
+                                   std::function<bool(std::size_t, std::string_view)> keep = nullptr) const {
+        trie_overflow_fn fn = nullptr;
+        void *user = nullptr;
+        if (keep) {
+            fn = [](void *u, std::size_t m, const uint8_t *o, std::size_t len) -> bool {
+                try {
+                    return (*static_cast<std::function<bool(std::size_t, std::string_view)> *>(u))(
+                        m, std::string_view(reinterpret_cast<const char *>(o), len));
+                } catch (...) {
+                    return false;
+                }
+            };
+            user = &keep;
+        }
+        std::size_t n = 0;
+        trie_status st = trie_crossing(a_, state, fn, user, nullptr, nullptr, nullptr, 0, &n);
+        if (st != TRIE_ERR_BUFFER_TOO_SMALL) detail::check(st);
+        std::vector<int32_t> tokens(n);
+        std::vector<uint32_t> overflow(n);
+        std::vector<std::size_t> members(n);
+        detail::check(trie_crossing(a_, state, fn, user, tokens.data(), overflow.data(), members.data(), n, &n));
+        std::vector<Crossing> out(n);
+        for (std::size_t i = 0; i < n; i++) out[i] = Crossing{tokens[i], members[i], overflow[i]};
+        return out;
+    }
+    /// The hand-over by `token` (throws Error with TRIE_ERR_TOKEN_REJECTED when it does not cross an end).
+    Crossing cross(trie_state state, int32_t token) const {
+        std::size_t m = 0, o = 0;
+        detail::check(trie_cross(a_, state, token, &m, &o));
+        return Crossing{token, m, static_cast<uint32_t>(o)};
     }
 
     /// The C handle (still owned by this object).

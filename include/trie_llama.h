@@ -423,6 +423,347 @@ static inline trie_status trie_llama_sampler_error(const struct llama_sampler *s
     return c->error;
 }
 
+
+/* ------------------------------------------------------------------------------------------------------------
+ * Segment stage: a set inside an output, activated lazily by a trigger, handed over at the segment's end.
+ *
+ * For an automaton of trie_compile_template (a tool call's name, a JSON enum value inside prose, ...):
+ *   - waiting: until the trigger appears in the generated text (a word such as "<tool_call>\n", or a token id such
+ *     as a special <tool_call> token), apply() constrains nothing; the text after the trigger inside the token
+ *     that completed it is fed to the automaton (it must be on a segment: else the stage fails closed);
+ *   - in the set: apply() allows the automaton's tokens and, for an open automaton (TRIE_END_OPEN), the crossing
+ *     tokens (trie_crossing) that finish the segment and go on past it, filtered by `keep` (NULL: none are
+ *     offered; hand-over then happens only at token boundaries). Fail closed as trie_llama_sampler_init;
+ *   - handed over: once the segment is complete (or a crossing token finished it), `next(user, member,
+ *     overflow, len)` builds the sampler for what follows member `member` (its input index): for a tool call,
+ *     that tool's argument grammar, built only for the chosen tool (llama_sampler_init_grammar, cached by the
+ *     caller). `overflow` holds the crossing token's bytes past the segment (len 0 at a token boundary): the
+ *     returned sampler must already have accepted them (e.g. a grammar built for the rest after them, or one
+ *     fed their tokenization). The stage owns it: apply/accept go to it, clone clones it, free frees it. NULL
+ *     leaves the rest unconstrained.
+ * With an automaton that ends with end-of-generation (TRIE_END_EOG) the stage ends like the plain stage.
+ * ---------------------------------------------------------------------------------------------------------- */
+
+typedef struct llama_sampler *(*trie_llama_next_fn)(void *user, size_t member, const uint8_t *overflow, size_t len);
+
+struct trie_llama_segment_params {
+    const char       *trigger;        /* NUL-terminated text; NULL or "": no word trigger */
+    llama_token       trigger_token;  /* a token that triggers (e.g. a special <tool_call>); -1: none */
+    trie_overflow_fn  keep;           /* which crossing tokens to offer (see trie_crossing); NULL: none */
+    trie_llama_next_fn next;          /* builds the sampler of what follows a segment; NULL: unconstrained */
+    void             *user;           /* passed to keep and next */
+};
+
+enum trie_llama_phase { TRIE_LLAMA_WAITING = 0, TRIE_LLAMA_IN_SET = 1, TRIE_LLAMA_HANDED_OVER = 2 };
+
+#define TRIE_LLAMA_SEG_MAGIC UINT64_C(0x3167657365697274) /* "triesegv1" */
+
+typedef struct trie_llama_seg {
+    uint64_t        magic;
+    trie_automaton *automaton;      /* own reference */
+    trie_vocab     *vocab;          /* own reference: token bytes */
+    struct trie_llama_segment_params p;
+    char           *trigger;        /* own copy of p.trigger, or NULL */
+    size_t          trigger_len;
+    char           *tail;           /* while waiting: the last trigger_len - 1 bytes seen, then the new token's */
+    size_t          tail_len, tail_cap;
+    int             phase;
+    trie_state      state;
+    size_t          member;         /* the member handed over, SIZE_MAX before */
+    struct llama_sampler *next;     /* own, or NULL */
+    size_t          n_vocab;
+    uint32_t       *mask;           /* scratch, allocated by the first apply in the set */
+    int32_t        *ids;
+    uint32_t       *over;
+    size_t         *mems;
+    trie_status     error;
+    char            error_msg[192];
+} trie_llama_seg;
+
+static inline const char *trie_llama__seg_name(const struct llama_sampler *smpl) { (void) smpl; return "trie-segment"; }
+
+static inline void trie_llama__seg_fail(trie_llama_seg *c, trie_status st, const char *what, const char *detail) {
+    if (c->error != TRIE_OK) return;
+    c->error = st;
+    snprintf(c->error_msg, sizeof c->error_msg, "trie segment: %s: %s%s%s (state %u)", what,
+             trie_status_str((int) st), detail && *detail ? ": " : "", detail ? detail : "", (unsigned) c->state);
+}
+
+/* Hands over after the segment of `member`, with `len` overflow bytes. */
+static inline void trie_llama__seg_hand_over(trie_llama_seg *c, size_t member, const uint8_t *overflow, size_t len) {
+    c->phase = TRIE_LLAMA_HANDED_OVER;
+    c->member = member;
+    c->next = c->p.next ? c->p.next(c->p.user, member, overflow, len) : NULL;
+}
+
+/* Feeds `len` bytes to the automaton with the longest allowed tokens that spell them (text after a trigger).
+ * Returns 0 (and records why) when they leave every segment. */
+static inline int trie_llama__seg_feed(trie_llama_seg *c, const uint8_t *bytes, size_t len) {
+    while (len > 0) {
+        size_t n = 0;
+        if (trie_allowed(c->automaton, c->state, c->ids, c->n_vocab, &n) != TRIE_OK) {
+            trie_llama__seg_fail(c, TRIE_ERR_INVALID_STATE, "trigger", trie_last_error());
+            return 0;
+        }
+        int32_t best = -1;
+        size_t best_len = 0;
+        for (size_t k = 0; k < n; ++k) {
+            const uint8_t *tb = NULL;
+            size_t tl = 0;
+            if (trie_vocab_token(c->vocab, c->ids[k], &tb, &tl) == TRIE_OK && tl > best_len && tl <= len
+                && memcmp(tb, bytes, tl) == 0) {
+                best = c->ids[k];
+                best_len = tl;
+            }
+        }
+        if (best < 0) {
+            trie_llama__seg_fail(c, TRIE_ERR_TOKEN_REJECTED, "trigger", "the text after the trigger is on no segment");
+            return 0;
+        }
+        trie_state next;
+        if (trie_advance(c->automaton, c->state, best, &next) != TRIE_OK) {
+            trie_llama__seg_fail(c, TRIE_ERR_TOKEN_REJECTED, "trigger", trie_last_error());
+            return 0;
+        }
+        c->state = next;
+        bytes += best_len;
+        len -= best_len;
+    }
+    return 1;
+}
+
+static inline int trie_llama__seg_scratch(trie_llama_seg *c) {
+    if (c->mask) return 1;
+    c->mask = (uint32_t *) TRIE_LLAMA_SCRATCH_MALLOC(((c->n_vocab + 31) / 32 + 1) * sizeof(uint32_t));
+    c->ids = (int32_t *) TRIE_LLAMA_SCRATCH_MALLOC((c->n_vocab + 1) * sizeof(int32_t));
+    c->over = (uint32_t *) TRIE_LLAMA_SCRATCH_MALLOC((c->n_vocab + 1) * sizeof(uint32_t));
+    c->mems = (size_t *) TRIE_LLAMA_SCRATCH_MALLOC((c->n_vocab + 1) * sizeof(size_t));
+    if (!c->mask || !c->ids || !c->over || !c->mems) {
+        free(c->mask); free(c->ids); free(c->over); free(c->mems);
+        c->mask = NULL; c->ids = NULL; c->over = NULL; c->mems = NULL;
+        return 0;
+    }
+    return 1;
+}
+
+static inline void trie_llama__seg_accept(struct llama_sampler *smpl, llama_token token) {
+    trie_llama_seg *c = (trie_llama_seg *) smpl->ctx;
+    if (c->phase == TRIE_LLAMA_HANDED_OVER) {
+        if (c->next) llama_sampler_accept(c->next, token);
+        return;
+    }
+    if (!trie_llama__seg_scratch(c)) {
+        trie_llama__seg_fail(c, TRIE_ERR_LIMIT_EXCEEDED, "accept", "cannot allocate the scratch buffers");
+        return;
+    }
+    const uint8_t *tb = NULL;
+    size_t tl = 0;
+    if (trie_vocab_token(c->vocab, token, &tb, &tl) != TRIE_OK) { tb = NULL; tl = 0; }
+    if (c->phase == TRIE_LLAMA_WAITING) {
+        if (c->p.trigger_token >= 0 && token == c->p.trigger_token) {
+            c->phase = TRIE_LLAMA_IN_SET;
+            c->tail_len = 0;
+            return;
+        }
+        if (c->trigger_len == 0) return;
+        if (c->tail_len + tl > c->tail_cap) {
+            size_t cap = (c->tail_len + tl) * 2 + 16;
+            char *t = (char *) realloc(c->tail, cap);
+            if (!t) { trie_llama__seg_fail(c, TRIE_ERR_LIMIT_EXCEEDED, "accept", "trigger buffer"); return; }
+            c->tail = t;
+            c->tail_cap = cap;
+        }
+        memcpy(c->tail + c->tail_len, tb, tl);
+        c->tail_len += tl;
+        /* the first occurrence of the trigger that ends inside this token */
+        for (size_t e = c->trigger_len; e <= c->tail_len; ++e) {
+            if (memcmp(c->tail + e - c->trigger_len, c->trigger, c->trigger_len) == 0) {
+                c->phase = TRIE_LLAMA_IN_SET;
+                trie_llama__seg_feed(c, (const uint8_t *) c->tail + e, c->tail_len - e);
+                c->tail_len = 0;
+                return;
+            }
+        }
+        const size_t keep_n = c->trigger_len - 1 < c->tail_len ? c->trigger_len - 1 : c->tail_len;
+        memmove(c->tail, c->tail + c->tail_len - keep_n, keep_n);
+        c->tail_len = keep_n;
+        return;
+    }
+    /* in the set */
+    trie_state next;
+    trie_status st = trie_advance(c->automaton, c->state, token, &next);
+    if (st == TRIE_OK) {
+        c->state = next;
+        size_t m = SIZE_MAX;
+        if (trie_automaton_is_open(c->automaton) && trie_member(c->automaton, next, &m) == TRIE_OK && m != SIZE_MAX)
+            trie_llama__seg_hand_over(c, m, NULL, 0);
+        return;
+    }
+    size_t m = SIZE_MAX, overflow = 0;
+    if (st == TRIE_ERR_TOKEN_REJECTED && trie_cross(c->automaton, c->state, token, &m, &overflow) == TRIE_OK) {
+        trie_llama__seg_hand_over(c, m, tb + tl - overflow, overflow);
+        return;
+    }
+    char detail[48];
+    snprintf(detail, sizeof detail, "token %d", (int) token);
+    trie_llama__seg_fail(c, st, "accept", detail);
+}
+
+static inline void trie_llama__seg_apply(struct llama_sampler *smpl, llama_token_data_array *cur_p) {
+    trie_llama_seg *c = (trie_llama_seg *) smpl->ctx;
+    if (c->phase == TRIE_LLAMA_WAITING) return;
+    if (c->phase == TRIE_LLAMA_HANDED_OVER) {
+        if (c->next) llama_sampler_apply(c->next, cur_p);
+        return;
+    }
+    size_t n = 0, n_cross = 0;
+    const size_t n_words = (c->n_vocab + 31) / 32;
+    if (!trie_llama__seg_scratch(c)) {
+        trie_llama__seg_fail(c, TRIE_ERR_LIMIT_EXCEEDED, "apply", "cannot allocate the scratch buffers");
+        for (size_t i = 0; i < cur_p->size; ++i) cur_p->data[i].logit = -INFINITY;
+        return;
+    }
+    memset(c->mask, 0, n_words * sizeof(uint32_t));
+    trie_status st = trie_allowed(c->automaton, c->state, c->ids, c->n_vocab, &n);
+    if (st != TRIE_OK) { trie_llama__seg_fail(c, st, "apply", trie_last_error()); n = 0; }
+    for (size_t k = 0; k < n; ++k) c->mask[(size_t) c->ids[k] >> 5] |= 1u << ((uint32_t) c->ids[k] & 31u);
+    if (st == TRIE_OK && c->p.keep && trie_automaton_is_open(c->automaton)) {
+        st = trie_crossing(c->automaton, c->state, c->p.keep, c->p.user, c->ids, c->over, c->mems, c->n_vocab, &n_cross);
+        if (st != TRIE_OK) { trie_llama__seg_fail(c, st, "apply", trie_last_error()); n_cross = 0; }
+        for (size_t k = 0; k < n_cross; ++k) c->mask[(size_t) c->ids[k] >> 5] |= 1u << ((uint32_t) c->ids[k] & 31u);
+    }
+    if (n + n_cross == 0) trie_llama__seg_fail(c, TRIE_ERR_INVALID_STATE, "apply", "the state allows no token");
+    for (size_t i = 0; i < cur_p->size; ++i) {
+        const llama_token id = cur_p->data[i].id;
+        const int ok = id >= 0 && (size_t) id < c->n_vocab && ((c->mask[(size_t) id >> 5] >> ((uint32_t) id & 31u)) & 1u);
+        if (!ok) cur_p->data[i].logit = -INFINITY;
+    }
+}
+
+static inline void trie_llama__seg_reset(struct llama_sampler *smpl) {
+    trie_llama_seg *c = (trie_llama_seg *) smpl->ctx;
+    if (c->next) llama_sampler_free(c->next);
+    c->next = NULL;
+    c->member = SIZE_MAX;
+    c->phase = (c->trigger_len > 0 || c->p.trigger_token >= 0) ? TRIE_LLAMA_WAITING : TRIE_LLAMA_IN_SET;
+    c->state = trie_start(c->automaton);
+    c->tail_len = 0;
+    c->error = TRIE_OK;
+    c->error_msg[0] = '\0';
+}
+
+static inline struct llama_sampler *trie_llama_segment_init(const trie_automaton *automaton,
+                                                            const struct trie_llama_segment_params *params);
+
+static inline struct llama_sampler *trie_llama__seg_clone(const struct llama_sampler *smpl) {
+    const trie_llama_seg *c = (const trie_llama_seg *) smpl->ctx;
+    struct llama_sampler *copy = trie_llama_segment_init(c->automaton, &c->p);
+    if (copy == NULL) return NULL;
+    trie_llama_seg *d = (trie_llama_seg *) copy->ctx;
+    if (c->tail_len > 0) {
+        d->tail = (char *) malloc(c->tail_len);
+        if (d->tail == NULL) { llama_sampler_free(copy); return NULL; }
+        memcpy(d->tail, c->tail, c->tail_len);
+        d->tail_len = d->tail_cap = c->tail_len;
+    }
+    d->phase = c->phase;
+    d->state = c->state;
+    d->member = c->member;
+    d->next = c->next ? llama_sampler_clone(c->next) : NULL;
+    d->error = c->error;
+    memcpy(d->error_msg, c->error_msg, sizeof d->error_msg);
+    return copy;
+}
+
+static inline void trie_llama__seg_free(struct llama_sampler *smpl) {
+    trie_llama_seg *c = (trie_llama_seg *) smpl->ctx;
+    if (c == NULL) return;
+    c->magic = 0;
+    if (c->next) llama_sampler_free(c->next);
+    trie_automaton_free(c->automaton);
+    trie_vocab_free(c->vocab);
+    free(c->trigger); free(c->tail); free(c->mask); free(c->ids); free(c->over); free(c->mems);
+    free(c);
+    smpl->ctx = NULL;
+}
+
+#ifdef __cplusplus
+} /* extern "C" */
+static inline struct llama_sampler_i *trie_llama__seg_iface(void) {
+    struct make {
+        static llama_sampler_i iface() {
+            llama_sampler_i i{};
+            i.name = trie_llama__seg_name;
+            i.accept = trie_llama__seg_accept;
+            i.apply = trie_llama__seg_apply;
+            i.reset = trie_llama__seg_reset;
+            i.clone = trie_llama__seg_clone;
+            i.free = trie_llama__seg_free;
+            return i;
+        }
+    };
+    static llama_sampler_i iface = make::iface();
+    return &iface;
+}
+extern "C" {
+#else
+static struct llama_sampler_i trie_llama__seg_iface_storage = {
+    .name = trie_llama__seg_name,
+    .accept = trie_llama__seg_accept,
+    .apply = trie_llama__seg_apply,
+    .reset = trie_llama__seg_reset,
+    .clone = trie_llama__seg_clone,
+    .free = trie_llama__seg_free,
+};
+static inline struct llama_sampler_i *trie_llama__seg_iface(void) { return &trie_llama__seg_iface_storage; }
+#endif
+
+/*
+ * Creates the segment stage for `automaton` (see above), waiting for its trigger (or in the set at once without
+ * one). `params` is copied (the trigger text too); NULL means no trigger, no crossing tokens, nothing after.
+ * Returns NULL on a NULL automaton or allocation failure.
+ */
+static inline struct llama_sampler *trie_llama_segment_init(const trie_automaton *automaton,
+                                                            const struct trie_llama_segment_params *params) {
+    if (automaton == NULL) return NULL;
+    trie_llama_seg *c = (trie_llama_seg *) calloc(1, sizeof(trie_llama_seg));
+    if (c == NULL) return NULL;
+    if (params) c->p = *params; else c->p.trigger_token = -1;
+    if (c->p.trigger && c->p.trigger[0]) {
+        c->trigger_len = strlen(c->p.trigger);
+        c->trigger = (char *) malloc(c->trigger_len + 1);
+        if (c->trigger == NULL) { free(c); return NULL; }
+        memcpy(c->trigger, c->p.trigger, c->trigger_len + 1);
+        c->p.trigger = c->trigger;
+    } else {
+        c->p.trigger = NULL;
+    }
+    c->automaton = trie_automaton_retain(automaton);
+    c->vocab = trie_automaton_vocab(automaton);
+    c->n_vocab = trie_automaton_n_vocab(automaton);
+    if (c->automaton == NULL || c->vocab == NULL) {
+        trie_automaton_free(c->automaton); trie_vocab_free(c->vocab); free(c->trigger); free(c);
+        return NULL;
+    }
+    c->magic = TRIE_LLAMA_SEG_MAGIC;
+    struct llama_sampler *smpl = llama_sampler_init(trie_llama__seg_iface(), c);
+    if (smpl == NULL) { trie_automaton_free(c->automaton); trie_vocab_free(c->vocab); free(c->trigger); free(c); return NULL; }
+    trie_llama__seg_reset(smpl);
+    return smpl;
+}
+
+/* The segment stage's phase (enum trie_llama_phase), the member it handed over (SIZE_MAX before), its automaton
+ * state, and its first failure since init/reset (TRIE_OK, message "" while every output stayed on the set).
+ * `smpl` must be made by trie_llama_segment_init. */
+static inline int trie_llama_segment_phase(const struct llama_sampler *smpl) { return ((const trie_llama_seg *) smpl->ctx)->phase; }
+static inline size_t trie_llama_segment_member(const struct llama_sampler *smpl) { return ((const trie_llama_seg *) smpl->ctx)->member; }
+static inline trie_state trie_llama_segment_state(const struct llama_sampler *smpl) { return ((const trie_llama_seg *) smpl->ctx)->state; }
+static inline trie_status trie_llama_segment_error(const struct llama_sampler *smpl, const char **message) {
+    const trie_llama_seg *c = (const trie_llama_seg *) smpl->ctx;
+    if (message) *message = c->error_msg;
+    return c->error;
+}
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

@@ -15,7 +15,7 @@ if [[ ! -f "$VENV/.req" ]] || ! cmp -s "$REQ" "$VENV/.req"; then
 fi
 "$VENV/bin/pip" install -q --disable-pip-version-check --no-build-isolation --no-deps --force-reinstall "$REPO"
 rm -rf "$REPO/build"
-"$VENV/bin/pip" show -f libtrie | grep -E '^(Name|Version)|_libtrie|vllm.py|entry_points'
+"$VENV/bin/pip" show -f libtrie | grep -E '^(Name|Version)|_libtrie|vllm/|sets.py|entry_points'
 grep -A1 'vllm.logits_processors' "$VENV"/lib/python3*/site-packages/libtrie-*.dist-info/entry_points.txt
 # Type annotations (the package ships py.typed): strict, with vLLM and torch (not installed here) treated as Any.
 "$VENV/bin/mypy" --strict --ignore-missing-imports --cache-dir "$CACHE/mypy" "$REPO/python/libtrie"

@@ -1469,3 +1469,6 @@ mod tests {
         assert_eq!(unsafe { CStr::from_ptr(p) }.to_bytes(), b"trie");
     }
 }
+
+mod sets;
+mod template;

@@ -37,6 +37,7 @@ pub mod gguf;
 #[cfg(feature = "hf")]
 pub mod hf;
 mod mask;
+pub mod sets;
 mod string_trie;
 pub mod template;
 mod token_trie;

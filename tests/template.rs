@@ -158,7 +158,13 @@ fn masks_crossings_and_possible_members_equal_brute_force() {
 fn same<T: PartialEq + std::fmt::Debug>(got: &[T], want: &[T], what: &str) {
     if got != want {
         let i = got.iter().zip(want).position(|(a, b)| a != b).unwrap_or(got.len().min(want.len()));
-        panic!("{what}: {} vs {} items, first difference at {i}: {:?} vs {:?}", got.len(), want.len(), got.get(i), want.get(i));
+        panic!(
+            "{what}: {} vs {} items, first difference at {i}: {:?} vs {:?}",
+            got.len(),
+            want.len(),
+            got.get(i),
+            want.get(i)
+        );
     }
 }
 
@@ -206,7 +212,8 @@ fn check_state(a: &Automaton, segs: &BTreeMap<Vec<u8>, usize>, state: State, tex
             assert_eq!(a.cross(state, t).unwrap_err().kind(), ErrorKind::TokenRejected, "{what}");
         }
     }
-    let possible: Vec<usize> = segs.range(text.to_vec()..).take_while(|(s, _)| s.starts_with(text)).map(|p| *p.1).collect();
+    let possible: Vec<usize> =
+        segs.range(text.to_vec()..).take_while(|(s, _)| s.starts_with(text)).map(|p| *p.1).collect();
     let mut got = a.possible_members(state);
     got.sort_unstable();
     let mut want = possible;
@@ -225,7 +232,8 @@ fn tool_call_names_hand_over_with_crossing_tokens() {
         .take(2000)
         .map(str::to_string)
         .collect();
-    let t = Template::bare().prefix("{\"name\": ").suffix(", \"arguments\": ").render(Render::JsonString).end(End::Open);
+    let t =
+        Template::bare().prefix("{\"name\": ").suffix(", \"arguments\": ").render(Render::JsonString).end(End::Open);
     let mut total = 0;
     for &name in GGUF_VOCABS {
         let v = gguf_vocab(name);
@@ -271,8 +279,8 @@ fn open_ends_refuse_prefixes_and_bad_members_are_named() {
     assert_eq!(e.kind(), ErrorKind::InvalidArgument);
     assert!(e.message().contains("prefix"), "{e}");
     let json = Template::bare().render(Render::JsonString);
-    let e = Automaton::compile_template(v.clone(), &[&b"ok"[..], b"\xff"], &json, &CompileOptions::default())
-        .unwrap_err();
+    let e =
+        Automaton::compile_template(v.clone(), &[&b"ok"[..], b"\xff"], &json, &CompileOptions::default()).unwrap_err();
     assert!(e.message().contains("member 1") && e.message().contains("UTF-8"), "{e}");
     let text = Template::bare().render(Render::JsonText);
     let e = Automaton::compile_template(v.clone(), &["1", "tru"], &text, &CompileOptions::default()).unwrap_err();

@@ -258,6 +258,165 @@ static int cmp_id(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
+
+/* ---- the segment stage: a tool-call name inside a template, triggered by a word, handed over at its end ---- */
+
+static size_t handed_member = SIZE_MAX, handed_len = 0, recorder_accepts = 0, recorder_applies = 0;
+static uint8_t handed_overflow[256];
+
+static const char *recorder_name(const struct llama_sampler *smpl) { (void) smpl; return "recorder"; }
+static void recorder_accept(struct llama_sampler *smpl, llama_token t) { (void) smpl; (void) t; recorder_accepts++; }
+static void recorder_apply(struct llama_sampler *smpl, llama_token_data_array *cur) { (void) smpl; (void) cur; recorder_applies++; }
+static struct llama_sampler *recorder_clone(const struct llama_sampler *smpl);
+static struct llama_sampler_i recorder_iface = { .name = recorder_name, .accept = recorder_accept,
+                                                 .apply = recorder_apply, .clone = recorder_clone };
+static struct llama_sampler *recorder_clone(const struct llama_sampler *smpl) {
+    (void) smpl;
+    return llama_sampler_init(&recorder_iface, NULL);
+}
+
+static struct llama_sampler *next_after(void *user, size_t member, const uint8_t *overflow, size_t len) {
+    (*(int *) user)++;
+    handed_member = member;
+    handed_len = len < sizeof handed_overflow ? len : sizeof handed_overflow;
+    if (len) memcpy(handed_overflow, overflow, handed_len);
+    return llama_sampler_init(&recorder_iface, NULL);
+}
+
+static bool arguments_begin(void *user, size_t member, const uint8_t *overflow, size_t len) {
+    (void) user; (void) member;
+    return len >= 1 && overflow[0] == '{';
+}
+
+static void test_segment(const struct llama_vocab *vocab, int32_t n_vocab) {
+    trie_vocab *tv = NULL;
+    CHECK(trie_llama_vocab(vocab, &tv) == TRIE_OK, "segment: vocab");
+    const uint8_t *ptrs[N_MEMBERS];
+    size_t lens[N_MEMBERS];
+    for (size_t i = 0; i < N_MEMBERS; ++i) { ptrs[i] = (const uint8_t *) MEMBERS[i]; lens[i] = strlen(MEMBERS[i]); }
+    const char *prefix = "{\"name\": ", *suffix = ", \"arguments\": ";
+    trie_template t;
+    trie_template_init(&t);
+    t.prefix = (const uint8_t *) prefix; t.prefix_len = strlen(prefix);
+    t.suffix = (const uint8_t *) suffix; t.suffix_len = strlen(suffix);
+    t.render = TRIE_RENDER_JSON_STRING;
+    t.end = TRIE_END_OPEN;
+    trie_automaton *a = NULL;
+    trie_status st = trie_compile_template(tv, ptrs, lens, N_MEMBERS, &t, NULL, &a);
+    trie_vocab_free(tv);
+    CHECK(st == TRIE_OK, "segment: compile_template: %s", trie_last_error());
+    if (st != TRIE_OK) return;
+    trie_vocab *av = trie_automaton_vocab(a); /* a reference for token bytes, freed at the end */
+    int n_next = 0;
+    struct trie_llama_segment_params p = { "<call>", -1, arguments_begin, next_after, &n_next };
+    struct llama_sampler *smpl = trie_llama_segment_init(a, &p);
+    CHECK(smpl != NULL && trie_llama_segment_phase(smpl) == TRIE_LLAMA_WAITING, "segment: init waits");
+    llama_token_data *d = (llama_token_data *) malloc(sizeof(llama_token_data) * (size_t) n_vocab);
+    llama_token toks[64];
+    int n_crossed = 0;
+    for (int walk = 0; walk < 40; ++walk) {
+        llama_sampler_reset(smpl);
+        handed_member = SIZE_MAX;
+        const char *lead = walk % 2 ? "Sure. <call>" : "<call>";
+        const int nt = llama_tokenize(vocab, lead, (int32_t) strlen(lead), toks, 64, false, false);
+        CHECK(nt > 0, "segment: tokenize");
+        for (int i = 0; i < nt; ++i) {
+            CHECK(trie_llama_segment_phase(smpl) == TRIE_LLAMA_WAITING, "segment: waits before the trigger");
+            for (int32_t k = 0; k < n_vocab; ++k) { d[k].id = k; d[k].logit = 0.0f; d[k].p = 0.0f; }
+            llama_token_data_array cur = { d, (size_t) n_vocab, -1, false };
+            llama_sampler_apply(smpl, &cur);
+            size_t finite = 0;
+            for (size_t k = 0; k < cur.size; ++k) finite += isfinite(cur.data[k].logit) ? 1 : 0;
+            CHECK(finite == (size_t) n_vocab, "segment: waiting constrains nothing (%zu of %d)", finite, n_vocab);
+            llama_sampler_accept(smpl, toks[i]);
+        }
+        CHECK(trie_llama_segment_phase(smpl) == TRIE_LLAMA_IN_SET, "segment: the trigger starts the set");
+        char text[512];
+        size_t tlen = 0;
+        for (int step = 0; step < 200 && trie_llama_segment_phase(smpl) == TRIE_LLAMA_IN_SET; ++step) {
+            for (int32_t k = 0; k < n_vocab; ++k) { d[k].id = k; d[k].logit = 0.0f; d[k].p = 0.0f; }
+            llama_token_data_array cur = { d, (size_t) n_vocab, -1, false };
+            llama_sampler_apply(smpl, &cur);
+            llama_token pick[4096];
+            size_t n_pick = 0, n_cross_here = 0;
+            const trie_state s = trie_llama_segment_state(smpl);
+            for (size_t k = 0; k < cur.size && n_pick < 4096; ++k) {
+                if (!isfinite(cur.data[k].logit)) continue;
+                trie_state nx;
+                size_t m, o;
+                const llama_token id = cur.data[k].id;
+                const int in_set = trie_advance(a, s, id, &nx) == TRIE_OK;
+                const int crosses = !in_set && trie_cross(a, s, id, &m, &o) == TRIE_OK;
+                CHECK(in_set || crosses, "segment: candidate %d is neither allowed nor crossing", (int) id);
+                n_cross_here += crosses;
+                pick[n_pick++] = id;
+            }
+            CHECK(n_pick > 0, "segment: no candidate in the set");
+            if (n_pick == 0) break;
+            /* Prefer a crossing token now and then, so the hand-over with overflow is exercised. */
+            llama_token chosen = pick[rnd() % n_pick];
+            if (n_cross_here && rnd() % 2) {
+                for (size_t k = 0; k < n_pick; ++k) {
+                    size_t m, o;
+                    if (trie_cross(a, s, pick[k], &m, &o) == TRIE_OK) { chosen = pick[k]; break; }
+                }
+            }
+            const uint8_t *b = NULL;
+            size_t bl = 0;
+            trie_vocab_token(av, chosen, &b, &bl);
+            if (tlen + bl < sizeof text) { memcpy(text + tlen, b, bl); tlen += bl; }
+            llama_sampler_accept(smpl, chosen);
+        }
+        CHECK(trie_llama_segment_phase(smpl) == TRIE_LLAMA_HANDED_OVER, "segment: handed over (walk %d)", walk);
+        const size_t m = trie_llama_segment_member(smpl);
+        CHECK(m < N_MEMBERS && m == handed_member, "segment: member %zu / %zu", m, handed_member);
+        if (m >= N_MEMBERS) continue;
+        /* the text is the member's segment, then the overflow handed to the next sampler */
+        char want[512];
+        size_t wl = (size_t) snprintf(want, sizeof want, "%s\"%s\"%s", prefix, MEMBERS[m], suffix);
+        CHECK(tlen == wl + handed_len && memcmp(text, want, wl) == 0 && memcmp(text + wl, handed_overflow, handed_len) == 0,
+              "segment: text '%.*s' is the segment of %s + %zu overflow bytes", (int) tlen, text, MEMBERS[m], handed_len);
+        CHECK(handed_len == 0 || handed_overflow[0] == '{', "segment: overflow begins the arguments");
+        n_crossed += handed_len > 0;
+        /* after the hand-over, apply and accept go to the next sampler; a clone clones it */
+        const size_t applies = recorder_applies, accepts = recorder_accepts;
+        for (int32_t k = 0; k < n_vocab; ++k) { d[k].id = k; d[k].logit = 0.0f; d[k].p = 0.0f; }
+        llama_token_data_array cur = { d, (size_t) n_vocab, -1, false };
+        llama_sampler_apply(smpl, &cur);
+        llama_sampler_accept(smpl, 0);
+        CHECK(recorder_applies == applies + 1 && recorder_accepts == accepts + 1, "segment: delegated to next");
+        struct llama_sampler *copy = llama_sampler_clone(smpl);
+        CHECK(copy && trie_llama_segment_phase(copy) == TRIE_LLAMA_HANDED_OVER && trie_llama_segment_member(copy) == m,
+              "segment: clone keeps the hand-over");
+        llama_sampler_free(copy);
+        const char *msg = NULL;
+        CHECK(trie_llama_segment_error(smpl, &msg) == TRIE_OK, "segment: no failure (%s)", msg ? msg : "");
+    }
+    CHECK(n_next == 40, "segment: next called once per walk (%d)", n_next);
+    printf("segment stage: 40 walks handed over, %d of them by a token crossing into the arguments\n", n_crossed);
+    /* text after the trigger inside the trigger's token is fed to the automaton */
+    llama_sampler_reset(smpl);
+    const char *lead = "<call>{\"name\": \"git";
+    const int nt = llama_tokenize(vocab, lead, (int32_t) strlen(lead), toks, 64, false, false);
+    for (int i = 0; i < nt; ++i) llama_sampler_accept(smpl, toks[i]);
+    CHECK(trie_llama_segment_phase(smpl) == TRIE_LLAMA_IN_SET, "segment: in the set after trigger + text");
+    const char *msg = NULL;
+    CHECK(trie_llama_segment_error(smpl, &msg) == TRIE_OK, "segment: text after the trigger (%s)", msg ? msg : "");
+    size_t pm = 0;
+    trie_possible_members(a, trie_llama_segment_state(smpl), NULL, 0, &pm);
+    CHECK(pm == 3, "segment: 3 github.* members possible after '\"git' (%zu)", pm);
+    /* text after the trigger that is on no segment: fail closed, recorded */
+    llama_sampler_reset(smpl);
+    const char *off = "<call>[oops";
+    const int no = llama_tokenize(vocab, off, (int32_t) strlen(off), toks, 64, false, false);
+    for (int i = 0; i < no; ++i) llama_sampler_accept(smpl, toks[i]);
+    CHECK(trie_llama_segment_error(smpl, &msg) != TRIE_OK, "segment: off-set text after the trigger is a failure");
+    llama_sampler_free(smpl);
+    trie_vocab_free(av);
+    trie_automaton_free(a);
+    free(d);
+}
+
 int main(int argc, char **argv) {
     if (argc != 2) {
         fprintf(stderr, "usage: %s MODEL.gguf\n", argv[0]);
@@ -310,6 +469,7 @@ int main(int argc, char **argv) {
     CHECK(strcmp(llama_sampler_name(smpl), "trie") == 0, "name");
     CHECK(llama_sampler_name(smpl) == trie_sampler_name(), "the name is libtrie's trie_sampler_name()");
     test_foreign_trie_named();
+    test_segment(vocab, n_vocab);
     const trie_state start = trie_llama_sampler_state(smpl);
 
     llama_token_data *full = (llama_token_data *) malloc(sizeof(llama_token_data) * (size_t) n_vocab);

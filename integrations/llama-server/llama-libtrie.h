@@ -6,7 +6,8 @@
 //   - common_sampler::trie                   one trie stage per sampler (one trie state per slot), applied before
 //                                            the sampler chain, advanced by generated tokens only, cloned/copied
 //                                            with the sampler for the server's rollbacks,
-//   - the server's "trie" request field      resolved here: checked, then compiled once into a shared LRU.
+//   - the server's "trie" request field      resolved here by libtrie's front end: checked, then compiled once into
+//                                            a shared LRU.
 //
 // A request names its set with "trie":
 //   {"set": "tools"}            the file tools.txt of the set directory (--trie-set-dir / LIBTRIE_SET_DIR)
@@ -36,9 +37,11 @@ struct common_params_libtrie {
     uint64_t    cache_size         = 64;           // compiled sets kept (least recently used dropped first)
 };
 
-// The compiled set a request's "trie" value names, for the vocabulary `vocab` (whose trie_vocab is built once, on
-// first use). Looked up in the process-wide LRU of compiled sets; compiled in the calling thread on a miss (a set
-// asked for by several requests at once is compiled once; the others wait for it). Thread-safe.
+// The compiled set a request's "trie" value names, for the vocabulary `vocab`, through libtrie's request-set front
+// end (trie_set_cache_get: the same parsing, confinement and LRU as the vLLM processor). One set cache per
+// vocabulary fingerprint, built on first use; a llama_vocab is recognised by a signature of its tokens, not by its
+// address (a model freed and another loaded at the same address gets its own). Compiled in the calling thread on a
+// miss (a set asked for by several requests at once is compiled once; the others wait for it). Thread-safe.
 // Throws std::invalid_argument with a reason fit for the client (the set directory's location is not disclosed).
 std::shared_ptr<const trie_automaton> common_libtrie_resolve(const common_params_libtrie & opts,
                                                              const llama_vocab *           vocab,
@@ -50,7 +53,8 @@ uint64_t common_libtrie_parse_u64(const std::string & value, const char * what);
 // The real path of an operator's set directory; throws std::invalid_argument when it is not a directory.
 std::string common_libtrie_set_dir(const std::string & path);
 
-// Counters for logs and tests: compiles run (failed ones included), lookups served from the LRU.
+// Counters for logs and tests, summed over the live set caches: compiles run (failed ones included), lookups served
+// from the LRU, sets held.
 struct common_libtrie_stats {
     uint64_t compiles = 0;
     uint64_t hits     = 0;

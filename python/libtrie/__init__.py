@@ -13,7 +13,9 @@ bit ``t % 32`` of word ``t // 32``, 1 = allowed) and advance a state, which is a
     state = tools.advance(state, token)                              # libtrie.FINISHED after an end-of-generation id
 
 A batch of sequences that follow different sets fills one ``[B, ceil(V / 32)]`` int32 tensor in one call with
-:func:`fill_bitmask_rows`. The serving integration for vLLM is :mod:`libtrie.vllm`.
+:func:`fill_bitmask_rows`. Serving: :mod:`libtrie.sets` (a request's set: checked, confined, compiled once and
+cached, by libtrie's native front end), :mod:`libtrie.masks` (applying masks to logits) and :mod:`libtrie.vllm` (the
+vLLM processor and scheduler; the only module that needs vLLM).
 
 This package is a thin layer over the C ABI of ``libtrie.so`` (``include/trie.h``) through ctypes: the same library C,
 C++, Go and Swift use, one wheel for every CPython version, no copy where a view will do, and the GIL released
@@ -27,15 +29,16 @@ from __future__ import annotations
 import ctypes
 import enum
 import os
+import threading
 from array import array
 from itertools import accumulate
-from typing import Any, Iterable, List, NamedTuple, Optional, Sequence, Tuple, TypeVar, Union
+from typing import Any, Callable, Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple, TypeVar, Union
 
 from . import _native
 from ._native import i32p, library, sizep, u8p, vp
 
 __all__ = [
-    "FINISHED", "Status", "TrieError", "Vocab", "Automaton", "Forced", "compile", "compile_tokens", "fill_bitmask_rows",
+    "FINISHED", "Status", "TrieError", "Vocab", "Automaton", "Forced", "Crossing", "compile", "compile_tokens", "fill_bitmask_rows",
     "bitmask_words", "library", "version", "TokenKind", "TOKEN_NORMAL", "TOKEN_UNKNOWN", "TOKEN_CONTROL",
     "TOKEN_USER_DEFINED", "TOKEN_UNUSED", "TOKEN_BYTE",
 ]
@@ -185,14 +188,53 @@ def _byte_strings(data: Sequence[bytes]) -> Tuple[Any, Any, Any]:
 
 
 class _Handle:
-    """A native handle, released once: by :meth:`close`, at the end of a ``with`` block, or when collected."""
+    """A native handle, released once: by :meth:`close`, at the end of a ``with`` block, or when collected.
 
-    __slots__ = ("_h", "__weakref__")
+    Every native call on the handle runs between :meth:`_enter` and :meth:`_exit` (``with self._use() as h``,
+    or :meth:`_call`): ctypes releases the GIL during the call, so another thread may :meth:`close` the object
+    meanwhile; the handle is then released by the last call in flight, never under it."""
+
+    __slots__ = ("_h", "_guard", "_users", "_closing", "__weakref__")
     _h: vp
     _kind = "object"
 
+    def _set(self, handle: vp) -> None:
+        self._h = handle
+        self._guard = threading.Lock()
+        self._users = 0
+        self._closing = False
+
+    def _enter(self) -> vp:
+        """The handle, counted as in use until :meth:`_exit`; ``ValueError`` once closed."""
+        with self._guard:
+            if self._closing or not self._h.value:
+                raise ValueError(f"this {self._kind} was closed")
+            self._users += 1
+            return self._h
+
+    def _exit(self) -> None:
+        with self._guard:
+            self._users -= 1
+            if self._users or not self._closing:
+                return
+            h, self._h = self._h, vp(0)
+        if h.value:
+            self._release(h)
+
+    def _use(self) -> "_Use":
+        return _Use(self)
+
+    def _call(self, fn: Any, *args: Any) -> Any:
+        """``fn(handle, *args)`` with the handle held in use."""
+        h = self._enter()
+        try:
+            return fn(h, *args)
+        finally:
+            self._exit()
+
     def _live(self) -> vp:
-        if not self._h.value:
+        """The handle for a check only (no native call follows): ``ValueError`` once closed."""
+        if self._closing or not self._h.value:
             raise ValueError(f"this {self._kind} was closed")
         return self._h
 
@@ -200,8 +242,15 @@ class _Handle:
         raise NotImplementedError
 
     def close(self) -> None:
-        """Release the native handle now."""
-        h, self._h = self._h, vp(0)
+        """Release the native handle now, or, while other threads are inside native calls on it, when the last
+        of them returns. Later calls raise ``ValueError``."""
+        with self._guard:
+            if self._closing:
+                return
+            self._closing = True
+            if self._users:
+                return
+            h, self._h = self._h, vp(0)
         if h.value:
             self._release(h)
 
@@ -214,8 +263,23 @@ class _Handle:
     def __del__(self) -> None:
         try:
             self.close()
-        except Exception:  # interpreter shutdown
+        except Exception:  # interpreter shutdown, or a constructor that failed before _set
             pass
+
+
+class _Use:
+    """``with obj._use() as handle``: the handle held in use for the block."""
+
+    __slots__ = ("_o",)
+
+    def __init__(self, o: _Handle) -> None:
+        self._o = o
+
+    def __enter__(self) -> vp:
+        return self._o._enter()
+
+    def __exit__(self, *exc: object) -> None:
+        self._o._exit()
 
 
 class Vocab(_Handle):
@@ -227,7 +291,7 @@ class Vocab(_Handle):
 
     def __init__(self, _handle: int) -> None:
         """Internal: use :meth:`from_gguf`, :meth:`from_tokenizer_json` or :meth:`from_tokens`."""
-        self._h = vp(_handle)
+        self._set(vp(_handle))
 
     @classmethod
     def from_gguf(cls, path: PathLike) -> "Vocab":
@@ -284,20 +348,20 @@ class Vocab(_Handle):
 
     def save(self, path: PathLike) -> None:
         """Save the vocabulary with its alignment index (written atomically) for :meth:`load`."""
-        _check(library().trie_vocab_save(self._live(), os.fsencode(path)))
+        _check(self._call(library().trie_vocab_save, os.fsencode(path)))
 
     @property
     def fingerprint(self) -> str:
         """A hex digest of the mask width, token bytes, kinds and end-of-generation ids: equal fingerprints mean
         interchangeable vocabularies (a key for caches of compiled sets)."""
         buf = ctypes.create_string_buffer(16)
-        _check(library().trie_vocab_fingerprint(self._live(), buf))
+        _check(self._call(library().trie_vocab_fingerprint, buf))
         return buf.raw.hex()
 
     @property
     def n_vocab(self) -> int:
         """The number of token ids, which is the mask width in bits."""
-        return int(library().trie_vocab_n_tokens(self._live()))
+        return int(self._call(library().trie_vocab_n_tokens))
 
     def __len__(self) -> int:
         return self.n_vocab
@@ -305,24 +369,34 @@ class Vocab(_Handle):
     @property
     def memory_usage(self) -> int:
         """Heap bytes held by the vocabulary and its token index."""
-        return int(library().trie_vocab_memory_usage(self._live()))
+        return int(self._call(library().trie_vocab_memory_usage))
 
     def token_bytes(self, token: int) -> bytes:
         """The bytes token ``token`` stands for (empty for padding and for control tokens without text)."""
         p, n = u8p(), ctypes.c_size_t()
-        _check(library().trie_vocab_token(self._live(), token, ctypes.byref(p), ctypes.byref(n)))
-        return ctypes.string_at(p, n.value) if n.value else b""
+        with self._use() as h:  # a view into the vocabulary: copied while it is held
+            _check(library().trie_vocab_token(h, token, ctypes.byref(p), ctypes.byref(n)))
+            return ctypes.string_at(p, n.value) if n.value else b""
 
     @property
     def eog_ids(self) -> Tuple[int, ...]:
         """The end-of-generation ids, ascending."""
         p, n = i32p(), ctypes.c_size_t()
-        _check(library().trie_vocab_eog_ids(self._live(), ctypes.byref(p), ctypes.byref(n)))
-        return tuple(p[: n.value])
+        with self._use() as h:
+            _check(library().trie_vocab_eog_ids(h, ctypes.byref(p), ctypes.byref(n)))
+            return tuple(p[: n.value])
 
     def _release(self, handle: vp) -> None:
         """Sets compiled from this vocabulary keep their own reference."""
         library().trie_vocab_free(handle)
+
+
+class Crossing(NamedTuple):
+    """A token that finishes a segment and goes on past it: its last ``overflow`` bytes belong to what follows."""
+
+    token: int
+    member: int
+    overflow: int
 
 
 class Forced(NamedTuple):
@@ -359,14 +433,14 @@ class Automaton(_Handle):
         the memory compiling may allocate; ``None``: no bound. Raises :class:`TrieError`: ``EMPTY_SET``;
         ``UNREACHABLE_STRING`` naming the strings no token sequence can spell (or pass ``drop_unreachable=True``
         and read :attr:`dropped`); ``LIMIT_EXCEEDED`` (a bound or a 32-bit limit), never an abort."""
-        self._h = vp(0)
+        self._set(vp(0))
         data = [s.encode("utf-8") if isinstance(s, str) else bytes(s) for s in strings]
         n = len(data)
         ptrs, lens, _keep = _byte_strings(data)
         lib = library()
         opts = _options(drop_unreachable, max_states, max_bytes)
         out = vp()
-        _check(lib.trie_compile(vocab._live(), ptrs, lens, n, ctypes.byref(opts),
+        _check(vocab._call(lib.trie_compile, ptrs, lens, n, ctypes.byref(opts),
                                 ctypes.byref(out)))
         self._adopt(vocab, out)
 
@@ -377,7 +451,7 @@ class Automaton(_Handle):
         (truncated, corrupt, another format version) or ``VOCAB_MISMATCH`` (compiled against another
         vocabulary)."""
         out = vp()
-        _check(library().trie_automaton_load(vocab._live(), os.fsencode(path), ctypes.byref(out)))
+        _check(vocab._call(library().trie_automaton_load, os.fsencode(path), ctypes.byref(out)))
         self = cls.__new__(cls)
         self._adopt(vocab, out)
         return self
@@ -397,7 +471,7 @@ class Automaton(_Handle):
         r_ptrs, r_lens, _keep_r = _byte_strings(removes)
         opts = _options(drop_unreachable, max_states, max_bytes)
         out = vp()
-        _check(library().trie_automaton_with(self._live(), a_ptrs, a_lens, len(adds), r_ptrs, r_lens, len(removes),
+        _check(self._call(library().trie_automaton_with, a_ptrs, a_lens, len(adds), r_ptrs, r_lens, len(removes),
                                              ctypes.byref(opts), ctypes.byref(out)))
         result = Automaton.__new__(Automaton)
         result._adopt(self.vocab, out)
@@ -405,11 +479,11 @@ class Automaton(_Handle):
 
     def save(self, path: PathLike) -> None:
         """Save the compiled set (written atomically: a temporary file renamed into place) for :meth:`load`."""
-        _check(library().trie_automaton_save(self._live(), os.fsencode(path)))
+        _check(self._call(library().trie_automaton_save, os.fsencode(path)))
 
     def _adopt(self, vocab: Vocab, out: vp) -> None:
         lib = library()
-        self._h = out
+        self._set(out)
         #: The vocabulary this set was compiled against.
         self.vocab = vocab
         #: The mask width in bits (the vocabulary's size).
@@ -424,64 +498,67 @@ class Automaton(_Handle):
     @property
     def n_states(self) -> int:
         """The number of states (valid states: ``0..n_states`` and :data:`FINISHED`)."""
-        return int(library().trie_automaton_n_states(self._live()))
+        return int(self._call(library().trie_automaton_n_states))
 
     @property
     def n_members(self) -> int:
         """The number of distinct strings the automaton can produce."""
-        return int(library().trie_automaton_n_members(self._live()))
+        return int(self._call(library().trie_automaton_n_members))
 
     @property
     def memory_usage(self) -> int:
         """Heap bytes held by the automaton, not counting the shared vocabulary."""
-        return int(library().trie_automaton_memory_usage(self._live()))
+        return int(self._call(library().trie_automaton_memory_usage))
 
     @property
     def dropped(self) -> Tuple[int, ...]:
         """Input positions of the strings dropped as unreachable (with ``drop_unreachable=True``), ascending."""
         p, n = sizep(), ctypes.c_size_t()
-        _check(library().trie_automaton_dropped(self._live(), ctypes.byref(p), ctypes.byref(n)))
-        return tuple(p[: n.value])
+        with self._use() as h:
+            _check(library().trie_automaton_dropped(h, ctypes.byref(p), ctypes.byref(n)))
+            return tuple(p[: n.value])
 
     # ---- decoding ----------------------------------------------------------------------------------------------
 
     def start(self) -> int:
         """The start state (0)."""
-        return int(library().trie_start(self._live()))
+        return int(self._call(library().trie_start))
 
     def advance(self, state: int, token: int) -> int:
         """The state after ``token`` (:data:`FINISHED` after an end-of-generation id). Raises :class:`TrieError`
         ``TOKEN_REJECTED`` for a token the state does not allow, ``INVALID_STATE`` / ``INVALID_ARGUMENT`` for a
         state or id that does not exist."""
         nxt = ctypes.c_uint32()
-        _check(self._advance(self._live(), state, token, ctypes.byref(nxt)))
+        _check(self._call(self._advance, state, token, ctypes.byref(nxt)))
         return nxt.value
 
     def advance_many(self, state: int, tokens: Iterable[int]) -> int:
         """:meth:`advance` over each token in turn."""
-        h, nxt, adv = self._live(), ctypes.c_uint32(), self._advance
+        nxt, adv = ctypes.c_uint32(), self._advance
         ref = ctypes.byref(nxt)
-        for t in tokens:
-            _check(adv(h, state, t, ref))
-            state = nxt.value
+        with self._use() as h:
+            for t in tokens:
+                _check(adv(h, state, t, ref))
+                state = nxt.value
         return state
 
     def is_accepting(self, state: int) -> bool:
         """Whether a member may end in ``state`` (end-of-generation ids are allowed there); true for FINISHED."""
-        return bool(library().trie_is_accepting(self._live(), state))
+        return bool(self._call(library().trie_is_accepting, state))
 
     def allowed(self, state: int) -> memoryview:
         """The allowed token ids of ``state``, ascending, as a read-only ``int32`` memoryview of a fresh copy
         (``numpy.frombuffer(view, numpy.int32)`` or ``view.tolist()``). Deep in a trie a state allows a handful of
         tokens: one native call fills a small buffer; larger lists take a second call."""
-        lib, h = library(), self._live()
+        lib = library()
         n = ctypes.c_size_t()
         buf = array("i", bytes(4 * 64))
         address = buf.buffer_info()[0]
-        st = lib.trie_allowed(h, state, address, len(buf), ctypes.byref(n))
-        if st == Status.BUFFER_TOO_SMALL:
-            buf = array("i", bytes(4 * n.value))
-            st = lib.trie_allowed(h, state, buf.buffer_info()[0], len(buf), ctypes.byref(n))
+        with self._use() as h:
+            st = lib.trie_allowed(h, state, address, len(buf), ctypes.byref(n))
+            if st == Status.BUFFER_TOO_SMALL:
+                buf = array("i", bytes(4 * n.value))
+                st = lib.trie_allowed(h, state, buf.buffer_info()[0], len(buf), ctypes.byref(n))
         _check(st)
         del buf[n.value:]
         return memoryview(buf).toreadonly()
@@ -491,14 +568,14 @@ class Automaton(_Handle):
         an ``array('i')``, ... of at least :attr:`mask_words` words (every word is written; bits past the
         vocabulary are 0). Raises :class:`TrieError` ``BUFFER_TOO_SMALL`` (nothing written) when it is short."""
         address, n, _ = _words(out)
-        _check(self._mask(self._live(), state, address or None, n))
+        _check(self._call(self._mask, state, address or None, n))
 
     def fill_bitmask_batch(self, states: Sequence[int], out: Any) -> None:
         """One row per state into ``out`` of shape ``[len(states), W]`` (``W >= mask_words``; a flat buffer is
         taken as rows of :attr:`mask_words`). Every state is checked before anything is written."""
         address, n, row = _words(out)
         st = (ctypes.c_uint32 * max(len(states), 1))(*states)
-        _check(library().trie_mask_batch(self._live(), st, len(states), address or None, n, row or self.mask_words))
+        _check(self._call(library().trie_mask_batch, st, len(states), address or None, n, row or self.mask_words))
 
     def new_bitmask(self, rows: Optional[int] = None) -> "array[int]":
         """A zeroed ``array('i')`` of :attr:`mask_words` words (times ``rows``): a dependency-free buffer."""
@@ -507,18 +584,113 @@ class Automaton(_Handle):
     def forced(self, state: int) -> Optional[Forced]:
         """When exactly one member remains below ``state``: the rest of its bytes and a token path spelling them
         (lets an engine emit several tokens at once). ``None`` when several remain, or for FINISHED."""
-        lib, h = library(), self._live()
+        lib = library()
         nb, nt, is_forced = ctypes.c_size_t(), ctypes.c_size_t(), ctypes.c_bool()
-        st = lib.trie_forced(h, state, None, 0, ctypes.byref(nb), None, 0, ctypes.byref(nt), ctypes.byref(is_forced))
-        if st not in (0, Status.BUFFER_TOO_SMALL):
-            _check(st)
-        if not is_forced.value:
-            return None
-        buf = (ctypes.c_uint8 * max(nb.value, 1))()
-        toks = (ctypes.c_int32 * max(nt.value, 1))()
-        _check(lib.trie_forced(h, state, buf, nb.value, ctypes.byref(nb), toks, nt.value, ctypes.byref(nt),
-                               ctypes.byref(is_forced)))
+        with self._use() as h:
+            st = lib.trie_forced(h, state, None, 0, ctypes.byref(nb), None, 0, ctypes.byref(nt),
+                                 ctypes.byref(is_forced))
+            if st not in (0, Status.BUFFER_TOO_SMALL):
+                _check(st)
+            if not is_forced.value:
+                return None
+            buf = (ctypes.c_uint8 * max(nb.value, 1))()
+            toks = (ctypes.c_int32 * max(nt.value, 1))()
+            _check(lib.trie_forced(h, state, buf, nb.value, ctypes.byref(nb), toks, nt.value, ctypes.byref(nt),
+                                   ctypes.byref(is_forced)))
         return Forced(bytes(buf[: nb.value]), tuple(toks[: nt.value]))
+
+    # ---- sets inside an output ---------------------------------------------------------------------------------
+
+    @classmethod
+    def compile_template(cls, vocab: Vocab, members: Iterable[StrOrBytes], *, prefix: StrOrBytes = b"",
+                         suffix: StrOrBytes = b"", render: str = "raw", end: str = "eog", drop_unreachable: bool = False,
+                         max_states: Optional[int] = None, max_bytes: Optional[int] = None) -> "Automaton":
+        """Compile ``members`` written inside a larger output: the language is exactly
+        ``{prefix + render(m) + suffix}`` (each a *segment*), then end-of-generation (``end="eog"``) or handed over
+        to what follows (``end="open"``: see :meth:`crossing`). ``render``: ``"raw"`` (the bytes), ``"json_string"``
+        (a JSON string literal, escaped like ``json.dumps(m, ensure_ascii=False)``) or ``"json_text"`` (the member
+        is the JSON text of one value, e.g. ``"42"``). Members are identified by their index in ``members`` (the
+        first copy of a duplicate): see :meth:`member`. Raises :class:`TrieError` (``INVALID_ARGUMENT`` naming a
+        member the rendering refuses, or with ``end="open"`` a segment that is a prefix of another; and the errors
+        of :class:`Automaton`)."""
+        renders = {"raw": 0, "json_string": 1, "json_text": 2}
+        ends = {"eog": 0, "open": 1}
+        if render not in renders:
+            raise ValueError(f"render must be one of {sorted(renders)}, not {render!r}")
+        if end not in ends:
+            raise ValueError(f"end must be one of {sorted(ends)}, not {end!r}")
+        data = [s.encode("utf-8") if isinstance(s, str) else bytes(s) for s in members]
+        ptrs, lens, _keep = _byte_strings(data)
+        lib = library()
+        t = _native.Template()
+        _check(lib.trie_template_init(ctypes.byref(t)))
+        pre = prefix.encode("utf-8") if isinstance(prefix, str) else bytes(prefix)
+        suf = suffix.encode("utf-8") if isinstance(suffix, str) else bytes(suffix)
+        pre_buf = (ctypes.c_uint8 * max(len(pre), 1)).from_buffer_copy(pre or b"\0")
+        suf_buf = (ctypes.c_uint8 * max(len(suf), 1)).from_buffer_copy(suf or b"\0")
+        t.prefix, t.prefix_len = ctypes.cast(pre_buf, u8p), len(pre)
+        t.suffix, t.suffix_len = ctypes.cast(suf_buf, u8p), len(suf)
+        t.render, t.end = renders[render], ends[end]
+        opts = _options(drop_unreachable, max_states, max_bytes)
+        out = vp()
+        _check(vocab._call(lib.trie_compile_template, ptrs, lens, len(data), ctypes.byref(t), ctypes.byref(opts),
+                           ctypes.byref(out)))
+        self = cls.__new__(cls)
+        self._adopt(vocab, out)
+        return self
+
+    @property
+    def is_open(self) -> bool:
+        """Whether segments are handed over at their end (compiled with ``end="open"``)."""
+        return bool(self._call(library().trie_automaton_is_open))
+
+    def member(self, state: int) -> Optional[int]:
+        """The member whose segment is complete in ``state`` (its index in the input of :meth:`compile_template`;
+        its rank in byte order for a plain set), or ``None``."""
+        m = ctypes.c_size_t()
+        _check(self._call(library().trie_member, state, ctypes.byref(m)))
+        return None if m.value == ctypes.c_size_t(-1).value else m.value
+
+    def possible_members(self, state: int) -> Tuple[int, ...]:
+        """The members still possible in ``state`` (ids as :meth:`member`), in byte order of their segments."""
+        lib, n = library(), ctypes.c_size_t()
+        with self._use() as h:
+            st = lib.trie_possible_members(h, state, None, 0, ctypes.byref(n))
+            if st != Status.BUFFER_TOO_SMALL:
+                _check(st)
+            buf = (ctypes.c_size_t * max(n.value, 1))()
+            _check(lib.trie_possible_members(h, state, buf, n.value, ctypes.byref(n)))
+        return tuple(buf[: n.value])
+
+    def crossing(self, state: int, keep: Optional[Callable[[int, bytes], bool]] = None) -> List[Crossing]:
+        """Tokens that finish a segment below ``state`` and go on past its end (open automata): the engine offers
+        one when the constraint that follows accepts its last ``overflow`` bytes, then hands over (see
+        ``trie_crossing``). ``keep(member, overflow_prefix)`` prunes them by what may follow (called once per
+        prefix; false skips every token extending it). Ascending by token."""
+        lib, n = library(), ctypes.c_size_t()
+        fn = _native.OVERFLOW_FN(0)
+        if keep is not None:
+            def call(_user: Any, member: int, overflow: Any, length: int) -> bool:
+                try:
+                    return bool(keep(member, ctypes.string_at(overflow, length)))
+                except Exception:  # never unwind into C: a failing filter keeps nothing
+                    return False
+            fn = _native.OVERFLOW_FN(call)
+        with self._use() as h:
+            st = lib.trie_crossing(h, state, fn, None, None, None, None, 0, ctypes.byref(n))
+            if st != Status.BUFFER_TOO_SMALL:
+                _check(st)
+            k = max(n.value, 1)
+            toks, over, mem = (ctypes.c_int32 * k)(), (ctypes.c_uint32 * k)(), (ctypes.c_size_t * k)()
+            _check(lib.trie_crossing(h, state, fn, None, toks, over, mem, n.value, ctypes.byref(n)))
+        return [Crossing(toks[i], mem[i], over[i]) for i in range(n.value)]
+
+    def cross(self, state: int, token: int) -> Crossing:
+        """The hand-over by ``token`` (an entry of :meth:`crossing`). Raises :class:`TrieError`
+        ``TOKEN_REJECTED`` when it does not finish a segment and go on past it here."""
+        m, o = ctypes.c_size_t(), ctypes.c_size_t()
+        _check(self._call(library().trie_cross, state, token, ctypes.byref(m), ctypes.byref(o)))
+        return Crossing(token, m.value, o.value)
 
     # ---- lifetime ----------------------------------------------------------------------------------------------
 
@@ -539,7 +711,7 @@ def compile_tokens(vocab: Vocab, sequences: Iterable[Sequence[int]], *, max_stat
     lib = library()
     opts = _options(False, max_states, max_bytes)
     out = vp()
-    _check(lib.trie_compile_tokens(vocab._live(), ptrs, lens, n, ctypes.byref(opts), ctypes.byref(out)))
+    _check(vocab._call(lib.trie_compile_tokens, ptrs, lens, n, ctypes.byref(opts), ctypes.byref(out)))
     a = Automaton.__new__(Automaton)
     a._adopt(vocab, out)
     return a
@@ -562,7 +734,22 @@ def fill_bitmask_rows(rows: Sequence[Tuple[Optional[Automaton], int]], out: Any)
     address, words, row = _words(out)
     if not row:  # a flat buffer: rows as wide as the widest automaton needs (all unconstrained: split evenly)
         row = max((a.mask_words for a, _ in rows if a is not None), default=words // n if n else 0)
-    handles = (vp * max(n, 1))(*[(a._live().value if a is not None else None) for a, _ in rows])
-    states = (ctypes.c_uint32 * max(n, 1))(*[s for _, s in rows])
-    # Keep the automata referenced (they are, through `rows`) for the duration of the call.
-    _check(library().trie_mask_rows(handles, states, n, address or None, words, row))
+    held: List[Automaton] = []  # each distinct automaton held in use once for the call
+    seen: Dict[int, int] = {}
+    try:
+        values: List[Optional[int]] = []
+        for a, _ in rows:
+            if a is None:
+                values.append(None)
+                continue
+            key = id(a)
+            if key not in seen:
+                seen[key] = a._enter().value or 0
+                held.append(a)
+            values.append(seen[key])
+        handles = (vp * max(n, 1))(*values)
+        states = (ctypes.c_uint32 * max(n, 1))(*[s for _, s in rows])
+        _check(library().trie_mask_rows(handles, states, n, address or None, words, row))
+    finally:
+        for a in held:
+            a._exit()

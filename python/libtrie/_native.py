@@ -19,11 +19,45 @@ sizep = ctypes.POINTER(ctypes.c_size_t)
 vp = ctypes.c_void_p
 
 
+class Template(ctypes.Structure):
+    """``trie_template`` (initialise with ``trie_template_init``, which sets ``struct_size``)."""
+
+    _fields_ = [("struct_size", ctypes.c_size_t), ("prefix", u8p), ("prefix_len", ctypes.c_size_t),
+                ("suffix", u8p), ("suffix_len", ctypes.c_size_t), ("render", ctypes.c_uint32),
+                ("end", ctypes.c_uint32)]
+
+
+#: ``trie_overflow_fn``: keep(user, member, overflow, len) -> bool.
+OVERFLOW_FN = ctypes.CFUNCTYPE(ctypes.c_bool, ctypes.c_void_p, ctypes.c_size_t, u8p, ctypes.c_size_t)
+
+
 class Options(ctypes.Structure):
     """``trie_options`` (initialise with ``trie_options_init``, which sets ``struct_size``)."""
 
     _fields_ = [("struct_size", ctypes.c_size_t), ("drop_unreachable", ctypes.c_bool),
                 ("max_states", ctypes.c_uint64), ("max_bytes", ctypes.c_uint64)]
+
+
+class SetConfig(ctypes.Structure):
+    """``trie_set_config`` (initialise with ``trie_set_config_init``, which sets ``struct_size`` and the defaults)."""
+
+    _fields_ = [("struct_size", ctypes.c_size_t), ("set_dir", ctypes.c_char_p), ("allow_any_path", ctypes.c_bool),
+                ("max_inline_strings", ctypes.c_uint64), ("max_inline_bytes", ctypes.c_uint64),
+                ("max_file_bytes", ctypes.c_uint64), ("max_states", ctypes.c_uint64), ("max_bytes", ctypes.c_uint64),
+                ("capacity", ctypes.c_uint64), ("cache_dir", ctypes.c_char_p)]
+
+
+class SetInfo(ctypes.Structure):
+    """``trie_set_info``: what one ``trie_set_cache_get`` did."""
+
+    _fields_ = [("compiled", ctypes.c_bool), ("seconds", ctypes.c_double), ("what", ctypes.c_char * 256)]
+
+
+class SetStats(ctypes.Structure):
+    """``trie_set_stats``: the counters of a set cache."""
+
+    _fields_ = [("compiles", ctypes.c_uint64), ("hits", ctypes.c_uint64), ("entries", ctypes.c_uint64),
+                ("loaded", ctypes.c_uint64)]
 
 
 def candidates() -> List[Path]:
@@ -83,6 +117,23 @@ _SIGNATURES = {
                        ctypes.c_int),
     "trie_advance": ([vp, ctypes.c_uint32, ctypes.c_int32, u32p], ctypes.c_int),
     "trie_is_accepting": ([vp, ctypes.c_uint32], ctypes.c_bool),
+    "trie_set_config_init": ([ctypes.POINTER(SetConfig)], ctypes.c_int),
+    "trie_set_cache_new": ([vp, ctypes.POINTER(SetConfig), ctypes.POINTER(vp)], ctypes.c_int),
+    "trie_set_cache_check": ([vp, ctypes.c_char_p, ctypes.c_size_t], ctypes.c_int),
+    "trie_set_cache_get": ([vp, ctypes.c_char_p, ctypes.c_size_t, ctypes.POINTER(vp), ctypes.POINTER(SetInfo)],
+                           ctypes.c_int),
+    "trie_set_cache_lookup": ([vp, ctypes.c_char_p, ctypes.c_size_t, ctypes.POINTER(vp)], ctypes.c_int),
+    "trie_set_cache_stats": ([vp, ctypes.POINTER(SetStats)], ctypes.c_int),
+    "trie_set_cache_free": ([vp], None),
+    "trie_template_init": ([ctypes.POINTER(Template)], ctypes.c_int),
+    "trie_compile_template": ([vp, ctypes.POINTER(u8p), sizep, ctypes.c_size_t, ctypes.POINTER(Template),
+                               ctypes.POINTER(Options), ctypes.POINTER(vp)], ctypes.c_int),
+    "trie_automaton_is_open": ([vp], ctypes.c_bool),
+    "trie_member": ([vp, ctypes.c_uint32, sizep], ctypes.c_int),
+    "trie_possible_members": ([vp, ctypes.c_uint32, sizep, ctypes.c_size_t, sizep], ctypes.c_int),
+    "trie_crossing": ([vp, ctypes.c_uint32, OVERFLOW_FN, ctypes.c_void_p, i32p, u32p, sizep, ctypes.c_size_t, sizep],
+                      ctypes.c_int),
+    "trie_cross": ([vp, ctypes.c_uint32, ctypes.c_int32, sizep, sizep], ctypes.c_int),
     "trie_forced": ([vp, ctypes.c_uint32, u8p, ctypes.c_size_t, sizep, i32p, ctypes.c_size_t, sizep,
                      ctypes.POINTER(ctypes.c_bool)], ctypes.c_int),
 }

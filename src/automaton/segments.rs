@@ -116,15 +116,15 @@ impl Automaton {
         if members.len() >= NONE as usize {
             return Err(Error::limit(format!("{} members: at most {} are supported", members.len(), NONE - 1)));
         }
-        let segments: Vec<Vec<u8>> = members
-            .par_iter()
-            .enumerate()
-            .map(|(i, m)| template.segment(m.as_ref()).map_err(|e| Error::new(e.kind(), format!("member {i}: {e}"))))
-            .collect::<Result<_>>()?;
         let budget = Budget::new(options.max_bytes);
-        budget.charge(segments.iter().map(|s| s.len() + 24).sum(), "the rendered segments")?;
-        let trie = StringTrie::build(&segments, &vocab.index.single_byte, &budget, options.max_states)?;
-        drop(segments);
+        let trie = if template.is_bare() {
+            StringTrie::build(members, &vocab.index.single_byte, &budget, options.max_states)?
+        } else {
+            let (bytes, ends) = render_all(members, template, &budget)?;
+            let segments: Vec<&[u8]> =
+                ends.iter().scan(0, |start, &end| Some(&bytes[std::mem::replace(start, end)..end])).collect();
+            StringTrie::build(&segments, &vocab.index.single_byte, &budget, options.max_states)?
+        };
         let open = template.end == End::Open;
         if open {
             check_prefix_free(&trie)?;
@@ -266,11 +266,15 @@ impl Automaton {
             if u == NONE {
                 continue;
             }
-            index.trie.below(u, |overflow| keep(id, overflow), |code, extra| {
-                for &token in index.code_tokens(&code) {
-                    out.push(Crossing { token, member: id, overflow: extra });
-                }
-            });
+            index.trie.below(
+                u,
+                |overflow| keep(id, overflow),
+                |code, extra| {
+                    for &token in index.code_tokens(&code) {
+                        out.push(Crossing { token, member: id, overflow: extra });
+                    }
+                },
+            );
         }
         out.sort_unstable_by_key(|c| (c.token, c.member));
         out
@@ -351,6 +355,43 @@ impl Automaton {
         }
         (lo < n).then_some(lo)
     }
+}
+
+/// Every member's segment, rendered in parallel chunks into one buffer: `(bytes, ends)`, segment `i` being
+/// `bytes[ends[i - 1]..ends[i]]`. A member the rendering refuses is an error naming its index.
+fn render_all<S: AsRef<[u8]> + Sync>(members: &[S], t: &Template, budget: &Budget) -> Result<(Vec<u8>, Vec<usize>)> {
+    const CHUNK: usize = 8192;
+    let frame = t.prefix.len() + t.suffix.len() + 2;
+    let total: usize = members.iter().map(|m| m.as_ref().len() + frame).sum();
+    budget.charge(total + members.len() * 16, "the rendered segments")?;
+    let chunks: Vec<(Vec<u8>, Vec<usize>)> = members
+        .par_chunks(CHUNK)
+        .enumerate()
+        .map(|(c, chunk)| {
+            let mut bytes = Vec::with_capacity(chunk.iter().map(|m| m.as_ref().len() + frame).sum());
+            let mut lens = Vec::with_capacity(chunk.len());
+            for (j, m) in chunk.iter().enumerate() {
+                let start = bytes.len();
+                bytes.extend_from_slice(&t.prefix);
+                t.render_member(m.as_ref(), &mut bytes)
+                    .map_err(|e| Error::new(e.kind(), format!("member {}: {e}", c * CHUNK + j)))?;
+                bytes.extend_from_slice(&t.suffix);
+                lens.push(bytes.len() - start);
+            }
+            Ok((bytes, lens))
+        })
+        .collect::<Result<_>>()?;
+    let mut bytes = Vec::with_capacity(chunks.iter().map(|c| c.0.len()).sum());
+    let mut ends = Vec::with_capacity(members.len());
+    for (b, lens) in chunks {
+        let base = bytes.len();
+        bytes.extend_from_slice(&b);
+        ends.extend(lens.iter().scan(base, |e, &l| {
+            *e += l;
+            Some(*e)
+        }));
+    }
+    Ok((bytes, ends))
 }
 
 /// With an open end, no segment may be a proper prefix of another. Members are sorted, so a member that is a

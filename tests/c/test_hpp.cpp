@@ -100,6 +100,27 @@ int main() {
         CHECK(std::string(e.what()).find("/nonexistent.gguf") != std::string::npos);
     }
     CHECK(trie::version() == TRIE_VERSION_STRING);
+
+    // A tool-call name inside a template, handed over at its end: {"n": "ab"} / {"n": "ba"} then what follows.
+    trie::Template t{"{\"n\": ", "}", TRIE_RENDER_JSON_STRING, TRIE_END_OPEN};
+    trie::Vocab jv = trie::Vocab::from_tokens({"{", "\"", "n", ":", " ", "a", "b", "}", "}{", "</s>"},
+                                              {1, 1, 1, 1, 1, 1, 1, 1, 1, TRIE_TOKEN_CONTROL}, {9}, 10);
+    std::vector<std::string> tools{"ba", "ab"};
+    trie::Automaton ta = trie::Automaton::compile_template(jv, tools, t);
+    CHECK(ta.is_open() && ta.possible_members(ta.start()) == (std::vector<std::size_t>{1, 0}));
+    trie_state ts = ta.start();
+    for (int32_t tok : {0, 1, 2, 1, 3, 4, 1, 6, 5, 1}) ts = ta.advance(ts, tok); // {"n": "ba"
+    CHECK(!ta.member(ts) && ta.possible_members(ts) == std::vector<std::size_t>{0});
+    std::vector<trie::Crossing> cs = ta.crossing(ts);
+    CHECK(cs.size() == 1 && cs[0].token == 8 && cs[0].member == 0 && cs[0].overflow == 1); // "}{"
+    CHECK(ta.crossing(ts, [](std::size_t, std::string_view o) { return o[0] == '['; }).empty());
+    CHECK(ta.cross(ts, 8).member == 0);
+    CHECK(status_of([&] { ta.cross(ts, 7); }) == TRIE_ERR_TOKEN_REJECTED);
+    trie_state done = ta.advance(ts, 7);
+    CHECK(ta.member(done) == std::optional<std::size_t>(0) && ta.allowed(done).empty());
+    trie::Template prefixy{"", "", TRIE_RENDER_RAW, TRIE_END_OPEN};
+    CHECK(status_of([&] { trie::Automaton::compile_template(jv, std::vector<std::string>{"a", "ab"}, prefixy); }) ==
+          TRIE_ERR_INVALID_ARGUMENT);
     std::printf("%d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
 }

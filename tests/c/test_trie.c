@@ -868,6 +868,85 @@ static void test_with_changes(void) {
     trie_vocab_free(v);
 }
 
+
+static bool keep_not_c(void *user, size_t member, const uint8_t *overflow, size_t len) {
+    (*(int *)user)++;
+    (void)member;
+    return !(len >= 1 && overflow[0] == 'c');
+}
+
+/* Sets inside an output: a template, member identity, possible members and the hand-over of open segments. */
+static void test_template(void) {
+    trie_vocab *v = toy_vocab();
+    trie_template t;
+    CHECK_ST(trie_template_init(&t), TRIE_OK);
+    CHECK(t.struct_size == sizeof t && t.render == TRIE_RENDER_RAW && t.end == TRIE_END_EOG);
+    t.prefix = (const uint8_t *)"a";
+    t.prefix_len = 1;
+    t.suffix = (const uint8_t *)"b";
+    t.suffix_len = 1;
+    t.end = TRIE_END_OPEN;
+    const uint8_t *ptrs[3] = {(const uint8_t *)"d", (const uint8_t *)"c", (const uint8_t *)"d"};
+    size_t lens[3] = {1, 1, 1};
+    trie_automaton *a = NULL;
+    CHECK_ST(trie_compile_template(v, ptrs, lens, 3, &t, NULL, &a), TRIE_OK); /* segments "adb", "acb" */
+    CHECK(a != NULL && trie_automaton_is_open(a) && trie_automaton_n_members(a) == 2);
+    size_t ids[4] = {99, 99, 99, 99}, n = 0, m = 0, over = 0;
+    CHECK_ST(trie_possible_members(a, trie_start(a), ids, 1, &n), TRIE_ERR_BUFFER_TOO_SMALL);
+    CHECK(n == 2 && ids[0] == 99);
+    CHECK_ST(trie_possible_members(a, trie_start(a), ids, 4, &n), TRIE_OK);
+    CHECK(n == 2 && ids[0] == 1 && ids[1] == 0); /* "acb" < "adb": input indices 1 then 0 */
+    trie_state s = trie_start(a), ac;
+    CHECK_ST(trie_advance(a, s, 0, &s), TRIE_OK);  /* "a" */
+    CHECK_ST(trie_advance(a, s, 2, &ac), TRIE_OK); /* "ac" */
+    CHECK_ST(trie_member(a, ac, &m), TRIE_OK);
+    CHECK(m == SIZE_MAX);
+    /* "bc" (7) finishes "acb" and overflows "c"; "b" (1) stays inside the segment. */
+    int32_t toks[4] = {-1, -1, -1, -1};
+    uint32_t ov[4] = {0};
+    CHECK_ST(trie_crossing(a, ac, NULL, NULL, toks, ov, ids, 4, &n), TRIE_OK);
+    CHECK(n == 1 && toks[0] == 7 && ov[0] == 1 && ids[0] == 1);
+    CHECK_ST(trie_crossing(a, ac, NULL, NULL, NULL, NULL, NULL, 0, &n), TRIE_ERR_BUFFER_TOO_SMALL);
+    CHECK(n == 1);
+    int calls = 0;
+    CHECK_ST(trie_crossing(a, ac, keep_not_c, &calls, toks, ov, ids, 4, &n), TRIE_OK);
+    CHECK(n == 0 && calls == 1);
+    CHECK_ST(trie_cross(a, ac, 7, &m, &over), TRIE_OK);
+    CHECK(m == 1 && over == 1);
+    CHECK_ST(trie_cross(a, ac, 1, &m, &over), TRIE_ERR_TOKEN_REJECTED);
+    CHECK(m == SIZE_MAX && strstr(trie_last_error(), "does not finish a segment") != NULL);
+    CHECK_ST(trie_cross(a, ac, 1, NULL, &over), TRIE_ERR_NULL_ARGUMENT);
+    trie_state end;
+    CHECK_ST(trie_advance(a, ac, 1, &end), TRIE_OK); /* "acb": complete, handed over */
+    CHECK_ST(trie_member(a, end, &m), TRIE_OK);
+    CHECK(m == 1 && trie_is_accepting(a, end));
+    CHECK_ST(trie_allowed(a, end, toks, 4, &n), TRIE_OK);
+    CHECK(n == 0); /* open: neither the set nor end-of-generation */
+    CHECK_ST(trie_member(a, 4242, &m), TRIE_ERR_INVALID_STATE);
+    CHECK_ST(trie_member(NULL, end, &m), TRIE_ERR_NULL_ARGUMENT);
+    trie_automaton_free(a);
+
+    /* Bad templates and members. */
+    t.end = TRIE_END_OPEN;
+    const uint8_t *pre[2] = {(const uint8_t *)"c", (const uint8_t *)"cb"};
+    size_t pl[2] = {1, 2};
+    CHECK_ST(trie_compile_template(v, pre, pl, 2, &t, NULL, &a), TRIE_ERR_INVALID_ARGUMENT); /* "acb" < "acbb" */
+    CHECK(a == NULL && strstr(trie_last_error(), "prefix") != NULL);
+    t.render = 7;
+    CHECK_ST(trie_compile_template(v, ptrs, lens, 3, &t, NULL, &a), TRIE_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(trie_last_error(), "render") != NULL);
+    t.render = TRIE_RENDER_JSON_STRING;
+    const uint8_t *bad[1] = {(const uint8_t *)"\xff"};
+    size_t bl[1] = {1};
+    CHECK_ST(trie_compile_template(v, bad, bl, 1, &t, NULL, &a), TRIE_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(trie_last_error(), "member 0") != NULL);
+    t.struct_size = 0;
+    CHECK_ST(trie_compile_template(v, ptrs, lens, 3, &t, NULL, &a), TRIE_ERR_INVALID_ARGUMENT);
+    CHECK_ST(trie_compile_template(v, ptrs, lens, 3, NULL, NULL, &a), TRIE_ERR_NULL_ARGUMENT);
+    CHECK_ST(trie_template_init(NULL), TRIE_ERR_NULL_ARGUMENT);
+    trie_vocab_free(v);
+}
+
 int main(void) {
     test_version_and_status();
     test_vocab_new();
@@ -880,6 +959,7 @@ int main(void) {
     test_saved_files();
     test_compile_tokens();
     test_with_changes();
+    test_template();
     test_large();
     printf("%d passed, %d failed (%d skipped groups)\n", passed, failed, skipped);
     return failed ? 1 : 0;

@@ -1,0 +1,319 @@
+//! The front end itself: a request's spec in, a compiled automaton (cached) or a 400-grade error out.
+
+use super::cache::Lru;
+use super::confine::{Confinement, FileKey, Opened};
+use super::read;
+use super::spec::{self, Source, Spec};
+use crate::automaton::{Automaton, CompileOptions};
+use crate::error::{Error, ErrorKind, Result};
+use crate::vocab::Vocabulary;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+/// What the operator allows (the same names and defaults as the vLLM processor's and llama-server's settings).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Options {
+    /// The set directory; `None`: no sets from files (only inline sets). Resolved once by [`SetCache::new`].
+    pub set_dir: Option<PathBuf>,
+    /// Trusted callers only (an offline script): any readable regular file, absolute or relative to `set_dir`.
+    pub allow_any_path: bool,
+    /// The most strings of an inline set (`strings`, `add` and `remove` together). Default 10,000.
+    pub max_inline_strings: u64,
+    /// The most bytes of an inline set, a byte per string counted for its separator. Default 1 MiB.
+    pub max_inline_bytes: u64,
+    /// The largest set file read. Default 256 MiB.
+    pub max_file_bytes: u64,
+    /// `CompileOptions::max_states` of every compile (0: the library's own bounds).
+    pub max_states: u64,
+    /// `CompileOptions::max_bytes` of every compile (0: none).
+    pub max_bytes: u64,
+    /// Compiled sets kept (least recently used dropped first). Default 64.
+    pub capacity: usize,
+    /// A directory (the operator's, writable) where compiled set files are saved and loaded from: a restarted
+    /// server, or another process, maps them instead of compiling. Only sets of the set directory are saved
+    /// (a changed set's base included), named by a digest of the vocabulary, the file's identity and the compile
+    /// options; inline sets, whose content a client chooses, are not. A damaged or stale file is compiled again
+    /// and replaced; nothing is ever deleted there. `None`: nothing saved.
+    pub cache_dir: Option<PathBuf>,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            set_dir: None,
+            allow_any_path: false,
+            max_inline_strings: 10_000,
+            max_inline_bytes: 1 << 20,
+            max_file_bytes: 256 << 20,
+            max_states: 0,
+            max_bytes: 0,
+            capacity: 64,
+            cache_dir: None,
+        }
+    }
+}
+
+/// What the cache has done so far.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Compiles run (failed ones included).
+    pub compiles: u64,
+    /// Lookups served without compiling.
+    pub hits: u64,
+    /// Compiled sets (and failures) held now.
+    pub entries: u64,
+    /// Compiles served by loading a saved file from [`Options::cache_dir`] instead (counted in `compiles` too).
+    pub loaded: u64,
+}
+
+/// The result of [`SetCache::get`].
+#[derive(Clone)]
+pub struct Got {
+    /// The compiled set.
+    pub automaton: Arc<Automaton>,
+    /// Whether this call compiled it (else it was cached, or compiled by a concurrent call).
+    pub compiled: bool,
+    /// How messages name the set (`the set 'tools'`, `the set file 'sub/x.txt'`, `the inline set`).
+    pub what: String,
+    /// Seconds this call spent compiling (0 when it did not compile).
+    pub seconds: f64,
+}
+
+/// Identifies a compiled set: the file's identity or the inline members, the options, the changes.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum Key {
+    File(FileKey, bool),
+    Strings(Arc<[String]>, bool),
+    Changed(Box<Key>, Vec<String>, Vec<String>),
+}
+
+/// The members of a set, ready to compile: a set file opened (not read yet), or inline strings.
+enum Members {
+    File(Opened),
+    Strings(Arc<[String]>),
+}
+
+/// A parsed spec with its set file open: the base set's key, the changed set's key (when it has changes).
+struct Resolved {
+    members: Members,
+    base: Key,
+    key: Option<Key>,
+    what: String,
+    opts: CompileOptions,
+    add: Vec<String>,
+    remove: Vec<String>,
+}
+
+/// A request-set front end over one vocabulary: checks specs, compiles sets once, keeps them in an LRU.
+/// Thread-safe; compiles run in the calling thread (concurrent requests for one set wait for one compile).
+/// Without a vocabulary it only checks specs ([`SetCache::check`], for admission).
+pub struct SetCache {
+    options: Options,
+    /// The real path of the set directory.
+    root: Option<PathBuf>,
+    vocab: Option<Arc<Vocabulary>>,
+    lru: Lru<Key, Automaton>,
+    loaded: AtomicU64,
+}
+
+impl SetCache {
+    /// A cache for `vocab` (`None`: checks only) under the operator's `options`. Errors: the set directory is not
+    /// a directory (the message names it: it is the operator's, not a request's).
+    pub fn new(vocab: Option<Arc<Vocabulary>>, options: Options) -> Result<SetCache> {
+        let root = match &options.set_dir {
+            None => None,
+            Some(dir) => {
+                let real = dir.canonicalize().ok().filter(|p| p.is_dir());
+                Some(real.ok_or_else(|| {
+                    Error::invalid(format!("LIBTRIE_SET_DIR / --trie-set-dir: {} is not a directory", dir.display()))
+                })?)
+            }
+        };
+        let lru = Lru::new(options.capacity);
+        Ok(SetCache { options, root, vocab, lru, loaded: AtomicU64::new(0) })
+    }
+
+    /// The operator's options.
+    pub fn options(&self) -> &Options {
+        &self.options
+    }
+
+    /// Checks the spec `json` as [`get`](Self::get) would, without reading or compiling: the shape, the inline
+    /// bounds, and for a set file its confinement, type and size (the file is opened, then closed).
+    pub fn check(&self, json: &[u8]) -> Result<()> {
+        let spec = spec::parse(json, &self.options)?;
+        if let Source::File { path, what } = &spec.source {
+            self.confinement().open(path, what)?;
+        }
+        Ok(())
+    }
+
+    /// The compiled set the spec `json` names: from the LRU, or compiled in this thread (a set file is opened
+    /// once: its identity and its content come from that open file). Errors have a message fit for the client
+    /// (an HTTP 400): the spec's shape or bounds, the file refused or unreadable, not UTF-8, empty, a member the
+    /// vocabulary cannot spell, beyond the compile bounds.
+    pub fn get(&self, json: &[u8]) -> Result<Got> {
+        let t = Instant::now();
+        let (vocab, r) = self.resolve(json)?;
+        let Resolved { members, base, key, what, opts, add, remove } = r;
+        let compile_base = || self.compile(vocab, members, &opts, &what);
+        let (result, compiled) = match &key {
+            None => self.lru.get(&base, compile_base),
+            Some(key) => self.lru.get(key, || {
+                let from = self.lru.get(&base, compile_base).0?;
+                from.with_changes(&add, &remove, &opts).map(Arc::new).map_err(|e| compile_error(&what, e))
+            }),
+        };
+        let seconds = if compiled { t.elapsed().as_secs_f64() } else { 0.0 };
+        Ok(Got { automaton: result?, compiled, what, seconds })
+    }
+
+    /// Like [`get`](Self::get) without compiling: the compiled set when it is ready (or its failure, when a
+    /// failure of the set is remembered), `None` when it is not compiled yet or still compiling.
+    pub fn lookup(&self, json: &[u8]) -> Result<Option<Got>> {
+        let (_, r) = self.resolve(json)?;
+        let found = self.lru.peek(r.key.as_ref().unwrap_or(&r.base));
+        match found {
+            None => Ok(None),
+            Some(result) => Ok(Some(Got { automaton: result?, compiled: false, what: r.what, seconds: 0.0 })),
+        }
+    }
+
+    /// Parses `json` and opens its set file: what [`get`](Self::get) needs to find or compile the set.
+    fn resolve(&self, json: &[u8]) -> Result<(&Arc<Vocabulary>, Resolved)> {
+        let Some(vocab) = &self.vocab else {
+            return Err(Error::invalid("this set cache has no vocabulary: it only checks sets"));
+        };
+        let spec = spec::parse(json, &self.options)?;
+        let what = spec.what().to_string();
+        let Spec { source, drop_unreachable: drop, add, remove } = spec;
+        let (members, base) = match source {
+            Source::File { path, what } => {
+                let opened = self.confinement().open(&path, &what)?;
+                let key = Key::File(opened.key, drop);
+                (Members::File(opened), key)
+            }
+            Source::Strings(s) => {
+                let s: Arc<[String]> = s.into();
+                (Members::Strings(s.clone()), Key::Strings(s, drop))
+            }
+        };
+        let key = (!add.is_empty() || !remove.is_empty())
+            .then(|| Key::Changed(Box::new(base.clone()), add.clone(), remove.clone()));
+        let opts = self.compile_options(drop);
+        Ok((vocab, Resolved { members, base, key, what, opts, add, remove }))
+    }
+
+    /// What the cache has done so far.
+    pub fn stats(&self) -> Stats {
+        let c = self.lru.counters();
+        let loaded = self.loaded.load(Ordering::Relaxed);
+        Stats { compiles: c.compiles, hits: c.hits, entries: self.lru.len() as u64, loaded }
+    }
+
+    fn confinement(&self) -> Confinement<'_> {
+        Confinement {
+            root: self.root.as_deref(),
+            allow_any_path: self.options.allow_any_path,
+            max_file_bytes: self.options.max_file_bytes,
+        }
+    }
+
+    fn compile_options(&self, drop_unreachable: bool) -> CompileOptions {
+        let bound = |v: u64| (v != 0).then(|| usize::try_from(v).unwrap_or(usize::MAX));
+        let mut o = CompileOptions::new();
+        o.drop_unreachable = drop_unreachable;
+        o.max_states = bound(self.options.max_states);
+        o.max_bytes = bound(self.options.max_bytes);
+        o
+    }
+
+    fn compile(
+        &self,
+        vocab: &Arc<Vocabulary>,
+        members: Members,
+        opts: &CompileOptions,
+        what: &str,
+    ) -> Result<Arc<Automaton>> {
+        let saved = match &members {
+            Members::File(opened) => self.saved_path(vocab, &opened.key, opts),
+            Members::Strings(_) => None,
+        };
+        if let Some(path) = &saved {
+            if let Ok(a) = Automaton::load(vocab.clone(), path) {
+                self.loaded.fetch_add(1, Ordering::Relaxed);
+                return Ok(Arc::new(a));
+            }
+        }
+        let a = self.compile_members(vocab, members, opts, what)?;
+        if let Some(path) = &saved {
+            let _ = a.save(path); // a full disk must not fail the request: the set is compiled
+        }
+        Ok(a)
+    }
+
+    /// Where the compiled set of a set file is saved in `cache_dir` (`None` without one).
+    fn saved_path(&self, vocab: &Vocabulary, file: &FileKey, opts: &CompileOptions) -> Option<PathBuf> {
+        let dir = self.options.cache_dir.as_ref()?;
+        let mut h = Vec::with_capacity(96);
+        h.extend_from_slice(b"libtrie-set-file-v1\0");
+        h.extend_from_slice(&vocab.fingerprint().to_le_bytes());
+        for v in [file.dev, file.ino, file.size, file.mtime as u64, file.mtime_nsec as u64] {
+            h.extend_from_slice(&v.to_le_bytes());
+        }
+        let bound = |v: Option<usize>| v.map_or(0, |v| v as u64);
+        for v in [opts.drop_unreachable as u64, bound(opts.max_states), bound(opts.max_bytes)] {
+            h.extend_from_slice(&v.to_le_bytes());
+        }
+        Some(dir.join(format!("set-{:032x}.trie", xxhash_rust::xxh3::xxh3_128(&h))))
+    }
+
+    fn compile_members(
+        &self,
+        vocab: &Arc<Vocabulary>,
+        members: Members,
+        opts: &CompileOptions,
+        what: &str,
+    ) -> Result<Arc<Automaton>> {
+        let text;
+        let strings: Vec<&str> = match &members {
+            Members::Strings(s) => s.iter().map(String::as_str).collect(),
+            Members::File(opened) => {
+                text = read::members(&opened.file, opened.key.size, self.options.max_file_bytes, what)?;
+                read::lines(&text)
+            }
+        };
+        if strings.is_empty() {
+            return Err(Error::new(ErrorKind::EmptySet, format!("{what} is empty: a set needs at least one member")));
+        }
+        let a = Automaton::compile(vocab.clone(), &strings, opts).map_err(|e| compile_error(what, e))?;
+        Ok(Arc::new(a))
+    }
+
+    /// The real path of the set directory (for the operator's logs; never put it in a client's message).
+    pub fn set_dir(&self) -> Option<&Path> {
+        self.root.as_deref()
+    }
+}
+
+/// A compile error as the client sees it: the set, the status, the library's message, and what to do about it.
+fn compile_error(what: &str, e: Error) -> Error {
+    let (name, hint) = match e.kind() {
+        ErrorKind::LimitExceeded => (
+            "limit exceeded",
+            " (this server's bounds: LIBTRIE_MAX_STATES / --trie-max-states, LIBTRIE_MAX_BYTES / --trie-max-bytes)",
+        ),
+        ErrorKind::UnreachableString => ("unreachable string", " (\"drop_unreachable\": true drops such members)"),
+        ErrorKind::EmptySet => ("empty set", ""),
+        _ => ("error", ""),
+    };
+    let mut msg = e.message().to_string();
+    if msg.len() > 600 {
+        let cut = (0..=600).rev().find(|&i| msg.is_char_boundary(i)).unwrap_or(0);
+        msg.truncate(cut);
+        msg.push_str("...");
+    }
+    Error::new(e.kind(), format!("{what} cannot be compiled: {name}: {msg}{hint}"))
+}
