@@ -130,7 +130,7 @@ impl Writer {
     }
 
     /// Writes the file to `path` atomically and durably: the bytes go to a new temporary file beside it (a name
-    /// unique to this process, thread and call, created exclusively), which is flushed to disk (`fsync`) and then
+    /// unique to this process and call, created exclusively), which is flushed to disk (`fsync`) and then
     /// renamed over `path`; the directory is flushed after the rename. So a reader sees the old file or the new
     /// one, never a part; concurrent saves to one path leave one of them, complete; and an existing file is never
     /// rewritten in place (a mapping of it, [`Reader::open`], keeps its bytes).
@@ -159,14 +159,14 @@ impl Writer {
     }
 }
 
-/// Creates a new file `.NAME.tmp-PID-THREAD-COUNTER-RANDOM` beside `path`, exclusively (`create_new`: never an
-/// existing file, never a symlink followed), retrying on the unlikely collision.
+/// Creates a new file `.NAME.tmp-PID-COUNTER-RANDOM` beside `path`, exclusively (`create_new`: never an existing
+/// file, never a symlink followed), retrying on the unlikely collision. The counter is one per process, shared by
+/// its threads, so no two saves of a process share a name (no thread handle is taken: `thread::current()` would
+/// allocate one that a C host's main thread never frees).
 fn create_temporary(path: &Path, name: &std::ffi::OsStr) -> std::io::Result<(std::path::PathBuf, std::fs::File)> {
     use std::hash::{BuildHasher, Hasher};
     use std::sync::atomic::{AtomicU64, Ordering};
     static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let thread = format!("{:?}", std::thread::current().id());
-    let thread: String = thread.chars().filter(char::is_ascii_digit).collect();
     let mut last = None;
     for _ in 0..16 {
         // RandomState is seeded from the OS per process and varies per instance: enough to avoid collisions
@@ -174,11 +174,7 @@ fn create_temporary(path: &Path, name: &std::ffi::OsStr) -> std::io::Result<(std
         let random = std::collections::hash_map::RandomState::new().build_hasher().finish();
         let mut tmp_name = std::ffi::OsString::from(".");
         tmp_name.push(name);
-        tmp_name.push(format!(
-            ".tmp-{}-{thread}-{}-{random:016x}",
-            std::process::id(),
-            COUNTER.fetch_add(1, Ordering::Relaxed)
-        ));
+        tmp_name.push(format!(".tmp-{}-{}-{random:016x}", std::process::id(), COUNTER.fetch_add(1, Ordering::Relaxed)));
         let tmp = path.with_file_name(tmp_name);
         match std::fs::OpenOptions::new().write(true).create_new(true).open(&tmp) {
             Ok(f) => return Ok((tmp, f)),

@@ -1,6 +1,6 @@
 //! The C ABI of the request-set front end (`crate::sets`): `trie_set_cache_*`.
 
-use super::{check_out, boundary, guard, null, put, slice, trie_automaton, trie_status, trie_vocab, vocab_arc};
+use super::{boundary, check_out, guard, null, put, slice, trie_automaton, trie_status, trie_vocab, vocab_arc};
 use crate::error::{Error, Result};
 use crate::sets::{Options, SetCache};
 use std::ffi::{c_char, CStr, OsStr};
