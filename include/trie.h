@@ -23,8 +23,9 @@
  *
  * Ownership: functions returning a new handle (trie_vocab_*, trie_compile, *_retain, trie_automaton_vocab) hand
  * the caller one reference, dropped with trie_vocab_free / trie_automaton_free (NULL is a no-op). Views
- * (trie_allowed, trie_vocab_token, trie_vocab_eog_ids, trie_automaton_dropped) point into the handle and stay
- * valid while it lives; never free them.
+ * (trie_vocab_token, trie_vocab_eog_ids, trie_automaton_dropped) point into the handle and stay valid while it
+ * lives; never free them. trie_allowed, trie_forced, trie_mask and the batch masks copy into buffers the caller
+ * owns.
  */
 
 
@@ -219,8 +220,9 @@ typedef struct trie_vocab trie_vocab;
  */
 typedef struct trie_options {
     /**
-     * `sizeof(trie_options)` of the header the caller compiled against (set by [`trie_options_init`]); 0 is
-     * `TRIE_ERR_INVALID_ARGUMENT`.
+     * `sizeof(trie_options)` of the header the caller compiled against (set by [`trie_options_init`]). A size
+     * too small for `drop_unreachable` or over 4096 bytes is `TRIE_ERR_INVALID_ARGUMENT` (nothing past this
+     * field is read then).
      */
     size_t struct_size;
     /**
@@ -498,14 +500,15 @@ enum trie_status trie_vocab_from_tokenizer_json_ex(const char *path,
                                                    struct trie_vocab **out);
 
 /**
- * Saves `vocab` with its alignment index to `path` (UTF-8; written atomically), so that servers can
+ * Saves `vocab` with its alignment index to `path` (UTF-8; written atomically as [`trie_automaton_save`] does), so that servers can
  * [`trie_vocab_load`] it in milliseconds instead of reading a GGUF or a tokenizer.json again. Errors:
  * `TRIE_ERR_IO`, `TRIE_ERR_INVALID_ARGUMENT` (a path that is not UTF-8 or not a file path).
  *
  * # Safety
  * `vocab` must be NULL or a live vocabulary; `path` NULL or a NUL-terminated string.
  */
-enum trie_status trie_vocab_save(const struct trie_vocab *vocab, const char *path);
+enum trie_status trie_vocab_save(const struct trie_vocab *vocab,
+                                 const char *path);
 
 /**
  * Writes the vocabulary's fingerprint to `out` (16 bytes): a digest of its mask width, token bytes, kinds and
@@ -520,9 +523,12 @@ enum trie_status trie_vocab_fingerprint(const struct trie_vocab *vocab, uint8_t 
 /**
  * Loads a vocabulary saved by [`trie_vocab_save`]: the file is memory-mapped (pages shared between processes)
  * and checked, not rebuilt. Errors: `TRIE_ERR_IO`; `TRIE_ERR_MALFORMED_FILE` (truncated, corrupt, another format
- * version or byte order, not a vocabulary file). On failure `*out` is NULL. No file can crash or hang the
- * process; the checksum detects damage, but a file crafted with a valid one can make masks wrong: load files
- * that libtrie wrote into a directory you trust.
+ * version or byte order, not a vocabulary file). On failure `*out` is NULL. No file, as it is when loaded, can
+ * crash or hang the process; the checksum detects damage, but a file crafted with a valid one can make masks
+ * wrong: load files that libtrie wrote into a directory you trust. The file is memory-mapped: it must not change while loaded (truncating it makes the next access to a lost
+ * page raise SIGBUS, which kills the process; rewriting it in place can make masks wrong or calls fail with
+ * `TRIE_ERR_PANIC`). The save functions never change an existing file: they rename a new one over it, so what
+ * was loaded from the old one keeps working. Replace files the same way (write a new file, then `rename`).
  *
  * # Safety
  * `path` must be NULL or a NUL-terminated string; `out` NULL or writable.
@@ -631,7 +637,9 @@ enum trie_status trie_automaton_with(const struct trie_automaton *automaton,
                                      struct trie_automaton **out);
 
 /**
- * Saves `automaton` to `path` (UTF-8; written atomically: a temporary file renamed into place). The file holds
+ * Saves `automaton` to `path` (UTF-8; written atomically and durably: a new temporary file with a unique name,
+ * flushed to disk, renamed over `path`; an existing file is replaced, never rewritten, so automata loaded from it
+ * keep working, and concurrent saves to one path leave one complete file). The file holds
  * the frozen arrays and the fingerprint of the vocabulary: [`trie_automaton_load`] maps it back without
  * compiling. Errors: `TRIE_ERR_IO`, `TRIE_ERR_INVALID_ARGUMENT`.
  *
@@ -646,7 +654,10 @@ enum trie_status trie_automaton_save(const struct trie_automaton *automaton,
  * memory-mapped (processes loading the same file share its pages) and checked, header, checksum and every
  * array, so a damaged or crafted file is an error, never a crash. Errors: `TRIE_ERR_IO`;
  * `TRIE_ERR_MALFORMED_FILE`; `TRIE_ERR_VOCAB_MISMATCH` when the file was compiled against another vocabulary.
- * On failure `*out` is NULL.
+ * On failure `*out` is NULL. The file is memory-mapped: it must not change while loaded (truncating it makes the next access to a lost
+ * page raise SIGBUS, which kills the process; rewriting it in place can make masks wrong or calls fail with
+ * `TRIE_ERR_PANIC`). The save functions never change an existing file: they rename a new one over it, so what
+ * was loaded from the old one keeps working. Replace files the same way (write a new file, then `rename`).
  *
  * # Safety
  * `vocab` must be NULL or a live vocabulary; `path` NULL or a NUL-terminated string; `out` NULL or writable.

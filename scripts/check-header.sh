@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Fails when include/trie.h differs from what the pinned cbindgen generates from src/ffi.rs (run in CI).
-# Fix with scripts/gen-header.sh and commit the header.
+# Fails when include/trie.h differs from what the pinned cbindgen generates from src/ffi.rs (run in CI), or when
+# the status tables of the Python and Swift bindings differ from the header's `trie_status`.
+# Fix with scripts/gen-header.sh (then scripts/gen-status.py) and commit the results.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 fresh="$(mktemp)"
@@ -20,4 +21,6 @@ for kv in "MAJOR $major" "MINOR $minor" "PATCH $patch"; do
         exit 1
     fi
 done
+# The Python and Swift status tables are generated from the header: they must match it.
+python3 "$root/scripts/gen-status.py" --check
 echo "check-header: include/trie.h is up to date (cbindgen $(grep -o '^CBINDGEN_VERSION=.*' "$root/scripts/gen-header.sh" | cut -d= -f2), version $version)"

@@ -30,6 +30,9 @@ set +e
 
 stage "rustfmt" cargo fmt --check
 stage "clippy (all targets, warnings are errors)" cargo clippy --release --all-targets -q -- -D warnings
+# The API docs build without warnings (broken or private intra-doc links, bad code blocks), public and private items.
+stage "rustdoc (warnings are errors)" bash -c 'RUSTDOCFLAGS="-D warnings" cargo doc --no-deps -q &&
+  RUSTDOCFLAGS="-D warnings" cargo doc --no-deps -q --document-private-items'
 stage "cargo test (unit, real vocabularies, tokenizer.json, C ABI from Rust)" cargo test --release
 stage "cargo test without default features" cargo test --release --no-default-features --lib --test real_vocab
 stage "benchmarks build" cargo bench --no-run -q

@@ -1,6 +1,6 @@
 //! The frozen trie automaton: compile a set once, then decode with a plain integer state.
 //!
-//! Two kinds of states (see [`crate::string_trie`]):
+//! Two kinds of states (see `string_trie`, the set's byte trie):
 //! - *explicit* states `0..n_explicit`: the trie's shared prefixes (and tails the vocabulary cannot spell byte
 //!   by byte), materialised as CSR rows: state `s` allows exactly `tokens[offsets[s]..offsets[s + 1]]`
 //!   (ascending, no repeats), the token at position `i` leading to `targets[i]`;
@@ -744,7 +744,8 @@ impl Automaton {
     /// (header, checksum, and every array against the others, so that no lookup can leave its bounds), not
     /// rebuilt. Errors: [`ErrorKind::Io`]; [`ErrorKind::MalformedFile`] (truncated, corrupt, another format
     /// version or byte order, not an automaton); [`ErrorKind::VocabularyMismatch`] when the file was compiled
-    /// against another vocabulary.
+    /// against another vocabulary. The file must not change while loaded (truncating it raises SIGBUS; see the
+    /// README's "Limits"): replace it by renaming a new file over it, as [`Automaton::save`] does.
     pub fn load(vocab: Arc<Vocabulary>, path: impl AsRef<Path>) -> Result<Automaton> {
         let path = path.as_ref();
         Self::from_reader(vocab, Reader::open(path, FileKind::Automaton)?)
@@ -805,6 +806,12 @@ impl Automaton {
                 && self.n_dropped_members <= n_members,
             || "member offsets are not ascending within the member bytes".into(),
         )?;
+        // Members sorted and distinct: `with_changes` binary-searches them.
+        let unsorted =
+            (1..n_members).into_par_iter().with_min_len(1 << 14).find_any(|&i| self.member(i - 1) >= self.member(i));
+        ensure(unsorted.is_none(), || {
+            format!("members {} and {} are not ascending and distinct", unsorted.unwrap() - 1, unsorted.unwrap())
+        })?;
         let e = self.depth.len();
         ensure(
             e >= 1

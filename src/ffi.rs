@@ -1,7 +1,9 @@
 //! The C ABI (see `include/trie.h`, generated from this file by cbindgen: `scripts/gen-header.sh`).
 //!
 //! Rules every function follows:
-//! - no panic crosses the boundary: each call runs under `catch_unwind` and a panic becomes [`trie_status::TRIE_ERR_PANIC`];
+//! - no panic crosses the boundary: each call runs under one `catch_unwind` (`boundary`), and a panic returns the
+//!   fallback of the function's return type (a status: [`trie_status::TRIE_ERR_PANIC`]; a pointer: NULL; a
+//!   `bool`: false; a count: 0; a state: one no automaton has; a static string: `""`), its message stored;
 //! - every pointer is checked for NULL (a NULL array with a zero length is accepted) and every length for
 //!   overflow; a buffer that is too short gets [`trie_status::TRIE_ERR_BUFFER_TOO_SMALL`] and nothing is written into it;
 //! - a failing call stores a message for its thread, read with [`trie_last_error`];
@@ -101,24 +103,66 @@ pub enum trie_status {
 
 use trie_status::*;
 
-impl From<ErrorKind> for trie_status {
-    fn from(kind: ErrorKind) -> trie_status {
-        match kind {
-            ErrorKind::NullArgument => TRIE_ERR_NULL_ARGUMENT,
-            ErrorKind::InvalidArgument => TRIE_ERR_INVALID_ARGUMENT,
-            ErrorKind::Io => TRIE_ERR_IO,
-            ErrorKind::UnsupportedVocabulary => TRIE_ERR_UNSUPPORTED_VOCABULARY,
-            ErrorKind::UnreachableString => TRIE_ERR_UNREACHABLE_STRING,
-            ErrorKind::BufferTooSmall => TRIE_ERR_BUFFER_TOO_SMALL,
-            ErrorKind::TokenRejected => TRIE_ERR_TOKEN_REJECTED,
-            ErrorKind::Panic => TRIE_ERR_PANIC,
-            ErrorKind::MalformedFile => TRIE_ERR_MALFORMED_FILE,
-            ErrorKind::EmptySet => TRIE_ERR_EMPTY_SET,
-            ErrorKind::LimitExceeded => TRIE_ERR_LIMIT_EXCEEDED,
-            ErrorKind::InvalidState => TRIE_ERR_INVALID_STATE,
-            ErrorKind::VocabularyMismatch => TRIE_ERR_VOCAB_MISMATCH,
+/// The one table of statuses: every `trie_status` with its Rust [`ErrorKind`] (none for `TRIE_OK`) and its
+/// [`trie_status_str`] text. From it come the text lookup, `From<ErrorKind>`, [`trie_status::error_kind`] and
+/// [`trie_status::ALL`]; the compiler checks it against the enum above: each status and each `ErrorKind` must
+/// appear (the generated matches are exhaustive; a repeat is an unreachable pattern, an error under clippy's
+/// `-D warnings`) and each pair must have the same number (const assertions).
+///
+/// The enum is written out above rather than generated here because cbindgen reads the source as written (it does
+/// not expand macros without a nightly compiler), and the header must declare it. The Python and Swift tables are
+/// generated from the header: `scripts/gen-status.py`, checked by `scripts/check-header.sh`.
+macro_rules! status_table {
+    ($ok:ident => $ok_text:literal; $($status:ident <=> $kind:ident => $text:literal;)*) => {
+        impl trie_status {
+            /// Every status, `TRIE_OK` first, in number order.
+            pub const ALL: &'static [trie_status] = &[$ok, $($status),*];
+
+            /// The short static text of this status, as [`trie_status_str`] returns it.
+            pub fn text(self) -> &'static CStr {
+                match self {
+                    $ok => $ok_text,
+                    $($status => $text,)*
+                }
+            }
+
+            /// The Rust error kind of a failure status; `None` for `TRIE_OK`.
+            pub fn error_kind(self) -> Option<ErrorKind> {
+                match self {
+                    $ok => None,
+                    $($status => Some(ErrorKind::$kind),)*
+                }
+            }
         }
-    }
+
+        impl From<ErrorKind> for trie_status {
+            fn from(kind: ErrorKind) -> trie_status {
+                match kind {
+                    $(ErrorKind::$kind => $status,)*
+                }
+            }
+        }
+
+        const _: () = assert!($ok as i32 == 0);
+        $(const _: () = assert!($status as i32 == ErrorKind::$kind as i32, concat!(stringify!($status), " and ErrorKind::", stringify!($kind), " differ"));)*
+    };
+}
+
+status_table! {
+    TRIE_OK => c"ok";
+    TRIE_ERR_NULL_ARGUMENT <=> NullArgument => c"null argument";
+    TRIE_ERR_INVALID_ARGUMENT <=> InvalidArgument => c"invalid argument";
+    TRIE_ERR_IO <=> Io => c"I/O error";
+    TRIE_ERR_UNSUPPORTED_VOCABULARY <=> UnsupportedVocabulary => c"unsupported vocabulary";
+    TRIE_ERR_UNREACHABLE_STRING <=> UnreachableString => c"unreachable string";
+    TRIE_ERR_BUFFER_TOO_SMALL <=> BufferTooSmall => c"buffer too small";
+    TRIE_ERR_TOKEN_REJECTED <=> TokenRejected => c"token rejected";
+    TRIE_ERR_PANIC <=> Panic => c"panic in libtrie";
+    TRIE_ERR_MALFORMED_FILE <=> MalformedFile => c"malformed file";
+    TRIE_ERR_EMPTY_SET <=> EmptySet => c"empty set";
+    TRIE_ERR_LIMIT_EXCEEDED <=> LimitExceeded => c"limit exceeded";
+    TRIE_ERR_INVALID_STATE <=> InvalidState => c"invalid state";
+    TRIE_ERR_VOCAB_MISMATCH <=> VocabularyMismatch => c"vocabulary mismatch";
 }
 
 /// Options of [`trie_compile`]. Initialise with [`trie_options_init`], then set fields:
@@ -137,8 +181,9 @@ impl From<ErrorKind> for trie_status {
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct trie_options {
-    /// `sizeof(trie_options)` of the header the caller compiled against (set by [`trie_options_init`]); 0 is
-    /// `TRIE_ERR_INVALID_ARGUMENT`.
+    /// `sizeof(trie_options)` of the header the caller compiled against (set by [`trie_options_init`]). A size
+    /// too small for `drop_unreachable` or over 4096 bytes is `TRIE_ERR_INVALID_ARGUMENT` (nothing past this
+    /// field is read then).
     pub struct_size: usize,
     /// Drop the strings no token sequence can produce (list them with [`trie_automaton_dropped`]) instead of
     /// failing with `TRIE_ERR_UNREACHABLE_STRING`. Compiling still fails when no string is left.
@@ -162,6 +207,10 @@ impl Default for trie_options {
     }
 }
 
+/// The largest `trie_options::struct_size` accepted (bytes): far above any future struct, small enough that a
+/// garbage size (uninitialised options) is refused instead of read.
+const MAX_OPTIONS_SIZE: usize = 4096;
+
 impl trie_options {
     /// Reads options a caller laid out with its own `struct_size` (see the struct's documentation).
     unsafe fn read(options: *const trie_options) -> Result<CompileOptions> {
@@ -171,10 +220,12 @@ impl trie_options {
         let size = (options as *const usize).read_unaligned();
         let ours = std::mem::size_of::<trie_options>();
         let min = std::mem::offset_of!(trie_options, drop_unreachable) + 1;
-        if size < min {
+        // Checked before any byte past the first field is read: a garbage size must not make libtrie read
+        // (and fault on) memory the caller never laid out.
+        if !(min..=MAX_OPTIONS_SIZE).contains(&size) {
             return Err(Error::invalid(format!(
-                "options.struct_size is {size}: initialise the options with trie_options_init (it sets \
-                 struct_size = sizeof(trie_options) = {ours})"
+                "options.struct_size is {size}, outside {min}..={MAX_OPTIONS_SIZE}: initialise the options with \
+                 trie_options_init (it sets struct_size = sizeof(trie_options) = {ours})"
             )));
         }
         let bytes = std::slice::from_raw_parts(options as *const u8, size);
@@ -239,35 +290,95 @@ fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
     }
 }
 
-fn report_panic(payload: Box<dyn std::any::Any + Send>) -> trie_status {
+fn report_panic(payload: Box<dyn std::any::Any + Send>) {
     let msg = panic_message(&*payload);
     // Dropping a payload can itself panic: forget it instead.
     std::mem::forget(payload);
     set_last_error(&format!("libtrie panicked (a bug: please report it): {msg}"));
-    TRIE_ERR_PANIC
 }
 
-/// Runs `f` at the boundary: errors become statuses with their message stored, panics become `TRIE_ERR_PANIC`.
-fn guard(f: impl FnOnce() -> Result<()>) -> trie_status {
-    match catch_unwind(AssertUnwindSafe(f)) {
-        Ok(Ok(())) => TRIE_OK,
-        Ok(Err(e)) => {
-            set_last_error(e.message());
-            e.kind().into()
-        }
-        Err(payload) => report_panic(payload),
+/// What an `extern "C"` function returns when a panic is caught inside it, chosen by its return type (the idea of
+/// rustls-ffi's `panic_boundary`): a status is `TRIE_ERR_PANIC`, a pointer NULL, a `bool` false, a count 0, a state
+/// [`PANIC_STATE`], a static string the empty string. The panic's message is stored for `trie_last_error`.
+trait PanicFallback {
+    fn panic_fallback() -> Self;
+}
+
+impl PanicFallback for trie_status {
+    fn panic_fallback() -> Self {
+        TRIE_ERR_PANIC
     }
 }
 
-/// Runs `f` for a function that returns a value and no status: a panic gives `fallback` (message stored).
-fn guard_value<T>(fallback: T, f: impl FnOnce() -> T) -> T {
+impl<T> PanicFallback for *mut T {
+    fn panic_fallback() -> Self {
+        std::ptr::null_mut()
+    }
+}
+
+impl<T> PanicFallback for *const T {
+    fn panic_fallback() -> Self {
+        std::ptr::null()
+    }
+}
+
+impl PanicFallback for bool {
+    fn panic_fallback() -> Self {
+        false
+    }
+}
+
+impl PanicFallback for usize {
+    fn panic_fallback() -> Self {
+        0
+    }
+}
+
+/// `trie_state` is `u32`: the only `u32` an `extern "C"` function here returns is a state.
+impl PanicFallback for trie_state {
+    fn panic_fallback() -> Self {
+        PANIC_STATE
+    }
+}
+
+impl PanicFallback for () {
+    fn panic_fallback() -> Self {}
+}
+
+/// A state no automaton has (valid states are below `n_states() < TRIE_STATE_FINISHED - 1`, and
+/// `TRIE_STATE_FINISHED`): what a state-returning function gives after a panic, so the next call that takes it
+/// fails with `TRIE_ERR_INVALID_STATE` instead of decoding from a wrong state.
+const PANIC_STATE: trie_state = TRIE_STATE_FINISHED - 1;
+
+/// A static NUL-terminated string, never NULL (its fallback is the empty string).
+struct StaticStr(*const c_char);
+
+impl PanicFallback for StaticStr {
+    fn panic_fallback() -> Self {
+        StaticStr(c"".as_ptr())
+    }
+}
+
+/// The panic boundary of every `extern "C"` function: runs `f`; a panic gives the fallback of `T`.
+fn boundary<T: PanicFallback>(f: impl FnOnce() -> T) -> T {
     match catch_unwind(AssertUnwindSafe(f)) {
         Ok(v) => v,
         Err(payload) => {
             report_panic(payload);
-            fallback
+            T::panic_fallback()
         }
     }
+}
+
+/// [`boundary`] for a function that returns a status: an error becomes its status, its message stored.
+fn guard(f: impl FnOnce() -> Result<()>) -> trie_status {
+    boundary(|| match f() {
+        Ok(()) => TRIE_OK,
+        Err(e) => {
+            set_last_error(e.message());
+            e.kind().into()
+        }
+    })
 }
 
 fn null(what: &str) -> Error {
@@ -288,7 +399,7 @@ unsafe fn slice<'a, T>(ptr: *const T, len: usize, what: &str) -> Result<&'a [T]>
     Ok(std::slice::from_raw_parts(ptr, len))
 }
 
-/// Element `i` of an array of byte strings: like [`slice`], naming `what[i]` only when failing.
+/// Element `i` of an array of byte strings: like [`slice()`], naming `what[i]` only when failing.
 unsafe fn element<'a>(ptr: *const u8, len: usize, what: &str, i: usize) -> Result<&'a [u8]> {
     if len == 0 {
         return Ok(&[]);
@@ -382,42 +493,33 @@ fn as_i32_ptr(ids: &[TokenId]) -> *const i32 {
 /// pointer stays valid until the next failing libtrie call on this thread; successful calls leave it alone.
 #[no_mangle]
 pub extern "C" fn trie_last_error() -> *const c_char {
-    guard_value(c"".as_ptr(), || {
-        LAST_ERROR
-            .try_with(|cell| cell.try_borrow().map(|s| s.as_ptr()).unwrap_or(c"".as_ptr()))
-            .unwrap_or(c"".as_ptr())
+    boundary(|| {
+        StaticStr(
+            LAST_ERROR
+                .try_with(|cell| cell.try_borrow().map(|s| s.as_ptr()).unwrap_or(c"".as_ptr()))
+                .unwrap_or(c"".as_ptr()),
+        )
     })
+    .0
 }
 
 /// A short static description of a status, such as `"token rejected"`. Takes any integer, so a value that is not
 /// a `trie_status` is safe too (it gives `"unknown status"`). Never NULL; never freed.
 #[no_mangle]
 pub extern "C" fn trie_status_str(status: c_int) -> *const c_char {
-    let s: &CStr = match status {
-        0 => c"ok",
-        1 => c"null argument",
-        2 => c"invalid argument",
-        3 => c"I/O error",
-        4 => c"unsupported vocabulary",
-        5 => c"unreachable string",
-        6 => c"buffer too small",
-        7 => c"token rejected",
-        8 => c"panic in libtrie",
-        9 => c"malformed file",
-        10 => c"empty set",
-        11 => c"limit exceeded",
-        12 => c"invalid state",
-        13 => c"vocabulary mismatch",
-        _ => c"unknown status",
-    };
-    s.as_ptr()
+    boundary(|| {
+        StaticStr(
+            trie_status::ALL.iter().find(|&&s| s as c_int == status).map_or(c"unknown status", |s| s.text()).as_ptr(),
+        )
+    })
+    .0
 }
 
 /// The version of the linked library, `"MAJOR.MINOR.PATCH"` (compare with `TRIE_VERSION_STRING` of the header you
 /// compiled against). Static; never NULL.
 #[no_mangle]
 pub extern "C" fn trie_version() -> *const c_char {
-    concat!(env!("CARGO_PKG_VERSION"), "\0").as_ptr() as *const c_char
+    boundary(|| StaticStr(concat!(env!("CARGO_PKG_VERSION"), "\0").as_ptr() as *const c_char)).0
 }
 
 /// The one `"trie"` of this library: the name of the llama.cpp sampler stage of `include/trie_llama.h`. Always the
@@ -429,7 +531,7 @@ pub extern "C" fn trie_version() -> *const c_char {
 pub extern "C" fn trie_sampler_name() -> *const c_char {
     // A `static` has one fixed address (unlike a literal or a `const`, which may be duplicated or merged).
     static TRIE_SAMPLER_NAME: [u8; 5] = *b"trie\0";
-    TRIE_SAMPLER_NAME.as_ptr() as *const c_char
+    boundary(|| StaticStr(TRIE_SAMPLER_NAME.as_ptr() as *const c_char)).0
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -613,7 +715,7 @@ fn load_tokenizer_json(path: &str, _eog_ids: Option<Vec<TokenId>>, _n_vocab: Opt
     )))
 }
 
-/// Saves `vocab` with its alignment index to `path` (UTF-8; written atomically), so that servers can
+/// Saves `vocab` with its alignment index to `path` (UTF-8; written atomically as [`trie_automaton_save`] does), so that servers can
 /// [`trie_vocab_load`] it in milliseconds instead of reading a GGUF or a tokenizer.json again. Errors:
 /// `TRIE_ERR_IO`, `TRIE_ERR_INVALID_ARGUMENT` (a path that is not UTF-8 or not a file path).
 ///
@@ -647,9 +749,12 @@ pub unsafe extern "C" fn trie_vocab_fingerprint(vocab: *const trie_vocab, out: *
 
 /// Loads a vocabulary saved by [`trie_vocab_save`]: the file is memory-mapped (pages shared between processes)
 /// and checked, not rebuilt. Errors: `TRIE_ERR_IO`; `TRIE_ERR_MALFORMED_FILE` (truncated, corrupt, another format
-/// version or byte order, not a vocabulary file). On failure `*out` is NULL. No file can crash or hang the
-/// process; the checksum detects damage, but a file crafted with a valid one can make masks wrong: load files
-/// that libtrie wrote into a directory you trust.
+/// version or byte order, not a vocabulary file). On failure `*out` is NULL. No file, as it is when loaded, can
+/// crash or hang the process; the checksum detects damage, but a file crafted with a valid one can make masks
+/// wrong: load files that libtrie wrote into a directory you trust. The file is memory-mapped: it must not change while loaded (truncating it makes the next access to a lost
+/// page raise SIGBUS, which kills the process; rewriting it in place can make masks wrong or calls fail with
+/// `TRIE_ERR_PANIC`). The save functions never change an existing file: they rename a new one over it, so what
+/// was loaded from the old one keeps working. Replace files the same way (write a new file, then `rename`).
 ///
 /// # Safety
 /// `path` must be NULL or a NUL-terminated string; `out` NULL or writable.
@@ -669,7 +774,7 @@ pub unsafe extern "C" fn trie_vocab_load(path: *const c_char, out: *mut *mut tri
 /// `vocab` must be NULL or a live vocabulary.
 #[no_mangle]
 pub unsafe extern "C" fn trie_vocab_retain(vocab: *const trie_vocab) -> *mut trie_vocab {
-    guard_value(std::ptr::null_mut(), || match vocab_arc(vocab) {
+    boundary(|| match vocab_arc(vocab) {
         Ok(v) => vocab_handle(v),
         Err(_) => std::ptr::null_mut(),
     })
@@ -684,7 +789,7 @@ pub unsafe extern "C" fn trie_vocab_free(vocab: *mut trie_vocab) {
     if vocab.is_null() {
         return;
     }
-    guard_value((), || drop(Arc::from_raw(vocab as *const Vocabulary)));
+    boundary(|| drop(Arc::from_raw(vocab as *const Vocabulary)));
 }
 
 /// The number of token ids, which is the mask width in bits: ids are `0..n`. 0 for NULL.
@@ -693,7 +798,7 @@ pub unsafe extern "C" fn trie_vocab_free(vocab: *mut trie_vocab) {
 /// `vocab` must be NULL or a live vocabulary.
 #[no_mangle]
 pub unsafe extern "C" fn trie_vocab_n_tokens(vocab: *const trie_vocab) -> usize {
-    guard_value(0, || vocab_ref(vocab).map(|v| v.n_vocab()).unwrap_or(0))
+    boundary(|| vocab_ref(vocab).map(|v| v.n_vocab()).unwrap_or(0))
 }
 
 /// Heap bytes held by the vocabulary (its token index included). 0 for NULL.
@@ -702,7 +807,7 @@ pub unsafe extern "C" fn trie_vocab_n_tokens(vocab: *const trie_vocab) -> usize 
 /// `vocab` must be NULL or a live vocabulary.
 #[no_mangle]
 pub unsafe extern "C" fn trie_vocab_memory_usage(vocab: *const trie_vocab) -> usize {
-    guard_value(0, || vocab_ref(vocab).map(|v| v.memory_usage()).unwrap_or(0))
+    boundary(|| vocab_ref(vocab).map(|v| v.memory_usage()).unwrap_or(0))
 }
 
 /// The bytes token `token` stands for, without copying (`*len` may be 0: padding and control tokens may have
@@ -839,7 +944,9 @@ pub unsafe extern "C" fn trie_automaton_with(
     })
 }
 
-/// Saves `automaton` to `path` (UTF-8; written atomically: a temporary file renamed into place). The file holds
+/// Saves `automaton` to `path` (UTF-8; written atomically and durably: a new temporary file with a unique name,
+/// flushed to disk, renamed over `path`; an existing file is replaced, never rewritten, so automata loaded from it
+/// keep working, and concurrent saves to one path leave one complete file). The file holds
 /// the frozen arrays and the fingerprint of the vocabulary: [`trie_automaton_load`] maps it back without
 /// compiling. Errors: `TRIE_ERR_IO`, `TRIE_ERR_INVALID_ARGUMENT`.
 ///
@@ -857,7 +964,10 @@ pub unsafe extern "C" fn trie_automaton_save(automaton: *const trie_automaton, p
 /// memory-mapped (processes loading the same file share its pages) and checked, header, checksum and every
 /// array, so a damaged or crafted file is an error, never a crash. Errors: `TRIE_ERR_IO`;
 /// `TRIE_ERR_MALFORMED_FILE`; `TRIE_ERR_VOCAB_MISMATCH` when the file was compiled against another vocabulary.
-/// On failure `*out` is NULL.
+/// On failure `*out` is NULL. The file is memory-mapped: it must not change while loaded (truncating it makes the next access to a lost
+/// page raise SIGBUS, which kills the process; rewriting it in place can make masks wrong or calls fail with
+/// `TRIE_ERR_PANIC`). The save functions never change an existing file: they rename a new one over it, so what
+/// was loaded from the old one keeps working. Replace files the same way (write a new file, then `rename`).
 ///
 /// # Safety
 /// `vocab` must be NULL or a live vocabulary; `path` NULL or a NUL-terminated string; `out` NULL or writable.
@@ -939,7 +1049,7 @@ pub unsafe extern "C" fn trie_automaton_retain(automaton: *const trie_automaton)
     if automaton.is_null() {
         return std::ptr::null_mut();
     }
-    guard_value(std::ptr::null_mut(), || {
+    boundary(|| {
         Arc::increment_strong_count(automaton as *const Automaton);
         automaton as *mut trie_automaton
     })
@@ -954,7 +1064,7 @@ pub unsafe extern "C" fn trie_automaton_free(automaton: *mut trie_automaton) {
     if automaton.is_null() {
         return;
     }
-    guard_value((), || drop(Arc::from_raw(automaton as *const Automaton)));
+    boundary(|| drop(Arc::from_raw(automaton as *const Automaton)));
 }
 
 /// A new reference to the vocabulary of `automaton` (NULL for NULL); free it with [`trie_vocab_free`].
@@ -963,7 +1073,7 @@ pub unsafe extern "C" fn trie_automaton_free(automaton: *mut trie_automaton) {
 /// `automaton` must be NULL or a live automaton.
 #[no_mangle]
 pub unsafe extern "C" fn trie_automaton_vocab(automaton: *const trie_automaton) -> *mut trie_vocab {
-    guard_value(std::ptr::null_mut(), || match automaton_ref(automaton) {
+    boundary(|| match automaton_ref(automaton) {
         Ok(a) => vocab_handle(a.vocab().clone()),
         Err(_) => std::ptr::null_mut(),
     })
@@ -975,7 +1085,7 @@ pub unsafe extern "C" fn trie_automaton_vocab(automaton: *const trie_automaton) 
 /// `automaton` must be NULL or a live automaton.
 #[no_mangle]
 pub unsafe extern "C" fn trie_automaton_n_vocab(automaton: *const trie_automaton) -> usize {
-    guard_value(0, || automaton_ref(automaton).map(|a| a.vocab().n_vocab()).unwrap_or(0))
+    boundary(|| automaton_ref(automaton).map(|a| a.vocab().n_vocab()).unwrap_or(0))
 }
 
 /// The number of 32-bit words of one bitmask row: `(n_vocab + 31) / 32`. 0 for NULL.
@@ -984,7 +1094,7 @@ pub unsafe extern "C" fn trie_automaton_n_vocab(automaton: *const trie_automaton
 /// `automaton` must be NULL or a live automaton.
 #[no_mangle]
 pub unsafe extern "C" fn trie_automaton_mask_words(automaton: *const trie_automaton) -> usize {
-    guard_value(0, || automaton_ref(automaton).map(|a| a.mask_words()).unwrap_or(0))
+    boundary(|| automaton_ref(automaton).map(|a| a.mask_words()).unwrap_or(0))
 }
 
 /// The number of states (valid states are `0..n` and `TRIE_STATE_FINISHED`). 0 for NULL.
@@ -993,7 +1103,7 @@ pub unsafe extern "C" fn trie_automaton_mask_words(automaton: *const trie_automa
 /// `automaton` must be NULL or a live automaton.
 #[no_mangle]
 pub unsafe extern "C" fn trie_automaton_n_states(automaton: *const trie_automaton) -> usize {
-    guard_value(0, || automaton_ref(automaton).map(|a| a.n_states()).unwrap_or(0))
+    boundary(|| automaton_ref(automaton).map(|a| a.n_states()).unwrap_or(0))
 }
 
 /// The number of distinct strings the automaton can produce (dropped ones excluded). 0 for NULL.
@@ -1002,7 +1112,7 @@ pub unsafe extern "C" fn trie_automaton_n_states(automaton: *const trie_automato
 /// `automaton` must be NULL or a live automaton.
 #[no_mangle]
 pub unsafe extern "C" fn trie_automaton_n_members(automaton: *const trie_automaton) -> usize {
-    guard_value(0, || automaton_ref(automaton).map(|a| a.n_members()).unwrap_or(0))
+    boundary(|| automaton_ref(automaton).map(|a| a.n_members()).unwrap_or(0))
 }
 
 /// Heap bytes held by the automaton, not counting its shared vocabulary ([`trie_vocab_memory_usage`]). 0 for NULL.
@@ -1011,7 +1121,7 @@ pub unsafe extern "C" fn trie_automaton_n_members(automaton: *const trie_automat
 /// `automaton` must be NULL or a live automaton.
 #[no_mangle]
 pub unsafe extern "C" fn trie_automaton_memory_usage(automaton: *const trie_automaton) -> usize {
-    guard_value(0, || automaton_ref(automaton).map(|a| a.memory_usage()).unwrap_or(0))
+    boundary(|| automaton_ref(automaton).map(|a| a.memory_usage()).unwrap_or(0))
 }
 
 /// The input indices (positions in the `strings` given to [`trie_compile`]) of the strings dropped as
@@ -1048,7 +1158,7 @@ pub unsafe extern "C" fn trie_automaton_dropped(
 /// `automaton` must be NULL or a live automaton.
 #[no_mangle]
 pub unsafe extern "C" fn trie_start(automaton: *const trie_automaton) -> trie_state {
-    guard_value(0, || automaton_ref(automaton).map(|a| a.start().0).unwrap_or(0))
+    boundary(|| automaton_ref(automaton).map(|a| a.start().0).unwrap_or(0))
 }
 
 /// Copies the tokens allowed in `state`, ascending, into `tokens` (room for `capacity` ids) and sets `*n_tokens`
@@ -1222,7 +1332,7 @@ pub unsafe extern "C" fn trie_advance(
 /// `automaton` must be NULL or a live automaton.
 #[no_mangle]
 pub unsafe extern "C" fn trie_is_accepting(automaton: *const trie_automaton, state: trie_state) -> bool {
-    guard_value(false, || automaton_ref(automaton).map(|a| a.is_accepting(State(state))).unwrap_or(false))
+    boundary(|| automaton_ref(automaton).map(|a| a.is_accepting(State(state))).unwrap_or(false))
 }
 
 /// The forced continuation: when exactly one string of the set remains below `state`, `*is_forced` is true,
@@ -1302,28 +1412,42 @@ mod tests {
         assert_eq!(st, TRIE_ERR_PANIC);
         let msg = unsafe { CStr::from_ptr(trie_last_error()) }.to_str().unwrap().to_string();
         assert!(msg.contains("boom 42"), "{msg}");
-        assert_eq!(guard_value(7, || -> i32 { panic!("x") }), 7);
+        // The fallback follows the return type, with the message stored each time.
+        let msg = || unsafe { CStr::from_ptr(trie_last_error()) }.to_str().unwrap().to_string();
+        assert!(boundary(|| -> *mut trie_vocab { panic!("p1") }).is_null());
+        assert!(msg().contains("p1"));
+        assert!(boundary(|| -> *const u8 { panic!("p2") }).is_null());
+        assert!(!boundary(|| -> bool { panic!("p3") }));
+        assert_eq!(boundary(|| -> usize { panic!("p4") }), 0);
+        assert!(msg().contains("p4"));
+        let state: trie_state = boundary(|| -> trie_state { panic!("p5") });
+        assert!(state == PANIC_STATE && state != TRIE_STATE_FINISHED && state != 0);
+        boundary(|| -> () { panic!("p6") });
+        assert!(msg().contains("p6"));
+        let s = boundary(|| -> StaticStr { panic!("p7") }).0;
+        assert!(!s.is_null() && unsafe { CStr::from_ptr(s) }.is_empty());
+        assert_eq!(boundary(|| -> trie_status { panic!("p8") }), TRIE_ERR_PANIC);
+        assert_eq!(boundary(|| 5usize), 5, "no panic: the value itself");
     }
 
     #[test]
     fn statuses_match_error_kinds() {
-        for (k, n) in [
-            (ErrorKind::NullArgument, 1),
-            (ErrorKind::InvalidArgument, 2),
-            (ErrorKind::Io, 3),
-            (ErrorKind::UnsupportedVocabulary, 4),
-            (ErrorKind::UnreachableString, 5),
-            (ErrorKind::BufferTooSmall, 6),
-            (ErrorKind::TokenRejected, 7),
-            (ErrorKind::Panic, 8),
-            (ErrorKind::MalformedFile, 9),
-            (ErrorKind::EmptySet, 10),
-            (ErrorKind::LimitExceeded, 11),
-            (ErrorKind::InvalidState, 12),
-            (ErrorKind::VocabularyMismatch, 13),
-        ] {
-            assert_eq!(k as i32, n);
-            assert_eq!(trie_status::from(k) as i32, n);
+        for (n, &st) in trie_status::ALL.iter().enumerate() {
+            assert_eq!(st as usize, n, "ALL is in number order with no gap");
+            match st.error_kind() {
+                None => assert_eq!(st, TRIE_OK),
+                Some(k) => {
+                    assert_eq!(k as i32, st as i32);
+                    assert_eq!(trie_status::from(k), st);
+                }
+            }
+            let text = unsafe { CStr::from_ptr(trie_status_str(st as c_int)) };
+            assert_eq!(text, st.text());
+            assert_ne!(text, c"unknown status");
+        }
+        assert_eq!(trie_status::ALL.last(), Some(&TRIE_ERR_VOCAB_MISMATCH));
+        for n in [-1, trie_status::ALL.len() as c_int, c_int::MAX, c_int::MIN] {
+            assert_eq!(unsafe { CStr::from_ptr(trie_status_str(n)) }, c"unknown status");
         }
     }
 

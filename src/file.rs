@@ -43,6 +43,19 @@ impl Kind {
             Kind::Automaton => "automaton",
         }
     }
+
+    /// The name with its indefinite article, for messages.
+    fn with_article(self) -> &'static str {
+        match self {
+            Kind::Vocabulary => "a vocabulary",
+            Kind::Automaton => "an automaton",
+        }
+    }
+
+    /// The kind numbered `n` in a file header, if this libtrie knows it.
+    fn from_u32(n: u32) -> Option<Kind> {
+        [Kind::Vocabulary, Kind::Automaton].into_iter().find(|&k| k as u32 == n)
+    }
 }
 
 /// The checksum of a whole file but its checksum field (bytes 32..40): xxh3-64 of the xxh3-64 of each 1 MiB
@@ -116,21 +129,60 @@ impl Writer {
         out
     }
 
-    /// Writes the file to `path` (atomically).
+    /// Writes the file to `path` atomically and durably: the bytes go to a new temporary file beside it (a name
+    /// unique to this process and call, created exclusively), which is flushed to disk (`fsync`) and then
+    /// renamed over `path`; the directory is flushed after the rename. So a reader sees the old file or the new
+    /// one, never a part; concurrent saves to one path leave one of them, complete; and an existing file is never
+    /// rewritten in place (a mapping of it, [`Reader::open`], keeps its bytes).
     pub(crate) fn write(&self, path: &Path) -> Result<()> {
+        use std::io::Write;
         let io =
             |what: &str, e: std::io::Error| Error::new(ErrorKind::Io, format!("cannot {what} {}: {e}", path.display()));
         let name = path.file_name().ok_or_else(|| Error::invalid(format!("{} is not a file path", path.display())))?;
+        let bytes = self.to_bytes();
+        let (tmp, mut file) = create_temporary(path, name).map_err(|e| io("create a temporary file beside", e))?;
+        let written = file.write_all(&bytes).and_then(|()| file.sync_all());
+        drop(file);
+        let renamed = written
+            .map_err(|e| io("write", e))
+            .and_then(|()| std::fs::rename(&tmp, path).map_err(|e| io(&format!("rename {} to", tmp.display()), e)));
+        if let Err(e) = renamed {
+            let _ = std::fs::remove_file(&tmp);
+            return Err(e);
+        }
+        // The rename is durable once the directory is flushed (a no-op where directories cannot be opened).
+        let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        if let Ok(d) = std::fs::File::open(dir) {
+            d.sync_all().map_err(|e| io("flush the directory of", e))?;
+        }
+        Ok(())
+    }
+}
+
+/// Creates a new file `.NAME.tmp-PID-COUNTER-RANDOM` beside `path`, exclusively (`create_new`: never an existing
+/// file, never a symlink followed), retrying on the unlikely collision. The counter is one per process, shared by
+/// its threads, so no two saves of a process share a name (no thread handle is taken: `thread::current()` would
+/// allocate one that a C host's main thread never frees).
+fn create_temporary(path: &Path, name: &std::ffi::OsStr) -> std::io::Result<(std::path::PathBuf, std::fs::File)> {
+    use std::hash::{BuildHasher, Hasher};
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let mut last = None;
+    for _ in 0..16 {
+        // RandomState is seeded from the OS per process and varies per instance: enough to avoid collisions
+        // between processes that share a pid namespace's numbers (containers on one volume).
+        let random = std::collections::hash_map::RandomState::new().build_hasher().finish();
         let mut tmp_name = std::ffi::OsString::from(".");
         tmp_name.push(name);
-        tmp_name.push(format!(".tmp{}", std::process::id()));
+        tmp_name.push(format!(".tmp-{}-{}-{random:016x}", std::process::id(), COUNTER.fetch_add(1, Ordering::Relaxed)));
         let tmp = path.with_file_name(tmp_name);
-        std::fs::write(&tmp, self.to_bytes()).map_err(|e| io("write", e))?;
-        std::fs::rename(&tmp, path).map_err(|e| {
-            let _ = std::fs::remove_file(&tmp);
-            io("replace", e)
-        })
+        match std::fs::OpenOptions::new().write(true).create_new(true).open(&tmp) {
+            Ok(f) => return Ok((tmp, f)),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => last = Some(e),
+            Err(e) => return Err(e),
+        }
     }
+    Err(last.unwrap_or_else(|| std::io::Error::other("no temporary name was free")))
 }
 
 /// A checked file: its mapping and section table.
@@ -156,9 +208,10 @@ impl Reader {
         if len < HEADER as u64 {
             return Err(malformed(&path.display().to_string(), "not a libtrie file (too short)"));
         }
-        // SAFETY: the mapping is read-only. libtrie writes its files by renaming a new file into place, so a file
-        // being replaced does not change an existing mapping; truncating a mapped file in place is outside the
-        // contract (as for any memory-mapped file).
+        // SAFETY: the mapping is read-only. libtrie writes its files by renaming a new file into place
+        // (`Writer::write`), so a file being replaced does not change an existing mapping. Changing a loaded file
+        // in place (truncating: SIGBUS; rewriting: arrays that change under their validation) is outside the
+        // documented contract (`trie_vocab_load`, `trie_automaton_load`, README "Limits"), as for any mapped file.
         let map = unsafe { memmap2::MmapOptions::new().populate().map(&file) }
             .map_err(|e| Error::new(ErrorKind::Io, format!("cannot map {}: {e}", path.display())))?;
         Self::check(Arc::new(Mapping::Mmap(map)), kind)
@@ -194,8 +247,14 @@ impl Reader {
         }
         let found = u32_at(16);
         if found != kind as u32 {
-            let other = if found == Kind::Vocabulary as u32 { "a vocabulary" } else { "an automaton" };
-            return Err(malformed(what, format!("this file holds {other}, not {} {}", "a", kind.name())));
+            let other = match Kind::from_u32(found) {
+                Some(k) => k.with_article().to_string(),
+                None => format!(
+                    "an unknown kind {found} (this libtrie {} knows 1, a vocabulary, and 2, an automaton)",
+                    env!("CARGO_PKG_VERSION")
+                ),
+            };
+            return Err(malformed(what, format!("this file holds {other}, not {}", kind.with_article())));
         }
         if u64_at(24) != b.len() as u64 {
             return Err(malformed(
@@ -279,7 +338,7 @@ mod tests {
         assert!(r.array::<u64>(1).is_err(), "element size");
         assert!(r.array::<u32>(7).is_err(), "missing");
         let e = Reader::from_bytes(&bytes, Kind::Vocabulary).err().unwrap();
-        assert!(e.message().contains("not a vocabulary"), "{e}");
+        assert!(e.message().contains("holds an automaton, not a vocabulary"), "{e}");
         for cut in [0, 10, 63, 64, bytes.len() - 1] {
             assert_eq!(
                 Reader::from_bytes(&bytes[..cut], Kind::Automaton).err().unwrap().kind(),
@@ -290,6 +349,27 @@ mod tests {
             let mut bad = bytes.clone();
             bad[i] ^= 0x40;
             assert!(Reader::from_bytes(&bad, Kind::Automaton).is_err(), "byte {i} flipped unnoticed");
+        }
+    }
+
+    /// The kind mismatch message: the right article, and an unknown kind named by its number (B10).
+    #[test]
+    fn kind_mismatch_names_the_kind_found() {
+        let vocab_file = Writer::new(Kind::Vocabulary, 1).to_bytes();
+        let e = Reader::from_bytes(&vocab_file, Kind::Automaton).err().unwrap();
+        assert_eq!(e.kind(), ErrorKind::MalformedFile);
+        assert!(e.message().contains("this file holds a vocabulary, not an automaton"), "{e}");
+        assert!(!e.message().contains("a automaton"), "{e}");
+        // A kind this libtrie does not know (a later version's file, or damage), with a valid checksum.
+        let mut unknown = vocab_file.clone();
+        unknown[16..20].copy_from_slice(&7u32.to_ne_bytes());
+        let sum = checksum(&unknown);
+        unknown[32..40].copy_from_slice(&sum.to_ne_bytes());
+        for kind in [Kind::Automaton, Kind::Vocabulary] {
+            let e = Reader::from_bytes(&unknown, kind).err().unwrap();
+            assert_eq!(e.kind(), ErrorKind::MalformedFile);
+            assert!(e.message().contains("unknown kind 7"), "{e}");
+            assert!(!e.message().contains("holds an automaton") && !e.message().contains("holds a vocabulary"), "{e}");
         }
     }
 }

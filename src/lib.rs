@@ -22,6 +22,7 @@
 //! # Ok::<(), trie::Error>(())
 //! ```
 #![deny(missing_docs)]
+#![deny(rustdoc::broken_intra_doc_links)]
 
 mod align;
 mod array;

@@ -79,7 +79,7 @@ pub(crate) struct TokenIndex {
     /// The trie of the patterns (the default alignment index).
     pub(crate) trie: TokenTrie,
     /// Aho-Corasick automaton over the patterns (standard semantics: every match is reported), built on first
-    /// use by [`crate::Alignment::AhoCorasick`].
+    /// use by [`crate::AlignmentMethod::AhoCorasick`].
     ac: OnceLock<std::result::Result<contiguous::NFA, String>>,
     /// Pattern `p` stands for tokens `pattern_tokens[pattern_offsets[p]..pattern_offsets[p + 1]]` (ascending).
     pub(crate) pattern_offsets: Array<u32>,
@@ -446,7 +446,8 @@ impl Vocabulary {
     /// detected), not on a re-derivation, which would cost as much as building the index: load files that libtrie
     /// wrote into a directory you trust, as you would a model. Errors: [`ErrorKind::Io`]; [`ErrorKind::MalformedFile`]
     /// for a file that is truncated, corrupt (checksum), of another format version or byte order, or not a
-    /// vocabulary.
+    /// vocabulary. The file must not change while loaded (truncating it raises SIGBUS; see the README's
+    /// "Limits"): replace it by renaming a new file over it, as [`Vocabulary::save`] does.
     pub fn load(path: impl AsRef<Path>) -> Result<Vocabulary> {
         Self::from_reader(Reader::open(path.as_ref(), Kind::Vocabulary)?)
     }

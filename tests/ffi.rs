@@ -3,20 +3,16 @@
 //! AddressSanitizer and valgrind by ctest.)
 #![allow(clippy::undocumented_unsafe_blocks)]
 
+mod common;
+
+use common::asset;
 use std::ffi::{CStr, CString};
-use std::path::PathBuf;
 use std::ptr::{null, null_mut};
 use trie::ffi::trie_status::*;
 use trie::ffi::*;
 
 fn last_error() -> String {
     unsafe { CStr::from_ptr(trie_last_error()) }.to_str().unwrap().to_string()
-}
-
-fn assets() -> PathBuf {
-    std::env::var_os("TRIE_ASSETS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/assets"))
 }
 
 /// Tokens a b c d e ab abc bc </s> (control, EOG 8); mask width 40.
@@ -272,6 +268,55 @@ fn compile_and_bad_inputs() {
         assert!(trie_automaton_retain(null()).is_null());
         assert!(trie_automaton_vocab(null()).is_null());
         trie_automaton_free(null_mut());
+        trie_vocab_free(v);
+    }
+}
+
+/// Options at the very end of a readable page, followed by an unreadable one, with a garbage `struct_size`
+/// (a caller that forgot `trie_options_init`): an error naming the bound, never a read past the struct (B1).
+#[test]
+fn options_with_a_huge_struct_size_are_refused_without_reading_past_them() {
+    let v = toy();
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as usize;
+    // SAFETY: a fresh anonymous mapping of two pages; the second is made unreadable.
+    let base = unsafe {
+        libc::mmap(
+            null_mut(),
+            2 * page,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    assert_ne!(base, libc::MAP_FAILED);
+    let guard = unsafe { (base as *mut u8).add(page) };
+    assert_eq!(unsafe { libc::mprotect(guard as *mut libc::c_void, page, libc::PROT_NONE) }, 0);
+    let at = unsafe { guard.sub(std::mem::size_of::<trie_options>()) } as *mut trie_options;
+    let set: [&[u8]; 1] = [b"ab"];
+    let (ptrs, lens) = ([set[0].as_ptr()], [set[0].len()]);
+    for size in [1usize << 40, usize::MAX, 4097] {
+        unsafe { at.write(trie_options { struct_size: size, ..Default::default() }) };
+        let mut a = 1usize as *mut trie_automaton;
+        let st = unsafe { trie_compile(v, ptrs.as_ptr(), lens.as_ptr(), 1, at, &mut a) };
+        assert_eq!(st, TRIE_ERR_INVALID_ARGUMENT, "struct_size {size}");
+        assert!(a.is_null());
+        let msg = last_error();
+        assert!(msg.contains(&size.to_string()) && msg.contains("4096") && msg.contains("trie_options_init"), "{msg}");
+        let (mut a2, mut b) = (null_mut(), 1usize as *mut trie_automaton);
+        assert_eq!(unsafe { trie_compile(v, ptrs.as_ptr(), lens.as_ptr(), 1, null(), &mut a2) }, TRIE_OK);
+        let st = unsafe { trie_automaton_with(a2, null(), null(), 0, null(), null(), 0, at, &mut b) };
+        assert_eq!(st, TRIE_ERR_INVALID_ARGUMENT, "trie_automaton_with, struct_size {size}");
+        assert!(b.is_null());
+        unsafe { trie_automaton_free(a2) };
+    }
+    // The struct's own size still works at the end of the page.
+    unsafe { at.write(trie_options::default()) };
+    let mut a = null_mut();
+    assert_eq!(unsafe { trie_compile(v, ptrs.as_ptr(), lens.as_ptr(), 1, at, &mut a) }, TRIE_OK, "{}", last_error());
+    unsafe {
+        trie_automaton_free(a);
+        libc::munmap(base, 2 * page);
         trie_vocab_free(v);
     }
 }
@@ -571,8 +616,9 @@ fn files_and_bad_files() {
         assert_eq!(trie_vocab_from_tokenizer_json(c(&garbage).as_ptr(), &mut v), TRIE_ERR_MALFORMED_FILE);
         assert!(v.is_null());
 
-        let gguf = assets().join("vocab/ggml-vocab-llama-bpe.gguf");
-        if let Ok(bytes) = std::fs::read(&gguf) {
+        let gguf = asset("vocab/ggml-vocab-llama-bpe.gguf");
+        {
+            let bytes = std::fs::read(&gguf).unwrap();
             for cut in [10, 1000, 100_000, bytes.len() / 2] {
                 std::fs::write(&garbage, &bytes[..cut]).unwrap();
                 assert_eq!(trie_vocab_from_gguf(c(&garbage).as_ptr(), &mut v), TRIE_ERR_MALFORMED_FILE, "cut {cut}");
@@ -597,15 +643,11 @@ fn files_and_bad_files() {
             assert!(text == b"search_flights" || text == b"book_hotel", "{:?}", String::from_utf8_lossy(&text));
             trie_automaton_free(a);
             trie_vocab_free(v);
-        } else {
-            eprintln!("skipped: {} not found (set TRIE_ASSETS)", gguf.display());
         }
-        let bert = assets().join("vocab/ggml-vocab-bert-bge.gguf");
-        if bert.exists() {
-            assert_eq!(trie_vocab_from_gguf(c(&bert).as_ptr(), &mut v), TRIE_ERR_UNSUPPORTED_VOCABULARY);
-        }
-        let qwen = assets().join("tokenizers/qwen3.tokenizer.json");
-        if cfg!(feature = "hf") && qwen.exists() {
+        let bert = asset("vocab/ggml-vocab-bert-bge.gguf");
+        assert_eq!(trie_vocab_from_gguf(c(&bert).as_ptr(), &mut v), TRIE_ERR_UNSUPPORTED_VOCABULARY);
+        if cfg!(feature = "hf") {
+            let qwen = asset("tokenizers/qwen3.tokenizer.json");
             let eos = [151_645i32];
             assert_eq!(trie_vocab_from_tokenizer_json_ex(c(&qwen).as_ptr(), eos.as_ptr(), 1, 151_936, &mut v), TRIE_OK);
             assert_eq!(trie_vocab_n_tokens(v), 151_936);

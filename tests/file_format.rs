@@ -8,7 +8,7 @@ use proptest::prelude::*;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use std::sync::Arc;
-use trie::{Automaton, CompileOptions, ErrorKind, State, Vocabulary};
+use trie::{Automaton, CompileOptions, ErrorKind, State, TokenKind, Vocabulary};
 
 /// Every observable of `a` and `b` agrees on the states random walks visit, and on every state of a small set.
 fn same_behaviour(a: &Automaton, b: &Automaton, seed: u64) {
@@ -125,8 +125,9 @@ proptest! {
     }
 }
 
-/// Writes the seed corpus of the `load` fuzz target (saved files of its vocabulary): run with
-/// `FUZZ_SEEDS=fuzz/seeds/load cargo test --test file_format write_fuzz_seeds -- --ignored`.
+/// Writes the seed corpus of the `load` and `update` fuzz targets (saved files of their vocabulary, and one with
+/// two members swapped, a valid checksum, which the loader must refuse): run with
+/// `FUZZ_SEEDS=fuzz/seeds/load cargo test --test file_format write_fuzz_seeds -- --ignored` (and `.../update`).
 #[test]
 #[ignore]
 fn write_fuzz_seeds() {
@@ -142,5 +143,159 @@ fn write_fuzz_seeds() {
     for (i, set) in [&["ab", "abc", "bd"][..], &["abcabc", "é", "", "cab", "dd"][..], &["a"][..]].iter().enumerate() {
         let a = Automaton::compile(v.clone(), set, &CompileOptions::new()).unwrap();
         std::fs::write(out.join(format!("automaton-{i}")), a.to_bytes()).unwrap();
+    }
+    let mut swapped = Automaton::compile(v.clone(), &["aa", "bb", "cc"], &CompileOptions::new()).unwrap().to_bytes();
+    let (at, _) = section(&swapped, 14);
+    swapped[at..at + 4].copy_from_slice(b"bbaa");
+    fix_checksum(&mut swapped);
+    std::fs::write(out.join("regression-members-swapped"), swapped).unwrap();
+}
+
+/// A byte-level vocabulary (every byte a token, a few longer ones, an EOG): no assets needed.
+fn byte_vocab() -> Arc<Vocabulary> {
+    let mut tokens: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).collect();
+    tokens.extend([b"ab".to_vec(), b"abc".to_vec(), b"tool".to_vec(), b"</s>".to_vec()]);
+    let mut kinds = vec![TokenKind::Normal; tokens.len()];
+    kinds[259] = TokenKind::Control;
+    Arc::new(Vocabulary::new(tokens, kinds, &[259], None).unwrap())
+}
+
+/// A set of `n` tool names, different for each `seed`.
+fn tools(seed: u64, n: usize) -> Vec<String> {
+    (0..n).map(|i| format!("tool{seed}.{i:05}.{}", i * 7919 % 1000)).collect()
+}
+
+/// Files of the directory `dir` but the ones named in `keep`: temporary files left behind.
+fn leftovers(dir: &std::path::Path, keep: &[&str]) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| !keep.contains(&n.as_str()))
+        .collect()
+}
+
+/// Threads saving different automata to one path at once: every save succeeds, and the file is then exactly one
+/// of them (complete, loadable), never a mixture; no temporary file is left (B3).
+#[test]
+fn concurrent_saves_to_one_path_leave_one_complete_file() {
+    let v = byte_vocab();
+    let automata: Vec<Automaton> = (0..4)
+        .map(|i| Automaton::compile(v.clone(), &tools(i, 3000 + 500 * i as usize), &CompileOptions::new()).unwrap())
+        .collect();
+    let files: Vec<Vec<u8>> = automata.iter().map(|a| a.to_bytes()).collect();
+    let dir = tempdir("concurrent-saves");
+    let path = dir.join("set.trie");
+    for round in 0..8 {
+        let barrier = std::sync::Barrier::new(automata.len());
+        let results: Vec<trie::Result<()>> = std::thread::scope(|s| {
+            let handles: Vec<_> = automata
+                .iter()
+                .map(|a| {
+                    let (barrier, path) = (&barrier, &path);
+                    s.spawn(move || {
+                        barrier.wait();
+                        a.save(path)
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        for (i, r) in results.iter().enumerate() {
+            assert!(r.is_ok(), "round {round}: save {i} failed: {:?}", r.as_ref().err());
+        }
+        let on_disk = std::fs::read(&path).unwrap();
+        let which = files.iter().position(|f| *f == on_disk);
+        assert!(which.is_some(), "round {round}: the file is none of the saved automata ({} bytes)", on_disk.len());
+        let loaded = Automaton::load(v.clone(), &path).unwrap();
+        assert_eq!(loaded.n_members(), automata[which.unwrap()].n_members());
+        assert_eq!(leftovers(&dir, &["set.trie"]), Vec::<String>::new(), "round {round}: temporary files left");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Saving to the path of a mapped automaton replaces the file (a new inode renamed over it), never rewrites it:
+/// the mapped automaton keeps its members and masks, and a new load sees the new set (B4).
+#[test]
+fn a_mapped_automaton_survives_another_save_to_its_path() {
+    use std::os::unix::fs::MetadataExt;
+    let v = byte_vocab();
+    let (first, second) = (tools(1, 2000), tools(2, 50));
+    let a = Automaton::compile(v.clone(), &first, &CompileOptions::new()).unwrap();
+    let b = Automaton::compile(v.clone(), &second, &CompileOptions::new()).unwrap();
+    let dir = tempdir("mapped-resave");
+    let path = dir.join("set.trie");
+    a.save(&path).unwrap();
+    let inode = std::fs::metadata(&path).unwrap().ino();
+    let mapped = Automaton::load(v.clone(), &path).unwrap();
+    assert!(mapped.is_mapped());
+    b.save(&path).unwrap();
+    assert_ne!(std::fs::metadata(&path).unwrap().ino(), inode, "save rewrote the mapped file in place");
+    same_behaviour(&a, &mapped, 1);
+    for m in &first {
+        assert!(accepts_string(&mapped, m.as_bytes()), "{m} is no longer accepted by the mapped automaton");
+    }
+    let reloaded = Automaton::load(v.clone(), &path).unwrap();
+    assert_eq!(reloaded.n_members(), second.len());
+    same_behaviour(&b, &reloaded, 2);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Whether `a` produces `s` spelled one byte token at a time, then an end-of-generation token.
+fn accepts_string(a: &Automaton, s: &[u8]) -> bool {
+    let mut state = a.start();
+    for &b in s {
+        match a.advance(state, b as u32) {
+            Ok(trie::Step::Next(n)) => state = n,
+            _ => return false,
+        }
+    }
+    matches!(a.advance(state, 259), Ok(trie::Step::Finished))
+}
+
+/// The checksum of a saved file as `src/file.rs` computes it (xxh3-64 of the header with its checksum field
+/// zeroed and of the xxh3-64 of each 1 MiB block), so a test can craft a file with a valid one.
+fn fix_checksum(file: &mut [u8]) {
+    use xxhash_rust::xxh3::{xxh3_64, Xxh3};
+    let mut head = file[..64].to_vec();
+    head[32..40].fill(0);
+    let blocks: Vec<u8> = file[64..].chunks(1 << 20).flat_map(|c| xxh3_64(c).to_ne_bytes()).collect();
+    let mut h = Xxh3::new();
+    h.update(&head);
+    h.update(&blocks);
+    file[32..40].copy_from_slice(&h.digest().to_ne_bytes());
+}
+
+/// Section `tag` of a saved file: (byte offset, element count).
+fn section(file: &[u8], tag: u32) -> (usize, usize) {
+    let n = u32::from_ne_bytes(file[20..24].try_into().unwrap()) as usize;
+    (0..n)
+        .map(|i| 64 + 24 * i)
+        .find(|&e| u32::from_ne_bytes(file[e..e + 4].try_into().unwrap()) == tag)
+        .map(|e| {
+            let at = u64::from_ne_bytes(file[e + 8..e + 16].try_into().unwrap()) as usize;
+            let count = u64::from_ne_bytes(file[e + 16..e + 24].try_into().unwrap()) as usize;
+            (at, count)
+        })
+        .unwrap()
+}
+
+/// A file whose member list is out of order (two members swapped) or repeats a member, with a valid checksum,
+/// is refused as malformed: `with_changes` relies on that order (B5).
+#[test]
+fn members_out_of_order_are_malformed() {
+    const MEMBER_BYTES: u32 = 14;
+    let v = byte_vocab();
+    let a = Automaton::compile(v.clone(), &["aa", "bb", "cc"], &CompileOptions::new()).unwrap();
+    let good = a.to_bytes();
+    let (at, count) = section(&good, MEMBER_BYTES);
+    assert_eq!(&good[at..at + count], b"aabbcc", "the members, sorted, in the member bytes section");
+    assert!(Automaton::from_bytes(v.clone(), &good).is_ok());
+    for (crafted, what) in [(&b"bbaacc"[..], "swapped"), (b"aaaacc", "repeated"), (b"aaccbb", "swapped at the end")] {
+        let mut bad = good.clone();
+        bad[at..at + count].copy_from_slice(crafted);
+        fix_checksum(&mut bad);
+        let e = Automaton::from_bytes(v.clone(), &bad).err().unwrap_or_else(|| panic!("{what} members were accepted"));
+        assert_eq!(e.kind(), ErrorKind::MalformedFile, "{what}: {e}");
+        assert!(e.message().contains("members"), "{what}: {e}");
     }
 }

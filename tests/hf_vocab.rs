@@ -1,38 +1,28 @@
 //! Loading Hugging Face `tokenizer.json` files into `trie::Vocabulary`.
 //!
-//! The real-file tests read `<assets>/tokenizers/{qwen3,llama3,mistral-7b-v0.1}.tokenizer.json`, where `<assets>`
-//! is `$TRIE_ASSETS` or `<CARGO_MANIFEST_DIR>/../shared/assets`; without them they print a notice and pass.
-//! The synthetic tests need no files.
+//! The real-file tests read `<assets>/tokenizers/{qwen3,llama3,mistral-7b-v0.1}.tokenizer.json` (found by
+//! `tests/common`: `$TRIE_ASSETS`, filled by `scripts/fetch-assets.sh`); without them they fail, naming the
+//! command to run. The synthetic tests need no files.
 #![cfg(feature = "hf")]
 
-use std::path::PathBuf;
+mod common;
+
+use common::tokenizer_json_path as tokenizer_path;
 use std::sync::OnceLock;
 use tokenizers::Tokenizer;
 use trie::hf::HfOptions;
 use trie::{ErrorKind, TokenId, TokenKind, Vocabulary};
-
-fn assets() -> PathBuf {
-    match std::env::var_os("TRIE_ASSETS") {
-        Some(dir) => PathBuf::from(dir),
-        None => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/assets"),
-    }
-}
-
-fn tokenizer_path(name: &str) -> PathBuf {
-    assets().join("tokenizers").join(format!("{name}.tokenizer.json"))
-}
 
 struct Loaded {
     tok: Tokenizer,
     vocab: Vocabulary,
 }
 
-/// The tokenizer and its vocabulary (default options), loaded once per file; `None` (with a notice) if the
-/// file is absent.
-fn load(name: &'static str) -> Option<&'static Loaded> {
-    static QWEN3: OnceLock<Option<Loaded>> = OnceLock::new();
-    static LLAMA3: OnceLock<Option<Loaded>> = OnceLock::new();
-    static MISTRAL: OnceLock<Option<Loaded>> = OnceLock::new();
+/// The tokenizer and its vocabulary (default options), loaded once per file (a missing file fails the test).
+fn load(name: &'static str) -> &'static Loaded {
+    static QWEN3: OnceLock<Loaded> = OnceLock::new();
+    static LLAMA3: OnceLock<Loaded> = OnceLock::new();
+    static MISTRAL: OnceLock<Loaded> = OnceLock::new();
     let cell = match name {
         "qwen3" => &QWEN3,
         "llama3" => &LLAMA3,
@@ -41,19 +31,14 @@ fn load(name: &'static str) -> Option<&'static Loaded> {
     };
     cell.get_or_init(|| {
         let path = tokenizer_path(name);
-        if !path.exists() {
-            eprintln!("NOTICE: skipping: {} not found (set TRIE_ASSETS)", path.display());
-            return None;
-        }
         let t0 = std::time::Instant::now();
         let tok = Tokenizer::from_file(&path).expect("tokenizers loads the file");
         eprintln!("{name}: Tokenizer::from_file took {:?}", t0.elapsed());
         let t = std::time::Instant::now();
         let vocab = Vocabulary::from_tokenizer_json(&path, &HfOptions::default()).expect("libtrie loads the file");
         eprintln!("{name}: Vocabulary::from_tokenizer_json took {:?}", t.elapsed());
-        Some(Loaded { tok, vocab })
+        Loaded { tok, vocab }
     })
-    .as_ref()
 }
 
 const TEXTS: &[&str] = &[
@@ -90,7 +75,7 @@ fn expected_text(name: &str, s: &str) -> String {
 }
 
 fn check_encodings(name: &'static str) {
-    let Some(l) = load(name) else { return };
+    let l = load(name);
     let mut texts: Vec<&str> = TEXTS.to_vec();
     texts.push("cafe\u{301} decomposed");
     for s in texts {
@@ -124,7 +109,7 @@ fn mistral_encodings_concatenate_to_the_text() {
 /// Every listed token whose bytes are valid UTF-8 decodes (alone, special tokens kept) to exactly its bytes;
 /// with `strip_one_space` (a decoder ending in `Strip(" ", 1, 0)`), `decode` drops one leading space.
 fn check_single_token_decoding(name: &'static str, strip_one_space: bool) {
-    let Some(l) = load(name) else { return };
+    let l = load(name);
     let mut checked = 0usize;
     let mut stripped = 0usize;
     let mut mismatches = Vec::new();
@@ -180,7 +165,7 @@ fn count(v: &Vocabulary, kind: TokenKind) -> usize {
 
 #[test]
 fn eog_inference_and_kinds_qwen3() {
-    let Some(l) = load("qwen3") else { return };
+    let l = load("qwen3");
     let v = &l.vocab;
     // The special added tokens with end names: the two chat ends (generation_config.json's eos_token_id).
     // `<|fim_pad|>`, `<|repo_name|>` and `<|file_sep|>` have end names too but are not special: text.
@@ -210,7 +195,7 @@ fn eog_inference_and_kinds_qwen3() {
 
 #[test]
 fn eog_inference_and_kinds_llama3() {
-    let Some(l) = load("llama3") else { return };
+    let l = load("llama3");
     let v = &l.vocab;
     assert_eq!(v.eog_ids(), &[id_of(l, "<|end_of_text|>"), id_of(l, "<|eot_id|>")]);
     assert_eq!(v.eog_ids(), &[128001, 128009]);
@@ -223,7 +208,7 @@ fn eog_inference_and_kinds_llama3() {
 
 #[test]
 fn eog_inference_and_kinds_mistral() {
-    let Some(l) = load("mistral-7b-v0.1") else { return };
+    let l = load("mistral-7b-v0.1");
     let v = &l.vocab;
     assert_eq!(v.eog_ids(), &[2]);
     assert_eq!(id_of(l, "</s>"), 2);
@@ -243,10 +228,6 @@ fn eog_inference_and_kinds_mistral() {
 #[test]
 fn qwen3_padded_vocabulary() {
     let path = tokenizer_path("qwen3");
-    if !path.exists() {
-        eprintln!("NOTICE: skipping: {} not found (set TRIE_ASSETS)", path.display());
-        return;
-    }
     let v = Vocabulary::from_tokenizer_json(&path, &HfOptions { eog_ids: None, n_vocab: Some(151_936) }).unwrap();
     assert_eq!(v.n_vocab(), 151_936);
     assert_eq!(v.n_listed(), 151_669);
@@ -280,14 +261,10 @@ fn garbage_and_truncated_json_are_malformed() {
         assert_eq!(e.kind(), ErrorKind::MalformedFile, "{:?}: {e}", String::from_utf8_lossy(bytes));
         assert!(!e.message().is_empty());
     }
-    let path = tokenizer_path("mistral-7b-v0.1");
-    if let Ok(full) = std::fs::read(&path) {
-        for cut in [1, 100, full.len() / 3, full.len() / 2, full.len() - 2] {
-            let e = Vocabulary::from_tokenizer_json_bytes(&full[..cut], &opts).unwrap_err();
-            assert_eq!(e.kind(), ErrorKind::MalformedFile, "cut at {cut}: {e}");
-        }
-    } else {
-        eprintln!("NOTICE: skipping the truncated-file part: {} not found", path.display());
+    let full = std::fs::read(tokenizer_path("mistral-7b-v0.1")).unwrap();
+    for cut in [1, 100, full.len() / 3, full.len() / 2, full.len() - 2] {
+        let e = Vocabulary::from_tokenizer_json_bytes(&full[..cut], &opts).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::MalformedFile, "cut at {cut}: {e}");
     }
 }
 

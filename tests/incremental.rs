@@ -269,3 +269,23 @@ fn large_set_in_batches() {
         set = expected_list(&set, &add, &remove);
     }
 }
+
+/// Removing members before a run of unchanged ones moves that run's offsets down: the shift must not be computed
+/// as an unsigned `new - old` (an overflow panic under debug assertions, found by the `update` fuzz target on its
+/// first seed). Run in a debug build to see the difference: release arithmetic wraps to the same offsets.
+#[test]
+fn removals_before_unchanged_members_shift_their_offsets_down() {
+    let mut tokens: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).collect();
+    tokens.push(b"</s>".to_vec());
+    let mut kinds = vec![trie::TokenKind::Normal; 257];
+    kinds[256] = trie::TokenKind::Control;
+    let vocab = Arc::new(Vocabulary::new(tokens, kinds, &[256], None).unwrap());
+    let set: Vec<Vec<u8>> = ["ab", "abc", "bd", "bdd", "c"].iter().map(|s| s.as_bytes().to_vec()).collect();
+    let bytes = |l: &[&str]| l.iter().map(|s| s.as_bytes().to_vec()).collect::<Vec<_>>();
+    for (add, remove) in
+        [(vec![], vec!["ab"]), (vec!["a"], vec!["ab", "abc"]), (vec!["dd"], vec!["abc"]), (vec![], vec!["bd", "ab"])]
+    {
+        let got = check(&vocab, "toy", &set, &bytes(&add), &bytes(&remove), &CompileOptions::new()).unwrap();
+        assert!(got.is_some(), "add {add:?}, remove {remove:?}");
+    }
+}

@@ -79,6 +79,7 @@ PathLike = Union[str, "os.PathLike[str]"]
 class Status(enum.IntEnum):
     """``trie_status`` (``include/trie.h``): the code of every failure (0 is success)."""
 
+    # BEGIN GENERATED Status (scripts/gen-status.py from include/trie.h; do not edit)
     OK = 0
     NULL_ARGUMENT = 1
     INVALID_ARGUMENT = 2
@@ -93,6 +94,7 @@ class Status(enum.IntEnum):
     LIMIT_EXCEEDED = 11
     INVALID_STATE = 12
     VOCAB_MISMATCH = 13
+    # END GENERATED Status
 
 
 class TrieError(RuntimeError):

@@ -472,11 +472,11 @@ impl Automaton {
                 }
                 let end = end.max(i + 1);
                 let base = new_offsets.len() - 1;
-                let shift = new_bytes.len() as u64 - self.member_offsets[i];
-                new_bytes.extend_from_slice(
-                    &self.member_bytes[self.member_offsets[i] as usize..self.member_offsets[end] as usize],
-                );
-                new_offsets.extend(self.member_offsets[i + 1..=end].iter().map(|&o| o + shift));
+                // The run moves from old offset `from` to new offset `to`, down when members before it were
+                // removed: shifted as `o - from + to` (offsets ascend, so `o >= from`; no wrapping).
+                let (from, to) = (self.member_offsets[i], new_bytes.len() as u64);
+                new_bytes.extend_from_slice(&self.member_bytes[from as usize..self.member_offsets[end] as usize]);
+                new_offsets.extend(self.member_offsets[i + 1..=end].iter().map(|&o| o - from + to));
                 for (j, slot) in old_to_new[i..end].iter_mut().enumerate() {
                     *slot = (base + j) as u32;
                 }

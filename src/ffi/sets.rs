@@ -1,6 +1,6 @@
 //! The C ABI of the request-set front end (`crate::sets`): `trie_set_cache_*`.
 
-use super::{check_out, guard, guard_value, null, put, slice, trie_automaton, trie_status, trie_vocab, vocab_arc};
+use super::{boundary, check_out, guard, null, put, slice, trie_automaton, trie_status, trie_vocab, vocab_arc};
 use crate::error::{Error, Result};
 use crate::sets::{Options, SetCache};
 use std::ffi::{c_char, CStr, OsStr};
@@ -283,7 +283,7 @@ pub unsafe extern "C" fn trie_set_cache_free(cache: *mut trie_set_cache) {
     if cache.is_null() {
         return;
     }
-    guard_value((), || drop(Box::from_raw(cache as *mut SetCache)));
+    boundary(|| drop(Box::from_raw(cache as *mut SetCache)));
 }
 
 #[cfg(test)]

@@ -139,7 +139,7 @@ pub unsafe extern "C" fn trie_compile_template(
 /// `automaton` must be NULL or a live automaton.
 #[no_mangle]
 pub unsafe extern "C" fn trie_automaton_is_open(automaton: *const trie_automaton) -> bool {
-    guard_value(false, || automaton_ref(automaton).map(|a| a.is_open()).unwrap_or(false))
+    boundary(|| automaton_ref(automaton).map(|a| a.is_open()).unwrap_or(false))
 }
 
 /// Sets `*member` to the member whose segment is complete in `state` (where [`trie_is_accepting`] holds): its

@@ -1,8 +1,9 @@
 /* C tests of every call of include/trie.h and of every bad input: statuses, messages, outputs left untouched.
  * Prints "N passed, N failed" and exits non-zero on any failure. Run under AddressSanitizer and valgrind by ctest.
  *
- * Real vocabularies are read from $TRIE_ASSETS/vocab (default: TRIE_DEFAULT_ASSETS, set by CMake); missing files
- * skip their checks. TRIE_TEST_LARGE=1 adds the 1,000,000-string compile. */
+ * Real vocabularies are read from $TRIE_ASSETS (default: TRIE_DEFAULT_ASSETS, set by CMake); a missing file is a
+ * failure naming the command that fetches them (scripts/fetch-assets.sh). TRIE_TEST_LARGE=1 adds the
+ * 1,000,000-string compile. */
 #define _POSIX_C_SOURCE 200809L
 #include "trie.h"
 
@@ -43,6 +44,13 @@ static char *asset(const char *rel) {
 }
 
 static int file_exists(const char *path) { return access(path, R_OK) == 0; }
+
+/* A real-vocabulary asset is missing: a failure (CI fetches the assets), never a silent skip. */
+static void missing_asset(const char *path) {
+    failed++;
+    fprintf(stderr, "FAIL: asset %s not found: run scripts/fetch-assets.sh (it prints the folder it filled) and "
+                    "set TRIE_ASSETS to that folder\n", path);
+}
 
 /* Tokens: a b c d e ab abc bc </s>(control, EOG 8); mask width 40 (ids 9..39 are padding). */
 static trie_vocab *toy_vocab(void) {
@@ -568,8 +576,7 @@ static void test_files(void) {
 
     const char *gguf = asset("vocab/ggml-vocab-llama-bpe.gguf");
     if (!file_exists(gguf)) {
-        printf("skip: %s not found (set TRIE_ASSETS)\n", gguf);
-        skipped++;
+        missing_asset(gguf);
     } else {
         /* Truncated copy of a real file. */
         FILE *f = fopen(gguf, "rb");
@@ -618,14 +625,15 @@ static void test_files(void) {
         trie_vocab_free(v);
     }
     const char *bert = asset("vocab/ggml-vocab-bert-bge.gguf");
-    if (file_exists(bert)) {
+    if (!file_exists(bert)) {
+        missing_asset(bert);
+    } else {
         CHECK_ST(trie_vocab_from_gguf(bert, &v), TRIE_ERR_UNSUPPORTED_VOCABULARY);
         CHECK(v == NULL);
     }
     const char *qwen = asset("tokenizers/qwen3.tokenizer.json");
     if (!file_exists(qwen)) {
-        printf("skip: %s not found\n", qwen);
-        skipped++;
+        missing_asset(qwen);
     } else {
         CHECK_ST(trie_vocab_from_tokenizer_json(qwen, &v), TRIE_OK);
         size_t listed = trie_vocab_n_tokens(v);

@@ -9,25 +9,42 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock};
 use trie::{Automaton, State, Step, TokenId, Vocabulary};
 
-/// The folder of real tokenizer assets: `$TRIE_ASSETS`, else `../shared/assets` beside the checkout, else the
-/// cache that `scripts/fetch-assets.sh` fills. Panics with the command to run when none exists.
+/// How to get the assets, for the message of a test that misses one (CI fetches them first).
+const FETCH: &str = "run `scripts/fetch-assets.sh` (it prints the folder it filled) and set TRIE_ASSETS to that folder";
+
+/// The folder of real tokenizer assets: `$TRIE_ASSETS` when set (and nothing else then), else `../shared/assets`
+/// beside the checkout, else the cache that `scripts/fetch-assets.sh` fills. Panics with the command to run when
+/// none holds them: a test that needs assets fails without them, it never passes untested.
 pub fn assets_dir() -> PathBuf {
+    let marker = "vocab/ggml-vocab-gpt-2.gguf";
+    if let Some(dir) = std::env::var_os("TRIE_ASSETS").map(PathBuf::from) {
+        assert!(dir.join(marker).exists(), "TRIE_ASSETS={} holds no {marker}: {FETCH}", dir.display());
+        return dir;
+    }
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let candidates = [
-        std::env::var_os("TRIE_ASSETS").map(PathBuf::from),
-        Some(root.join("../shared/assets")),
-        Some(root.join(".cache/assets")),
-    ];
-    for c in candidates.into_iter().flatten() {
-        if c.join("vocab/ggml-vocab-gpt-2.gguf").exists() {
+    for c in [root.join("../shared/assets"), root.join(".cache/assets")] {
+        if c.join(marker).exists() {
             return c;
         }
     }
-    panic!("real tokenizer assets not found: run `scripts/fetch-assets.sh` (or set TRIE_ASSETS)");
+    panic!("real tokenizer assets not found (TRIE_ASSETS is not set): {FETCH}");
+}
+
+/// The asset at `relative` (such as `vocab/ggml-vocab-bert-bge.gguf`) in [`assets_dir`]; panics naming it and the
+/// command to run when it is missing.
+pub fn asset(relative: &str) -> PathBuf {
+    let path = assets_dir().join(relative);
+    assert!(path.exists(), "asset {} not found: {FETCH}", path.display());
+    path
+}
+
+/// The Hugging Face tokenizer.json asset `name` (`qwen3`, `llama3`, `mistral-7b-v0.1`).
+pub fn tokenizer_json_path(name: &str) -> PathBuf {
+    asset(&format!("tokenizers/{name}.tokenizer.json"))
 }
 
 pub fn gguf_path(name: &str) -> PathBuf {
-    assets_dir().join(format!("vocab/ggml-vocab-{name}.gguf"))
+    asset(&format!("vocab/ggml-vocab-{name}.gguf"))
 }
 
 /// The GGUF vocabularies of the test suite (bert is refused, tested apart).

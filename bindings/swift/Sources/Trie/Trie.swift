@@ -19,6 +19,7 @@ import CTrie
 
 /// A failed libtrie call: the status (`trie_status`) with the library's message.
 public enum TrieError: Error, Equatable, CustomStringConvertible {
+    // BEGIN GENERATED TrieError.cases (scripts/gen-status.py from include/trie.h; do not edit)
     case nullArgument(String)
     case invalidArgument(String)
     case io(String)
@@ -32,11 +33,13 @@ public enum TrieError: Error, Equatable, CustomStringConvertible {
     case limitExceeded(String)
     case invalidState(String)
     case vocabMismatch(String)
+    // END GENERATED TrieError.cases
     /// A status this binding does not know (a newer libtrie).
     case other(status: Int32, message: String)
 
     init(status: Int32, message: String) {
         switch status {
+        // BEGIN GENERATED TrieError.init (scripts/gen-status.py from include/trie.h; do not edit)
         case 1: self = .nullArgument(message)
         case 2: self = .invalidArgument(message)
         case 3: self = .io(message)
@@ -50,6 +53,7 @@ public enum TrieError: Error, Equatable, CustomStringConvertible {
         case 11: self = .limitExceeded(message)
         case 12: self = .invalidState(message)
         case 13: self = .vocabMismatch(message)
+        // END GENERATED TrieError.init
         default: self = .other(status: status, message: message)
         }
     }
@@ -57,6 +61,7 @@ public enum TrieError: Error, Equatable, CustomStringConvertible {
     /// The libtrie status number (`TRIE_ERR_*`).
     public var status: Int32 {
         switch self {
+        // BEGIN GENERATED TrieError.status (scripts/gen-status.py from include/trie.h; do not edit)
         case .nullArgument: return 1
         case .invalidArgument: return 2
         case .io: return 3
@@ -70,6 +75,7 @@ public enum TrieError: Error, Equatable, CustomStringConvertible {
         case .limitExceeded: return 11
         case .invalidState: return 12
         case .vocabMismatch: return 13
+        // END GENERATED TrieError.status
         case .other(let status, _): return status
         }
     }
@@ -77,10 +83,12 @@ public enum TrieError: Error, Equatable, CustomStringConvertible {
     /// libtrie's message for the failed call (`trie_last_error`).
     public var message: String {
         switch self {
+        // BEGIN GENERATED TrieError.message (scripts/gen-status.py from include/trie.h; do not edit)
         case .nullArgument(let m), .invalidArgument(let m), .io(let m), .unsupportedVocabulary(let m),
              .unreachableString(let m), .bufferTooSmall(let m), .tokenRejected(let m), .panic(let m),
              .malformedFile(let m), .emptySet(let m), .limitExceeded(let m), .invalidState(let m),
              .vocabMismatch(let m):
+        // END GENERATED TrieError.message
             return m
         case .other(_, let m): return m
         }
