@@ -36,6 +36,7 @@ pub mod gguf;
 #[cfg(feature = "hf")]
 pub mod hf;
 mod mask;
+pub mod sets;
 mod string_trie;
 pub mod template;
 mod token_trie;

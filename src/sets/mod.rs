@@ -1,0 +1,2 @@
+//! Request shapes that name a finite set.
+pub mod recognize;
