@@ -1,8 +1,8 @@
 //! Regexes that are an alternation of escaped literals, read with full-match semantics (as constrained
 //! decoding engines read them): `a|b`, `(a|b)`, `(?:a|b)`, `^(?:a|b\.c)$`, `^a$`.
 //!
-//! A literal character is any character but `\ . ^ $ | ? * + ( ) [ ] { }`; escapes: `\` + ASCII punctuation or
-//! space (that character), `\n \r \t \f \v`, `\xHH`, `\uHHHH` (a Unicode scalar value). Anchors are accepted at
+//! A literal character is any character but `\ . ^ $ | ? * + ( ) [ ] { }`; escapes: `\` + an ASCII character that is
+//! not a letter or digit (that character, as Python's `re.escape` writes them), `\n \r \t \f \v`, `\xHH`, `\uHHHH` (a Unicode scalar value). Anchors are accepted at
 //! the two ends only, around one group or one alternative. Everything else — classes, quantifiers, other groups,
 //! `\d \w \s \b`, back references, flags — is "not a set".
 
@@ -89,7 +89,7 @@ fn escape(rest: &str) -> Result<(char, usize), String> {
                 .map(|ch| (ch, 1 + n))
                 .ok_or_else(|| format!("the escape \\{c} without {n} hex digits of a scalar value"));
         }
-        c if c.is_ascii_punctuation() || c == ' ' => c,
+        c if c.is_ascii() && !c.is_ascii_alphanumeric() => c,
         c => return Err(format!("the escape \\{c} (a class, an assertion or a reference)")),
     };
     Ok((ch, 1))
