@@ -1345,3 +1345,5 @@ mod tests {
         assert_eq!(unsafe { CStr::from_ptr(p) }.to_bytes(), b"trie");
     }
 }
+
+pub mod recognize;

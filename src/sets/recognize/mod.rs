@@ -41,6 +41,8 @@ pub enum Shape {
 
 impl Shape {
     /// All shapes, in the order of their C numbers (`TRIE_RECOGNIZE_*`).
+    ///
+    /// cbindgen:ignore
     pub const ALL: [Shape; 5] = [Shape::Choices, Shape::JsonSchema, Shape::Grammar, Shape::Regex, Shape::Tools];
 
     /// The shape's name as written in messages and in the Python binding.

@@ -160,6 +160,8 @@ fn has_type(v: &Value, t: &str) -> bool {
 }
 
 /// The payload of a tool without `parameters` (what vLLM uses for it).
+///
+/// cbindgen:ignore
 pub const EMPTY_PARAMETERS: &str = r#"{"type": "object", "properties": {}}"#;
 
 /// Recognizes an OpenAI-style tools list: `[{"type": "function", "function": {"name", "parameters", ...}}]`
