@@ -23,7 +23,8 @@ use std::collections::HashMap;
 enum Tok {
     Name(String),
     Assign,
-    Lit(Vec<u8>),
+    /// A literal's decoded bytes: a range of the lexer's arena.
+    Lit(usize, usize),
     Pipe,
     Open,
     Close,
@@ -44,7 +45,7 @@ struct Token {
 
 /// Splits a grammar into tokens. An unterminated literal is an error unless a construct this lexer does not
 /// know came earlier (then the lexer may be out of step with the real syntax: not a set).
-fn lex(src: &str) -> std::result::Result<Vec<Token>, Result<Recognition>> {
+fn lex(src: &str, arena: &mut Vec<u8>) -> std::result::Result<Vec<Token>, Result<Recognition>> {
     let b = src.as_bytes();
     let mut out = Vec::new();
     let mut i = 0;
@@ -73,7 +74,7 @@ fn lex(src: &str) -> std::result::Result<Vec<Token>, Result<Recognition>> {
                 i += 3;
                 Tok::Assign
             }
-            b'"' => match literal(src, i + 1) {
+            b'"' => match literal(src, i + 1, arena) {
                 Ok((tok, next)) => {
                     i = next;
                     tok
@@ -132,12 +133,16 @@ fn lex(src: &str) -> std::result::Result<Vec<Token>, Result<Recognition>> {
 }
 
 /// Reads a string literal whose body starts at `i`; returns the token and the index after the closing quote.
-fn literal(src: &str, mut i: usize) -> std::result::Result<(Tok, usize), String> {
+fn literal(src: &str, mut i: usize, out: &mut Vec<u8>) -> std::result::Result<(Tok, usize), String> {
     let b = src.as_bytes();
     let open = i - 1;
-    let mut out = Vec::new();
+    let start = out.len();
     let mut bad: Option<String> = None;
     loop {
+        // Copy the run of plain bytes up to the next quote or backslash at once.
+        let run = b[i..].iter().position(|&c| c == b'"' || c == b'\\').unwrap_or(b.len() - i);
+        out.extend_from_slice(&b[i..i + run]);
+        i += run;
         let Some(&c) = b.get(i) else {
             return Err(format!("unterminated string literal at offset {open}: {}", show_bytes(&b[open..], 40)));
         };
@@ -160,15 +165,12 @@ fn literal(src: &str, mut i: usize) -> std::result::Result<(Tok, usize), String>
                 }
                 i += len;
             }
-            _ => {
-                out.push(c);
-                i += 1;
-            }
+            _ => unreachable!("the run stops at a quote or a backslash"),
         }
     }
     let tok = match bad {
         Some(why) => Tok::BadLit(why),
-        None => Tok::Lit(out),
+        None => Tok::Lit(start, out.len()),
     };
     Ok((tok, i + 1))
 }
@@ -214,7 +216,7 @@ fn escape(b: &[u8]) -> std::result::Result<(u32, usize), String> {
 /// A rule body: alternatives of sequences of items.
 #[derive(Debug)]
 enum Node {
-    Lit(Vec<u8>),
+    Lit(usize, usize),
     Ref(usize),
     Alt(Vec<Vec<Node>>),
 }
@@ -227,6 +229,7 @@ struct Exp {
 }
 
 struct Rules<'a> {
+    arena: Vec<u8>,
     names: Vec<&'a str>,
     bodies: Vec<&'a [Token]>,
     index: HashMap<&'a str, usize>,
@@ -238,11 +241,85 @@ const SPACE_RULES: [&str; 3] = ["\" \"?", "| \" \" | \"\\n\" [ \\t]{0,20}", "| \
 
 /// Recognizes a grammar (see the module docs).
 pub(super) fn grammar(src: &str, limits: &Limits) -> Result<Recognition> {
-    let tokens = match lex(src) {
+    match fast(src, limits) {
+        Some((members, json)) => finish(members, json, false, limits),
+        None => general(src, limits),
+    }
+}
+
+/// The members as a recognized set (JSON view when the grammar defines a llama.cpp `space` rule).
+fn finish(members: Vec<Vec<u8>>, json: bool, space: bool, limits: &Limits) -> Result<Recognition> {
+    check_members(&members, "grammar", limits)?;
+    let (members, render) = if json { json_view(members) } else { (members, Render::Raw) };
+    Ok(Recognition::Set(Recognized {
+        members,
+        template: Template::bare().render(render),
+        payloads: None,
+        trailing_whitespace: space,
+    }))
+}
+
+/// The two forms engines write, read in one pass with no tokens: `root ::= "a" | "b" | ...` (vLLM's
+/// `choice_as_grammar`) and `root ::= ("a" | ...)` followed only by llama.cpp `space` rule lines
+/// (`json_schema_to_grammar`). `None` (anything else, a literal the general path must explain, a limit): the
+/// general path decides. When it answers, the general path gives the same set.
+fn fast(src: &str, limits: &Limits) -> Option<(Vec<Vec<u8>>, bool)> {
+    let b = src.as_bytes();
+    let mut i = "root ::= ".len();
+    if !src.starts_with("root ::= ") {
+        return None;
+    }
+    let paren = b.get(i) == Some(&b'(');
+    i += usize::from(paren);
+    let mut members = Vec::new();
+    loop {
+        if b.get(i) != Some(&b'"') || members.len() >= limits.max_members {
+            return None;
+        }
+        let mut m = Vec::new();
+        match literal(src, i + 1, &mut m) {
+            Ok((Tok::Lit(..), next)) => i = next,
+            _ => return None,
+        }
+        members.push(m);
+        if b[i..].starts_with(b" | ") {
+            i += 3;
+        } else {
+            break;
+        }
+    }
+    if paren {
+        if b.get(i) != Some(&b')') {
+            return None;
+        }
+        i += 1;
+    }
+    let mut json = false;
+    for (k, line) in src[i..].split('\n').enumerate() {
+        if k == 0 || line.is_empty() {
+            if !line.is_empty() {
+                return None;
+            }
+            continue;
+        }
+        let body = line.strip_prefix("space ::=")?;
+        let normal = body.split_whitespace().collect::<Vec<_>>().join(" ");
+        if !SPACE_RULES.contains(&normal.as_str()) || json {
+            return None;
+        }
+        json = true;
+    }
+    Some((members, json))
+}
+
+/// The general path: tokens, rules, expansion.
+fn general(src: &str, limits: &Limits) -> Result<Recognition> {
+    let mut arena = Vec::new();
+    let tokens = match lex(src, &mut arena) {
         Ok(t) => t,
         Err(answer) => return answer,
     };
-    let rules = match split_rules(src, &tokens) {
+    let rules = match split_rules(src, &tokens, arena) {
         Ok(r) => r,
         Err(answer) => return answer,
     };
@@ -255,19 +332,15 @@ pub(super) fn grammar(src: &str, limits: &Limits) -> Result<Recognition> {
         Ok(e) => e,
         Err(reason) => return not_a_set(reason),
     };
-    check_members(&exp.strings, "grammar", limits)?;
-    let (members, render) =
-        if rules.space.iter().any(|&s| s) { json_view(exp.strings) } else { (exp.strings, Render::Raw) };
-    Ok(Recognition::Set(Recognized {
-        members,
-        template: Template::bare().render(render),
-        payloads: None,
-        trailing_whitespace: exp.space,
-    }))
+    finish(exp.strings, rules.space.iter().any(|&s| s), exp.space, limits)
 }
 
 /// Splits the tokens into rules at each `name ::=`; checks rule names and references.
-fn split_rules<'a>(src: &'a str, tokens: &'a [Token]) -> std::result::Result<Rules<'a>, Result<Recognition>> {
+fn split_rules<'a>(
+    src: &'a str,
+    tokens: &'a [Token],
+    arena: Vec<u8>,
+) -> std::result::Result<Rules<'a>, Result<Recognition>> {
     let mut starts = Vec::new();
     for i in 0..tokens.len() {
         if matches!(tokens[i].tok, Tok::Name(_)) && tokens.get(i + 1).is_some_and(|t| t.tok == Tok::Assign) {
@@ -278,7 +351,7 @@ fn split_rules<'a>(src: &'a str, tokens: &'a [Token]) -> std::result::Result<Rul
         let what = tokens.first().map_or("nothing".to_string(), |t| show_bytes(&src.as_bytes()[t.start..t.end], 40));
         return Err(Err(Error::invalid(format!("malformed grammar: expected a rule `name ::= ...`, found {what}"))));
     }
-    let mut rules = Rules { names: Vec::new(), bodies: Vec::new(), index: HashMap::new(), space: Vec::new() };
+    let mut rules = Rules { arena, names: Vec::new(), bodies: Vec::new(), index: HashMap::new(), space: Vec::new() };
     for (k, &s) in starts.iter().enumerate() {
         let Tok::Name(name) = &tokens[s].tok else { unreachable!("starts are names") };
         let end = starts.get(k + 1).copied().unwrap_or(tokens.len());
@@ -287,8 +360,12 @@ fn split_rules<'a>(src: &'a str, tokens: &'a [Token]) -> std::result::Result<Rul
             return Err(not_a_set(format!("the rule `{name}` is defined twice")));
         }
         let text = body.first().map_or("", |f| &src[f.start..body[body.len() - 1].end]);
-        let normal = text.split_whitespace().collect::<Vec<_>>().join(" ");
-        rules.space.push(SPACE_RULES.contains(&normal.as_str()));
+        // The space rules are short: normalize only short bodies.
+        let space = text.len() <= 64 && {
+            let normal = text.split_whitespace().collect::<Vec<_>>().join(" ");
+            SPACE_RULES.contains(&normal.as_str())
+        };
+        rules.space.push(space);
         rules.names.push(name);
         rules.bodies.push(body);
     }
@@ -318,7 +395,7 @@ fn parse_body(rules: &Rules, r: usize, limits: &Limits) -> Result<std::result::R
         }
         let top = stack.last_mut().expect("the stack holds the rule's own level");
         match &t.tok {
-            Tok::Lit(bytes) => top.1.push(Node::Lit(bytes.clone())),
+            Tok::Lit(s, e) => top.1.push(Node::Lit(*s, *e)),
             Tok::Name(n) => top.1.push(Node::Ref(rules.index[n.as_str()])),
             Tok::Pipe => {
                 let seq = std::mem::take(&mut top.1);
@@ -407,7 +484,7 @@ fn expand(
     active: &mut Vec<bool>,
 ) -> Expanded {
     let alts = match node {
-        Node::Lit(b) => return Ok(Ok(Exp { strings: vec![b.clone()], space: false })),
+        Node::Lit(s, e) => return Ok(Ok(Exp { strings: vec![rules.arena[*s..*e].to_vec()], space: false })),
         Node::Ref(r) => return expand_rule(rules, *r, depth, limits, memo, active),
         Node::Alt(alts) => alts,
     };
@@ -416,6 +493,14 @@ fn expand(
     }
     let mut out: Option<Exp> = None;
     for seq in alts {
+        // The common case, one literal: no intermediate vectors.
+        if let ([Node::Lit(s, e)], Some(o)) = (seq.as_slice(), &mut out) {
+            if !o.space {
+                check_count(o.strings.len() + 1, limits)?;
+                o.strings.push(rules.arena[*s..*e].to_vec());
+                continue;
+            }
+        }
         let mut acc = Exp { strings: vec![Vec::new()], space: false };
         for item in seq {
             let e = match expand(rules, item, depth + 1, limits, memo, active)? {
@@ -426,9 +511,11 @@ fn expand(
                 return Ok(Err("optional whitespace (llama.cpp's `space` rule) is followed by more text".into()));
             }
             check_count(acc.strings.len().saturating_mul(e.strings.len()), limits)?;
-            acc.strings = if e.strings.len() == 1 {
-                let tail = &e.strings[0];
-                acc.strings.into_iter().map(|mut s| (s.extend_from_slice(tail), s).1).collect()
+            acc.strings = if let [tail] = e.strings.as_slice() {
+                for s in &mut acc.strings {
+                    s.extend_from_slice(tail);
+                }
+                acc.strings
             } else {
                 let mut next = Vec::with_capacity(acc.strings.len() * e.strings.len());
                 for head in &acc.strings {
@@ -452,4 +539,37 @@ fn expand(
         }
     }
     Ok(Ok(out.expect("a body has at least one alternative")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_fast_path_agrees_with_the_general_one() {
+        let limits = Limits::default();
+        let space = "space ::= | \" \" | \"\\n\"{1,2} [ \\t]{0,20}";
+        let cases = [
+            "root ::= \"a\" | \"b\\\"c\" | \"\\n\" | \"\"".to_string(),
+            "root ::= \"x\"".to_string(),
+            format!("root ::= (\"\\\"a\\\"\" | \"1\")\n{space}\n"),
+            format!("root ::= (\"\\\"a\\\"\" | \"\\\"b\\\"\")\n{space}"),
+            "root ::= \"é😀\" | \"\\u00e9\" | \"\\x41\" | \"|\" | \"(\"\n".to_string(),
+        ];
+        for c in &cases {
+            assert!(fast(c, &limits).is_some(), "{c:?} takes the fast path");
+            assert_eq!(grammar(c, &limits).unwrap(), general(c, &limits).unwrap(), "{c:?}");
+        }
+        for c in [
+            "root ::= \"a\" | \"a\"",
+            "root ::= \"a\" | \"\\q\"",
+            "root ::= \"a\" | \"b\"*",
+            "root ::= (\"a\" | \"b\")\nspace ::= \" \"*",
+            "root ::= \"a\" | \"b\"\nx ::= \"c\"",
+            "root ::= (\"a\"",
+        ] {
+            assert!(fast(c, &limits).is_none() || c.contains("\"a\" | \"a\""), "{c:?}");
+            assert_eq!(format!("{:?}", grammar(c, &limits)), format!("{:?}", general(c, &limits)), "{c:?}");
+        }
+    }
 }

@@ -21,8 +21,10 @@ mod regex;
 mod schema;
 
 use crate::error::{show_bytes, Error, ErrorKind, Result};
-use crate::template::{json_string, End, Render, Template};
-use std::collections::HashSet;
+use crate::template::{End, Render, Template};
+use std::collections::hash_map::Entry;
+use std::collections::{HashMap, HashSet};
+use std::hash::{BuildHasherDefault, Hasher};
 
 /// The request shapes a recognizer reads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -154,20 +156,56 @@ pub(crate) fn parse_json(shape: Shape, text: &str) -> Result<serde_json::Value> 
     serde_json::from_str(text).map_err(|e| Error::invalid(format!("the {} text is not valid JSON: {e}", shape.name())))
 }
 
-/// Checks the member count and that members are distinct; `what` names the shape in messages.
+/// Checks the member count and that members are distinct; `what` names the shape in messages. Members are
+/// hashed once each (xxh3) into a table of hashes; only when two distinct members share a hash is every member
+/// compared byte for byte.
 pub(crate) fn check_members(members: &[Vec<u8>], what: &str, limits: &Limits) -> Result<()> {
     if members.is_empty() {
         return Err(Error::new(ErrorKind::EmptySet, format!("the {what} lists no member")));
     }
     check_count(members.len(), limits)?;
-    let mut seen: HashSet<&[u8], xxhash_rust::xxh3::Xxh3Builder> =
-        HashSet::with_capacity_and_hasher(members.len(), Default::default());
+    let twice = |m: &[u8], i: usize| {
+        Error::invalid(format!("the {what} lists {} twice (again at index {i})", show_bytes(m, 60)))
+    };
+    let mut first: HashMap<u64, usize, BuildHasherDefault<Identity>> =
+        HashMap::with_capacity_and_hasher(members.len(), Default::default());
+    let mut collision = false;
     for (i, m) in members.iter().enumerate() {
-        if !seen.insert(m) {
-            return Err(Error::invalid(format!("the {what} lists {} twice (again at index {i})", show_bytes(m, 60))));
+        match first.entry(xxhash_rust::xxh3::xxh3_64(m)) {
+            Entry::Vacant(v) => {
+                v.insert(i);
+            }
+            Entry::Occupied(o) if members[*o.get()] == *m => return Err(twice(m, i)),
+            Entry::Occupied(_) => collision = true,
+        }
+    }
+    if collision {
+        let mut seen: HashSet<&[u8]> = HashSet::with_capacity(members.len());
+        for (i, m) in members.iter().enumerate() {
+            if !seen.insert(m) {
+                return Err(twice(m, i));
+            }
         }
     }
     Ok(())
+}
+
+/// A hasher for keys that are already hashes.
+#[derive(Default)]
+struct Identity(u64);
+
+impl Hasher for Identity {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 << 8) ^ u64::from(b);
+        }
+    }
+    fn write_u64(&mut self, v: u64) {
+        self.0 = v;
+    }
 }
 
 /// An error when `n` members exceed the limit.
@@ -210,22 +248,15 @@ pub(crate) fn short_json(v: &serde_json::Value) -> String {
 }
 
 /// Members that are JSON texts, seen as JSON values where they all are: every member a JSON string literal
-/// exactly as [`json_string`] writes it → its string, [`Render::JsonString`]; every member one JSON scalar
+/// exactly as [`crate::template::json_string`] writes it → its string, [`Render::JsonString`]; every member one JSON scalar
 /// (string, number, `true`, `false`, `null`) with no surrounding whitespace → as given, [`Render::JsonText`];
 /// otherwise raw. The segments are the same bytes in every case.
-pub(crate) fn json_view(members: Vec<Vec<u8>>) -> (Vec<Vec<u8>>, Render) {
-    let as_string = |m: &[u8]| -> Option<Vec<u8>> {
-        if m.first() != Some(&b'"') {
-            return None;
+pub(crate) fn json_view(mut members: Vec<Vec<u8>>) -> (Vec<Vec<u8>>, Render) {
+    if members.iter().all(|m| canonical_json_string(m)) {
+        for m in &mut members {
+            unescape_in_place(m);
         }
-        let s: String = serde_json::from_slice(m).ok()?;
-        let mut again = Vec::with_capacity(m.len());
-        json_string(&s, &mut again);
-        (again == m).then(|| s.into_bytes())
-    };
-    let strings: Option<Vec<Vec<u8>>> = members.iter().map(|m| as_string(m)).collect();
-    if let Some(strings) = strings {
-        return (strings, Render::JsonString);
+        return (members, Render::JsonString);
     }
     let scalar = |m: &[u8]| {
         !m.is_empty()
@@ -242,6 +273,66 @@ pub(crate) fn json_view(members: Vec<Vec<u8>>) -> (Vec<Vec<u8>>, Render) {
     } else {
         (members, Render::Raw)
     }
+}
+
+/// Whether `m` (UTF-8) is a JSON string literal exactly as [`crate::template::json_string`] writes its string
+/// (so rendering the string gives back the same bytes).
+fn canonical_json_string(m: &[u8]) -> bool {
+    let Some(body) = m.strip_prefix(b"\"").and_then(|b| b.strip_suffix(b"\"")) else { return false };
+    let mut i = 0;
+    while i < body.len() {
+        match body[i] {
+            b'"' | 0x00..=0x1f => return false,
+            b'\\' => match body.get(i + 1) {
+                Some(b'"' | b'\\' | b'b' | b't' | b'n' | b'f' | b'r') => i += 2,
+                Some(b'u') => {
+                    // Only `\u00xx` (lowercase hex) for the controls without a short escape.
+                    let Some(hex) = body.get(i + 2..i + 6) else { return false };
+                    let ok = hex[..2] == *b"00"
+                        && matches!(hex[2], b'0' | b'1')
+                        && matches!(hex[3], b'0'..=b'9' | b'a'..=b'f')
+                        && !matches!(&hex[2..], b"08" | b"09" | b"0a" | b"0c" | b"0d");
+                    if !ok {
+                        return false;
+                    }
+                    i += 6;
+                }
+                _ => return false,
+            },
+            _ => i += 1,
+        }
+    }
+    true
+}
+
+/// Replaces a literal accepted by [`canonical_json_string`] with the string it stands for, in place (the string
+/// is never longer than its literal).
+fn unescape_in_place(m: &mut Vec<u8>) {
+    let (mut r, mut w) = (1, 0);
+    let end = m.len() - 1;
+    while r < end {
+        let c = m[r];
+        let (out, len) = if c != b'\\' {
+            (c, 1)
+        } else {
+            match m[r + 1] {
+                b'b' => (0x08, 2),
+                b't' => (0x09, 2),
+                b'n' => (0x0a, 2),
+                b'f' => (0x0c, 2),
+                b'r' => (0x0d, 2),
+                b'u' => {
+                    let hex = |h: u8| if h.is_ascii_digit() { h - b'0' } else { h - b'a' + 10 };
+                    ((hex(m[r + 4]) << 4) | hex(m[r + 5]), 6)
+                }
+                other => (other, 2),
+            }
+        };
+        m[w] = out;
+        w += 1;
+        r += len;
+    }
+    m.truncate(w);
 }
 
 /// The default tool-call template: `{"name": ` + the name as a JSON string + `, "arguments": `, open.

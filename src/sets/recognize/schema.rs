@@ -36,7 +36,7 @@ const ANNOTATIONS: &[&str] = &[
 pub(super) fn json_schema(text: &str, limits: &Limits) -> Result<Recognition> {
     let root = parse_json(Shape::JsonSchema, text)?;
     let mut values = Vec::new();
-    if let Err(reason) = collect(&root, 0, limits, &mut values)? {
+    if let Err(reason) = collect(root, 0, limits, &mut values)? {
         return not_a_set(reason);
     }
     let all_strings = values.iter().all(Value::is_string);
@@ -60,7 +60,7 @@ pub(super) fn json_schema(text: &str, limits: &Limits) -> Result<Recognition> {
 
 /// Appends the values of schema node `node` to `out`; `Ok(Err(reason))` when it is not a set.
 fn collect(
-    node: &Value,
+    node: Value,
     depth: usize,
     limits: &Limits,
     out: &mut Vec<Value>,
@@ -71,13 +71,14 @@ fn collect(
             limits.max_depth
         )));
     }
-    let Value::Object(map) = node else {
+    let Value::Object(mut map) = node else {
         return match node {
             Value::Bool(_) => Ok(Err(format!("the schema {node} is a boolean schema, not a list of values"))),
-            _ => Err(Error::invalid(format!("a JSON schema must be an object, found {}", short_json(node)))),
+            _ => Err(Error::invalid(format!("a JSON schema must be an object, found {}", short_json(&node)))),
         };
     };
-    let listing: Vec<&str> = ["enum", "const", "anyOf", "oneOf"].into_iter().filter(|k| map.contains_key(*k)).collect();
+    let listing: Vec<&'static str> =
+        ["enum", "const", "anyOf", "oneOf"].into_iter().filter(|k| map.contains_key(*k)).collect();
     if let Some(key) =
         map.keys().find(|k| !ANNOTATIONS.contains(&k.as_str()) && *k != "type" && !listing.contains(&k.as_str()))
     {
@@ -86,18 +87,22 @@ fn collect(
     let start = out.len();
     match listing.as_slice() {
         ["enum"] => {
-            let Some(items) = map["enum"].as_array() else {
-                return Err(Error::invalid(format!("`enum` must be an array, found {}", short_json(&map["enum"]))));
+            let items = match map.remove("enum") {
+                Some(Value::Array(items)) => items,
+                other => {
+                    let found = short_json(&other.unwrap_or_default());
+                    return Err(Error::invalid(format!("`enum` must be an array, found {found}")));
+                }
             };
             if items.is_empty() {
                 return Err(Error::new(crate::ErrorKind::EmptySet, "the JSON schema has an empty `enum`"));
             }
             check_count(out.len() + items.len(), limits)?;
-            out.extend(items.iter().cloned());
+            out.extend(items);
         }
-        ["const"] => out.push(map["const"].clone()),
+        ["const"] => out.push(map.remove("const").unwrap_or_default()),
         [key @ ("anyOf" | "oneOf")] => {
-            let Some(branches) = map[*key].as_array() else {
+            let Some(Value::Array(branches)) = map.remove(*key) else {
                 return Err(Error::invalid(format!("`{key}` must be an array of schemas")));
             };
             if branches.is_empty() {

@@ -245,3 +245,35 @@ fn json_view_keeps_the_bytes() {
     let (m, r) = json_view(vec![b"\"a\\\"\"".to_vec()]);
     assert_eq!((m, r), (vec![b"a\"".to_vec()], Render::JsonString));
 }
+
+#[test]
+fn canonical_json_strings_match_the_renderer() {
+    let mut rng = 0x9e3779b97f4a7c15u64;
+    let alphabet: Vec<char> = "ab\"\\/\n\r\t\u{0}\u{1}\u{8}\u{c}\u{1f}\u{7f}é😀\u{2028} ".chars().collect();
+    for _ in 0..2000 {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        let s: String = (0..(rng % 9)).map(|i| alphabet[((rng >> (i * 5)) % alphabet.len() as u64) as usize]).collect();
+        let mut lit = Vec::new();
+        crate::template::json_string(&s, &mut lit);
+        assert!(canonical_json_string(&lit), "{s:?}");
+        unescape_in_place(&mut lit);
+        assert_eq!(lit, s.as_bytes());
+        lit.clear();
+        crate::template::json_string(&s, &mut lit);
+        assert_eq!(serde_json::to_string(&s).unwrap().as_bytes(), lit.as_slice());
+    }
+    for other in [
+        &br#""\u00E9""#[..],
+        br#""\/""#,
+        br#""\u0041""#,
+        br#""\u000a""#,
+        br#""\u001F""#,
+        b"\"\x01\"",
+        br#""a"#,
+        br#""""""#,
+    ] {
+        assert!(!canonical_json_string(other), "{:?}", String::from_utf8_lossy(other));
+    }
+}
