@@ -137,6 +137,16 @@ fn literal(src: &str, mut i: usize, out: &mut Vec<u8>) -> std::result::Result<(T
     let b = src.as_bytes();
     let open = i - 1;
     let start = out.len();
+    // Reserve the literal's text length (its decoded bytes are never more): one allocation per literal.
+    let mut end = i;
+    while let Some(k) = b[end..].iter().position(|&c| c == b'"' || c == b'\\') {
+        end += k;
+        if b[end] == b'"' {
+            break;
+        }
+        end += 2;
+    }
+    out.reserve(end.min(b.len()).saturating_sub(i));
     let mut bad: Option<String> = None;
     loop {
         // Copy the run of plain bytes up to the next quote or backslash at once.
