@@ -139,7 +139,7 @@ fn literal(src: &str, mut i: usize, out: &mut Vec<u8>) -> std::result::Result<(T
     let start = out.len();
     // Reserve the literal's text length (its decoded bytes are never more): one allocation per literal.
     let mut end = i;
-    while let Some(k) = b[end..].iter().position(|&c| c == b'"' || c == b'\\') {
+    while let Some(k) = b.get(end..).and_then(|rest| rest.iter().position(|&c| c == b'"' || c == b'\\')) {
         end += k;
         if b[end] == b'"' {
             break;

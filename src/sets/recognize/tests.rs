@@ -80,6 +80,8 @@ fn grammar_near_misses_are_not_sets() {
 fn malformed_grammars_are_errors() {
     for (g, why) in [
         ("root ::= \"a", "unterminated"),
+        ("root ::= \"a\\", "unterminated"),
+        ("root ::= \"a\" | \"\\", "unterminated"),
         ("start ::= \"a\"", "no rule named `root`"),
         ("root ::= x", "not defined"),
         ("\"a\" | \"b\"", "expected a rule"),
