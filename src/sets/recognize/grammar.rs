@@ -433,7 +433,11 @@ fn parse_body(rules: &Rules, r: usize, limits: &Limits) -> Result<std::result::R
             }
             Tok::Other(what) => return Ok(Err(format!("the rule `{}` has {what}", rules.names[r]))),
             Tok::BadLit(why) => return Ok(Err(format!("a literal of the rule `{}` has {why}", rules.names[r]))),
-            Tok::Assign => unreachable!("rules are split at every `::=`"),
+            Tok::Assign => {
+                let msg =
+                    format!("malformed grammar: a `::=` with no rule name before it in rule `{}`", rules.names[r]);
+                return Err(Error::invalid(msg));
+            }
         }
     }
     if stack.len() != 1 {

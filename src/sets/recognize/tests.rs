@@ -87,6 +87,7 @@ fn malformed_grammars_are_errors() {
         ("\"a\" | \"b\"", "expected a rule"),
         ("root ::= (\"a\"", "unbalanced"),
         ("root ::= \"a\")", "unbalanced"),
+        ("root ::= ::= \" \"?", "no rule name"),
         ("root ::= \"a\" | \"a\"", "twice"),
     ] {
         let e = err(Shape::Grammar, g.as_bytes());
