@@ -91,6 +91,31 @@
 #define TRIE_TOKEN_BYTE 6
 
 /**
+ * `kind` of [`trie_recognize`]: a JSON array of strings (vLLM `choice`), written as they are.
+ */
+#define TRIE_RECOGNIZE_CHOICES 0
+
+/**
+ * `kind` of [`trie_recognize`]: a JSON schema (`enum`, `const`, `anyOf`/`oneOf` of those).
+ */
+#define TRIE_RECOGNIZE_JSON_SCHEMA 1
+
+/**
+ * `kind` of [`trie_recognize`]: an EBNF/GBNF grammar whose `root` is an alternation of string literals.
+ */
+#define TRIE_RECOGNIZE_GRAMMAR 2
+
+/**
+ * `kind` of [`trie_recognize`]: a regex that is an alternation of escaped literals.
+ */
+#define TRIE_RECOGNIZE_REGEX 3
+
+/**
+ * `kind` of [`trie_recognize`]: an OpenAI-style `tools` list (names as the set, `parameters` as payloads).
+ */
+#define TRIE_RECOGNIZE_TOOLS 4
+
+/**
  * [`trie_template::render`]: the member's bytes as they are.
  */
 #define TRIE_RENDER_RAW 0
@@ -187,6 +212,13 @@ typedef enum trie_status {
  * counted: [`trie_automaton_retain`] adds a reference, [`trie_automaton_free`] drops one.
  */
 typedef struct trie_automaton trie_automaton;
+
+/**
+ * A request shape recognized as a finite set: members (distinct, in the request's order), a template
+ * (prefix, suffix, rendering, end), optional per-member payloads (JSON text) and the trailing-whitespace flag.
+ * Opaque and immutable; free with [`trie_recognized_free`]. Views into it stay valid while it lives.
+ */
+typedef struct trie_recognized trie_recognized;
 
 /**
  * A request-set front end over one vocabulary: it checks a request's set spec (JSON) against the operator's
@@ -883,6 +915,127 @@ enum trie_status trie_forced(const struct trie_automaton *automaton,
                              size_t tokens_cap,
                              size_t *n_tokens,
                              bool *is_forced);
+
+/**
+ * Reads `text` (`len` bytes, UTF-8) as the request shape `kind` (`TRIE_RECOGNIZE_*`). On `TRIE_OK`, `*out` is
+ * a new set to free with [`trie_recognized_free`], or NULL when the request is not a set: the reason is then
+ * [`trie_recognize_reason`] and the engine should keep its own backend. Malformed input (not UTF-8, not JSON,
+ * an empty enum, a duplicate member, a grammar that does not parse, a tool without a name) is
+ * `TRIE_ERR_INVALID_ARGUMENT` (`TRIE_ERR_EMPTY_SET` for an empty list), a size limit `TRIE_ERR_LIMIT_EXCEEDED`,
+ * with the message in `trie_last_error()`; `*out` is NULL then.
+ *
+ * # Safety
+ * `text` must point to `len` readable bytes (NULL is fine with 0); `out` must be writable.
+ */
+enum trie_status trie_recognize(uint32_t kind,
+                                const uint8_t *text,
+                                size_t len,
+                                struct trie_recognized **out);
+
+/**
+ * Why the last [`trie_recognize`] call on this thread found no set (the empty string after a call that found
+ * one or failed). Never NULL; valid until the next `trie_recognize` call on this thread.
+ */
+const char *trie_recognize_reason(void);
+
+/**
+ * Frees a set from [`trie_recognize`] (NULL is a no-op).
+ *
+ * # Safety
+ * `r` must be NULL or a set from `trie_recognize` not freed before.
+ */
+void trie_recognized_free(struct trie_recognized *r);
+
+/**
+ * The number of members (0 for NULL).
+ *
+ * # Safety
+ * `r` must be NULL or a live set.
+ */
+size_t trie_recognized_n_members(const struct trie_recognized *r);
+
+/**
+ * All members as the arrays [`super::trie_compile`] takes: `*strings` (n pointers) and `*lens` (n lengths),
+ * views into `r`.
+ *
+ * # Safety
+ * `r` must be NULL or a live set; `strings` and `lens` writable.
+ */
+enum trie_status trie_recognized_members(const struct trie_recognized *r,
+                                         const uint8_t *const **strings,
+                                         const size_t **lens);
+
+/**
+ * Member `i`: `*bytes` (a view into `r`, not NUL-terminated) and `*len`.
+ *
+ * # Safety
+ * `r` must be NULL or a live set; `bytes` and `len` writable.
+ */
+enum trie_status trie_recognized_member(const struct trie_recognized *r,
+                                        size_t i,
+                                        const uint8_t **bytes,
+                                        size_t *len);
+
+/**
+ * The template's prefix (bytes before every member; may be empty).
+ *
+ * # Safety
+ * `r` must be NULL or a live set; `bytes` and `len` writable.
+ */
+enum trie_status trie_recognized_prefix(const struct trie_recognized *r, const uint8_t **bytes, size_t *len);
+
+/**
+ * The template's suffix (bytes after every member; may be empty).
+ *
+ * # Safety
+ * `r` must be NULL or a live set; `bytes` and `len` writable.
+ */
+enum trie_status trie_recognized_suffix(const struct trie_recognized *r, const uint8_t **bytes, size_t *len);
+
+/**
+ * How members are written: `TRIE_RENDER_*` (RAW for NULL).
+ *
+ * # Safety
+ * `r` must be NULL or a live set.
+ */
+uint32_t trie_recognized_render(const struct trie_recognized *r);
+
+/**
+ * What follows a segment: `TRIE_END_*` (EOG for NULL).
+ *
+ * # Safety
+ * `r` must be NULL or a live set.
+ */
+uint32_t trie_recognized_end(const struct trie_recognized *r);
+
+/**
+ * Whether the request also allows optional whitespace after each segment (llama.cpp's `space` rule), which
+ * the set does not emit (false for NULL).
+ *
+ * # Safety
+ * `r` must be NULL or a live set.
+ */
+bool trie_recognized_trailing_whitespace(const struct trie_recognized *r);
+
+/**
+ * Whether the members carry payloads (a `tools` list: each tool's `parameters`); false for NULL.
+ *
+ * # Safety
+ * `r` must be NULL or a live set.
+ */
+bool trie_recognized_has_payloads(const struct trie_recognized *r);
+
+/**
+ * The payload of member `i` (JSON text, a view into `r`, not NUL-terminated). A set without payloads gives
+ * `TRIE_ERR_INVALID_ARGUMENT`.
+ *
+ * # Safety
+ * `r` must be NULL or a live set; `json` and `len` writable.
+ */
+enum trie_status trie_recognized_payload(const struct trie_recognized *r,
+                                         size_t i,
+                                         const uint8_t **json,
+                                         size_t *len);
 
 /**
  * Sets `*config` to the defaults (no set directory; 10,000 strings and 1 MiB inline; 256 MiB files; no compile

@@ -17,7 +17,7 @@ cd "$REPO/fuzz"
 SECONDS_PER_TARGET="${1:-25}"
 shift || true
 TARGETS=("$@")
-if ((${#TARGETS[@]} == 0)); then TARGETS=(compile gguf tokenizer_json ffi load update); fi
+if ((${#TARGETS[@]} == 0)); then TARGETS=(compile gguf tokenizer_json ffi load update recognize); fi
 CARGO_FUZZ_VERSION=0.13.1
 export RUSTC_BOOTSTRAP=1
 

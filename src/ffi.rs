@@ -1470,5 +1470,6 @@ mod tests {
     }
 }
 
+pub mod recognize;
 mod sets;
 mod template;

@@ -40,7 +40,7 @@ from ._native import i32p, library, sizep, u8p, vp
 __all__ = [
     "FINISHED", "Status", "TrieError", "Vocab", "Automaton", "Forced", "Crossing", "compile", "compile_tokens", "fill_bitmask_rows",
     "bitmask_words", "library", "version", "TokenKind", "TOKEN_NORMAL", "TOKEN_UNKNOWN", "TOKEN_CONTROL",
-    "TOKEN_USER_DEFINED", "TOKEN_UNUSED", "TOKEN_BYTE",
+    "TOKEN_USER_DEFINED", "TOKEN_UNUSED", "TOKEN_BYTE", "recognize", "Recognized", "NotASet",
 ]
 
 #: The state after an end-of-generation token (``TRIE_STATE_FINISHED``): only end-of-generation ids are allowed.
@@ -753,3 +753,6 @@ def fill_bitmask_rows(rows: Sequence[Tuple[Optional[Automaton], int]], out: Any)
     finally:
         for a in held:
             a._exit()
+
+
+from ._recognize import NotASet, Recognized, recognize  # noqa: E402  (it uses _check from here)

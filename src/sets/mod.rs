@@ -6,6 +6,8 @@
 //! Requests are untrusted: every refusal is an [`Error`](crate::Error) whose message is fit for an HTTP 400 (it
 //! never discloses where the set directory is), and nothing a request names is read outside the set directory.
 
+pub mod recognize;
+
 mod cache;
 mod confine;
 mod front;

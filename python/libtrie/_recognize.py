@@ -1,0 +1,128 @@
+"""Recognizers (``trie_recognize``): a request shape an engine already receives, read as a finite set or not.
+
+    r = libtrie.recognize("grammar", 'root ::= "a" | "b"')
+    if r:                                   # a Recognized (a NotASet is falsy and carries .reason)
+        automaton = libtrie.compile(vocab, r.members)
+
+Kinds: ``"choices"`` (a JSON array of strings, or a Python list), ``"json_schema"`` (text or a dict), ``"grammar"``
+(EBNF/GBNF), ``"regex"``, ``"tools"`` (an OpenAI ``tools`` list, text or a list). Malformed input raises
+:class:`libtrie.TrieError`; "not a set" is not an error.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, List, Optional, Tuple, Union
+
+from ._native import library, sizep, u8p, vp
+
+KINDS = {"choices": 0, "json_schema": 1, "grammar": 2, "regex": 3, "tools": 4}
+RENDERS = ("raw", "json_string", "json_text")
+ENDS = ("eog", "open")
+
+_SIGNATURES: Dict[str, Tuple[List[Any], Any]] = {
+    "trie_recognize": ([ctypes.c_uint32, ctypes.c_char_p, ctypes.c_size_t, ctypes.POINTER(vp)], ctypes.c_int),
+    "trie_recognize_reason": ([], ctypes.c_char_p),
+    "trie_recognized_free": ([vp], None),
+    "trie_recognized_n_members": ([vp], ctypes.c_size_t),
+    "trie_recognized_member": ([vp, ctypes.c_size_t, ctypes.POINTER(u8p), sizep], ctypes.c_int),
+    "trie_recognized_prefix": ([vp, ctypes.POINTER(u8p), sizep], ctypes.c_int),
+    "trie_recognized_suffix": ([vp, ctypes.POINTER(u8p), sizep], ctypes.c_int),
+    "trie_recognized_render": ([vp], ctypes.c_uint32),
+    "trie_recognized_end": ([vp], ctypes.c_uint32),
+    "trie_recognized_trailing_whitespace": ([vp], ctypes.c_bool),
+    "trie_recognized_has_payloads": ([vp], ctypes.c_bool),
+    "trie_recognized_payload": ([vp, ctypes.c_size_t, ctypes.POINTER(u8p), sizep], ctypes.c_int),
+}
+_declared = False
+
+
+def _lib() -> ctypes.CDLL:
+    global _declared
+    lib = library()
+    if not _declared:
+        missing = [name for name in _SIGNATURES if not hasattr(lib, name)]
+        if missing:
+            raise OSError(f"libtrie: the library at {lib._name} is too old for recognize(): it lacks {', '.join(missing)}")
+        for name, (args, res) in _SIGNATURES.items():
+            f = getattr(lib, name)
+            f.argtypes = args
+            f.restype = res
+        _declared = True
+    return lib
+
+
+@dataclass(frozen=True)
+class Recognized:
+    """A request shape that is exactly a finite set: its language is ``prefix + render(m) + suffix`` for each
+    member ``m`` (members distinct, in the request's order), followed by end-of-generation (``end == "eog"``) or
+    handed over to another constraint (``"open"``: a tool's arguments). ``payloads``: one JSON text per member (a
+    tool's ``parameters``) or None. ``trailing_whitespace``: the request also allows optional whitespace after a
+    segment (llama.cpp's ``space`` rule), which the set does not emit."""
+
+    members: Tuple[bytes, ...]
+    prefix: bytes
+    suffix: bytes
+    render: str
+    end: str
+    payloads: Optional[Tuple[str, ...]]
+    trailing_whitespace: bool
+
+    def texts(self) -> List[str]:
+        """The members as ``str`` (every recognizer's members are UTF-8)."""
+        return [m.decode("utf-8") for m in self.members]
+
+    def __bool__(self) -> bool:
+        return True
+
+
+@dataclass(frozen=True)
+class NotASet:
+    """The request is not a finite set libtrie can serve exactly (keep the engine's own backend); falsy."""
+
+    reason: str
+
+    def __bool__(self) -> bool:
+        return False
+
+
+def _view(call: Callable[..., int], *args: Any) -> bytes:
+    from . import _check
+
+    p = u8p()
+    n = ctypes.c_size_t()
+    _check(call(*args, ctypes.byref(p), ctypes.byref(n)))
+    return ctypes.string_at(p, n.value) if n.value else b""
+
+
+def recognize(kind: str, text: Union[str, bytes, List[Any], Dict[str, Any]]) -> Union[Recognized, NotASet]:
+    """Reads ``text`` as the request shape ``kind`` (see the module docs); lists and dicts are written as JSON
+    first. Raises :class:`libtrie.TrieError` on malformed input and ``ValueError`` for an unknown kind."""
+    from . import _check
+
+    if kind not in KINDS:
+        raise ValueError(f"unknown kind {kind!r}: one of {', '.join(KINDS)}")
+    if isinstance(text, (list, dict)):
+        text = json.dumps(text, ensure_ascii=False)
+    data = text.encode("utf-8") if isinstance(text, str) else bytes(text)
+    lib = _lib()
+    handle = vp()
+    _check(lib.trie_recognize(KINDS[kind], data, len(data), ctypes.byref(handle)))
+    if not handle.value:
+        reason: bytes = lib.trie_recognize_reason()
+        return NotASet(reason.decode("utf-8", "replace"))
+    h = handle.value
+    try:
+        n = lib.trie_recognized_n_members(h)
+        members = tuple(_view(lib.trie_recognized_member, h, i) for i in range(n))
+        payloads = None
+        if lib.trie_recognized_has_payloads(h):
+            payloads = tuple(_view(lib.trie_recognized_payload, h, i).decode("utf-8") for i in range(n))
+        return Recognized(members=members, prefix=_view(lib.trie_recognized_prefix, h),
+                          suffix=_view(lib.trie_recognized_suffix, h), render=RENDERS[lib.trie_recognized_render(h)],
+                          end=ENDS[lib.trie_recognized_end(h)], payloads=payloads,
+                          trailing_whitespace=bool(lib.trie_recognized_trailing_whitespace(h)))
+    finally:
+        lib.trie_recognized_free(h)

@@ -1,0 +1,344 @@
+//! The C ABI of the recognizers ([`crate::sets::recognize`]): a request shape in, a set (members, template,
+//! payloads) or "not a set" out.
+//!
+//! ```c
+//! trie_recognized *r;
+//! if (trie_recognize(TRIE_RECOGNIZE_GRAMMAR, text, len, &r) != TRIE_OK) { /* malformed: trie_last_error() */ }
+//! else if (!r) { /* not a set: trie_recognize_reason(); keep the engine's own backend */ }
+//! else {
+//!     const uint8_t *const *members; const size_t *lens;
+//!     trie_recognized_members(r, &members, &lens);          /* ready for trie_compile */
+//!     trie_compile(vocab, members, lens, trie_recognized_n_members(r), NULL, &a);
+//!     trie_recognized_free(r);
+//! }
+//! ```
+
+use super::template::{TRIE_END_EOG, TRIE_END_OPEN, TRIE_RENDER_JSON_STRING, TRIE_RENDER_JSON_TEXT, TRIE_RENDER_RAW};
+use super::{boundary, guard, null, put, slice, trie_status};
+use crate::error::{Error, Result};
+use crate::sets::recognize::{recognize, Recognition, Recognized, Shape};
+use crate::{End, Render};
+use std::cell::RefCell;
+use std::ffi::{c_char, CString};
+
+/// `kind` of [`trie_recognize`]: a JSON array of strings (vLLM `choice`), written as they are.
+pub const TRIE_RECOGNIZE_CHOICES: u32 = 0;
+/// `kind` of [`trie_recognize`]: a JSON schema (`enum`, `const`, `anyOf`/`oneOf` of those).
+pub const TRIE_RECOGNIZE_JSON_SCHEMA: u32 = 1;
+/// `kind` of [`trie_recognize`]: an EBNF/GBNF grammar whose `root` is an alternation of string literals.
+pub const TRIE_RECOGNIZE_GRAMMAR: u32 = 2;
+/// `kind` of [`trie_recognize`]: a regex that is an alternation of escaped literals.
+pub const TRIE_RECOGNIZE_REGEX: u32 = 3;
+/// `kind` of [`trie_recognize`]: an OpenAI-style `tools` list (names as the set, `parameters` as payloads).
+pub const TRIE_RECOGNIZE_TOOLS: u32 = 4;
+
+/// A request shape recognized as a finite set: members (distinct, in the request's order), a template
+/// (prefix, suffix, rendering, end), optional per-member payloads (JSON text) and the trailing-whitespace flag.
+/// Opaque and immutable; free with [`trie_recognized_free`]. Views into it stay valid while it lives.
+pub struct trie_recognized {
+    _private: [u8; 0],
+}
+
+struct Handle {
+    set: Recognized,
+    ptrs: Vec<*const u8>,
+    lens: Vec<usize>,
+}
+
+thread_local! {
+    static REASON: RefCell<CString> = RefCell::new(CString::default());
+}
+
+fn set_reason(reason: &str) {
+    let c = CString::new(reason.replace('\0', "\\0")).unwrap_or_default();
+    let _ = REASON.try_with(|cell| {
+        if let Ok(mut slot) = cell.try_borrow_mut() {
+            *slot = c;
+        }
+    });
+}
+
+unsafe fn handle<'a>(r: *const trie_recognized) -> Result<&'a Handle> {
+    if r.is_null() {
+        return Err(null("recognized"));
+    }
+    Ok(&*(r as *const Handle))
+}
+
+/// Reads `text` (`len` bytes, UTF-8) as the request shape `kind` (`TRIE_RECOGNIZE_*`). On `TRIE_OK`, `*out` is
+/// a new set to free with [`trie_recognized_free`], or NULL when the request is not a set: the reason is then
+/// [`trie_recognize_reason`] and the engine should keep its own backend. Malformed input (not UTF-8, not JSON,
+/// an empty enum, a duplicate member, a grammar that does not parse, a tool without a name) is
+/// `TRIE_ERR_INVALID_ARGUMENT` (`TRIE_ERR_EMPTY_SET` for an empty list), a size limit `TRIE_ERR_LIMIT_EXCEEDED`,
+/// with the message in `trie_last_error()`; `*out` is NULL then.
+///
+/// # Safety
+/// `text` must point to `len` readable bytes (NULL is fine with 0); `out` must be writable.
+#[no_mangle]
+pub unsafe extern "C" fn trie_recognize(
+    kind: u32,
+    text: *const u8,
+    len: usize,
+    out: *mut *mut trie_recognized,
+) -> trie_status {
+    set_reason("");
+    guard(|| {
+        if out.is_null() {
+            return Err(null("out"));
+        }
+        out.write(std::ptr::null_mut());
+        let shape = *Shape::ALL
+            .get(kind as usize)
+            .ok_or_else(|| Error::invalid(format!("kind {kind} is not a request shape (TRIE_RECOGNIZE_*: 0..4)")))?;
+        let text = slice(text, len, "text")?;
+        match recognize(shape, text)? {
+            Recognition::NotASet(reason) => set_reason(&reason),
+            Recognition::Set(set) => {
+                let ptrs = set.members.iter().map(|m| m.as_ptr()).collect();
+                let lens = set.members.iter().map(Vec::len).collect();
+                out.write(Box::into_raw(Box::new(Handle { set, ptrs, lens })) as *mut trie_recognized);
+            }
+        }
+        Ok(())
+    })
+}
+
+/// Why the last [`trie_recognize`] call on this thread found no set (the empty string after a call that found
+/// one or failed). Never NULL; valid until the next `trie_recognize` call on this thread.
+#[no_mangle]
+pub extern "C" fn trie_recognize_reason() -> *const c_char {
+    boundary(|| {
+        REASON.try_with(|cell| cell.try_borrow().map(|s| s.as_ptr()).unwrap_or(c"".as_ptr())).unwrap_or(c"".as_ptr())
+    })
+}
+
+/// Frees a set from [`trie_recognize`] (NULL is a no-op).
+///
+/// # Safety
+/// `r` must be NULL or a set from `trie_recognize` not freed before.
+#[no_mangle]
+pub unsafe extern "C" fn trie_recognized_free(r: *mut trie_recognized) {
+    boundary(|| {
+        if !r.is_null() {
+            drop(Box::from_raw(r as *mut Handle));
+        }
+    })
+}
+
+/// The number of members (0 for NULL).
+///
+/// # Safety
+/// `r` must be NULL or a live set.
+#[no_mangle]
+pub unsafe extern "C" fn trie_recognized_n_members(r: *const trie_recognized) -> usize {
+    boundary(|| handle(r).map_or(0, |h| h.set.members.len()))
+}
+
+/// All members as the arrays [`super::trie_compile`] takes: `*strings` (n pointers) and `*lens` (n lengths),
+/// views into `r`.
+///
+/// # Safety
+/// `r` must be NULL or a live set; `strings` and `lens` writable.
+#[no_mangle]
+pub unsafe extern "C" fn trie_recognized_members(
+    r: *const trie_recognized,
+    strings: *mut *const *const u8,
+    lens: *mut *const usize,
+) -> trie_status {
+    guard(|| {
+        if strings.is_null() || lens.is_null() {
+            return Err(null(if strings.is_null() { "strings" } else { "lens" }));
+        }
+        strings.write(std::ptr::null());
+        lens.write(std::ptr::null());
+        let h = handle(r)?;
+        strings.write(h.ptrs.as_ptr());
+        lens.write(h.lens.as_ptr());
+        Ok(())
+    })
+}
+
+/// Writes a byte view; both out pointers are checked first.
+unsafe fn view(
+    bytes: *mut *const u8,
+    len: *mut usize,
+    data: impl FnOnce() -> Result<(*const u8, usize)>,
+) -> trie_status {
+    guard(|| {
+        if bytes.is_null() || len.is_null() {
+            return Err(null(if bytes.is_null() { "bytes" } else { "len" }));
+        }
+        bytes.write(std::ptr::null());
+        len.write(0);
+        let (p, n) = data()?;
+        put(bytes, p);
+        put(len, n);
+        Ok(())
+    })
+}
+
+fn index_error(i: usize, n: usize, what: &str) -> Error {
+    Error::invalid(format!("{what} index {i} is out of range (the set has {n} members)"))
+}
+
+/// Member `i`: `*bytes` (a view into `r`, not NUL-terminated) and `*len`.
+///
+/// # Safety
+/// `r` must be NULL or a live set; `bytes` and `len` writable.
+#[no_mangle]
+pub unsafe extern "C" fn trie_recognized_member(
+    r: *const trie_recognized,
+    i: usize,
+    bytes: *mut *const u8,
+    len: *mut usize,
+) -> trie_status {
+    view(bytes, len, || {
+        let h = handle(r)?;
+        let m = h.set.members.get(i).ok_or_else(|| index_error(i, h.set.members.len(), "member"))?;
+        Ok((m.as_ptr(), m.len()))
+    })
+}
+
+/// The template's prefix (bytes before every member; may be empty).
+///
+/// # Safety
+/// `r` must be NULL or a live set; `bytes` and `len` writable.
+#[no_mangle]
+pub unsafe extern "C" fn trie_recognized_prefix(
+    r: *const trie_recognized,
+    bytes: *mut *const u8,
+    len: *mut usize,
+) -> trie_status {
+    view(bytes, len, || handle(r).map(|h| (h.set.template.prefix.as_ptr(), h.set.template.prefix.len())))
+}
+
+/// The template's suffix (bytes after every member; may be empty).
+///
+/// # Safety
+/// `r` must be NULL or a live set; `bytes` and `len` writable.
+#[no_mangle]
+pub unsafe extern "C" fn trie_recognized_suffix(
+    r: *const trie_recognized,
+    bytes: *mut *const u8,
+    len: *mut usize,
+) -> trie_status {
+    view(bytes, len, || handle(r).map(|h| (h.set.template.suffix.as_ptr(), h.set.template.suffix.len())))
+}
+
+/// How members are written: `TRIE_RENDER_*` (RAW for NULL).
+///
+/// # Safety
+/// `r` must be NULL or a live set.
+#[no_mangle]
+pub unsafe extern "C" fn trie_recognized_render(r: *const trie_recognized) -> u32 {
+    boundary(|| {
+        handle(r).map_or(TRIE_RENDER_RAW, |h| match h.set.template.render {
+            Render::Raw => TRIE_RENDER_RAW,
+            Render::JsonString => TRIE_RENDER_JSON_STRING,
+            Render::JsonText => TRIE_RENDER_JSON_TEXT,
+        })
+    })
+}
+
+/// What follows a segment: `TRIE_END_*` (EOG for NULL).
+///
+/// # Safety
+/// `r` must be NULL or a live set.
+#[no_mangle]
+pub unsafe extern "C" fn trie_recognized_end(r: *const trie_recognized) -> u32 {
+    boundary(|| {
+        handle(r).map_or(TRIE_END_EOG, |h| match h.set.template.end {
+            End::Eog => TRIE_END_EOG,
+            End::Open => TRIE_END_OPEN,
+        })
+    })
+}
+
+/// Whether the request also allows optional whitespace after each segment (llama.cpp's `space` rule), which
+/// the set does not emit (false for NULL).
+///
+/// # Safety
+/// `r` must be NULL or a live set.
+#[no_mangle]
+pub unsafe extern "C" fn trie_recognized_trailing_whitespace(r: *const trie_recognized) -> bool {
+    boundary(|| handle(r).is_ok_and(|h| h.set.trailing_whitespace))
+}
+
+/// Whether the members carry payloads (a `tools` list: each tool's `parameters`); false for NULL.
+///
+/// # Safety
+/// `r` must be NULL or a live set.
+#[no_mangle]
+pub unsafe extern "C" fn trie_recognized_has_payloads(r: *const trie_recognized) -> bool {
+    boundary(|| handle(r).is_ok_and(|h| h.set.payloads.is_some()))
+}
+
+/// The payload of member `i` (JSON text, a view into `r`, not NUL-terminated). A set without payloads gives
+/// `TRIE_ERR_INVALID_ARGUMENT`.
+///
+/// # Safety
+/// `r` must be NULL or a live set; `json` and `len` writable.
+#[no_mangle]
+pub unsafe extern "C" fn trie_recognized_payload(
+    r: *const trie_recognized,
+    i: usize,
+    json: *mut *const u8,
+    len: *mut usize,
+) -> trie_status {
+    view(json, len, || {
+        let h = handle(r)?;
+        let p = h.set.payloads.as_ref().ok_or_else(|| Error::invalid("this set has no payloads"))?;
+        let s = p.get(i).ok_or_else(|| index_error(i, p.len(), "payload"))?;
+        Ok((s.as_ptr(), s.len()))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::ffi::CStr;
+
+    #[test]
+    fn kinds_match_the_shapes() {
+        let kinds = [
+            (TRIE_RECOGNIZE_CHOICES, Shape::Choices),
+            (TRIE_RECOGNIZE_JSON_SCHEMA, Shape::JsonSchema),
+            (TRIE_RECOGNIZE_GRAMMAR, Shape::Grammar),
+            (TRIE_RECOGNIZE_REGEX, Shape::Regex),
+            (TRIE_RECOGNIZE_TOOLS, Shape::Tools),
+        ];
+        for (k, s) in kinds {
+            assert_eq!(Shape::ALL[k as usize], s);
+        }
+    }
+
+    #[test]
+    fn set_not_a_set_and_errors() {
+        unsafe {
+            let mut r = std::ptr::NonNull::<trie_recognized>::dangling().as_ptr();
+            let g = b"root ::= \"a\" | \"b\"*";
+            assert_eq!(trie_recognize(TRIE_RECOGNIZE_GRAMMAR, g.as_ptr(), g.len(), &mut r), trie_status::TRIE_OK);
+            assert!(r.is_null());
+            assert!(CStr::from_ptr(trie_recognize_reason()).to_str().unwrap().contains("repetition"));
+            let t = br#"[{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]"#;
+            assert_eq!(trie_recognize(TRIE_RECOGNIZE_TOOLS, t.as_ptr(), t.len(), &mut r), trie_status::TRIE_OK);
+            assert!(!r.is_null());
+            assert_eq!(CStr::from_ptr(trie_recognize_reason()).to_bytes(), b"");
+            let (mut p, mut n) = (std::ptr::null(), 0);
+            assert_eq!(trie_recognized_payload(r, 0, &mut p, &mut n), trie_status::TRIE_OK);
+            assert_eq!(std::slice::from_raw_parts(p, n), br#"{"type": "object"}"#);
+            assert_eq!(trie_recognized_payload(r, 1, &mut p, &mut n), trie_status::TRIE_ERR_INVALID_ARGUMENT);
+            assert!(p.is_null() && n == 0);
+            assert_eq!(trie_recognized_end(r), TRIE_END_OPEN);
+            trie_recognized_free(r);
+            assert_eq!(trie_recognize(9, t.as_ptr(), t.len(), &mut r), trie_status::TRIE_ERR_INVALID_ARGUMENT);
+            assert_eq!(trie_recognize(0, std::ptr::null(), 3, &mut r), trie_status::TRIE_ERR_NULL_ARGUMENT);
+            assert_eq!(
+                trie_recognize(0, t.as_ptr(), t.len(), std::ptr::null_mut()),
+                trie_status::TRIE_ERR_NULL_ARGUMENT
+            );
+            assert_eq!(trie_recognized_n_members(std::ptr::null()), 0);
+            trie_recognized_free(std::ptr::null_mut());
+        }
+    }
+}

@@ -1,0 +1,282 @@
+use super::*;
+use crate::ErrorKind;
+
+fn rec(shape: Shape, text: &str) -> Recognized {
+    match recognize(shape, text.as_bytes()) {
+        Ok(Recognition::Set(r)) => r,
+        other => panic!("{shape:?} {text:?}: {other:?}"),
+    }
+}
+
+fn not_set(shape: Shape, text: &str) -> String {
+    match recognize(shape, text.as_bytes()) {
+        Ok(Recognition::NotASet(reason)) => reason,
+        other => panic!("{shape:?} {text:?} should not be a set: {other:?}"),
+    }
+}
+
+fn err(shape: Shape, text: &[u8]) -> Error {
+    match recognize(shape, text) {
+        Err(e) => e,
+        other => panic!("{shape:?} {:?} should be an error: {other:?}", String::from_utf8_lossy(text)),
+    }
+}
+
+fn strs(r: &Recognized) -> Vec<&str> {
+    r.members.iter().map(|m| std::str::from_utf8(m).unwrap()).collect()
+}
+
+#[test]
+fn choices() {
+    let r = rec(Shape::Choices, r#"["a", "b\"c", "", "é😀\n"]"#);
+    assert_eq!(strs(&r), ["a", "b\"c", "", "é😀\n"]);
+    assert!(r.template.is_bare() && r.payloads.is_none() && !r.trailing_whitespace);
+    assert!(err(Shape::Choices, b"[\"a\", 1]").message().contains("choice 1 is not a string"));
+    assert!(err(Shape::Choices, b"[\"a\", \"a\"]").message().contains("twice"));
+    assert_eq!(err(Shape::Choices, b"[]").kind(), ErrorKind::EmptySet);
+    assert!(err(Shape::Choices, b"[\"a\"").message().contains("not valid JSON"));
+    assert!(err(Shape::Choices, b"{}").message().contains("not a JSON array"));
+    assert!(err(Shape::Choices, b"[\"\xff\"]").message().contains("not UTF-8"));
+}
+
+#[test]
+fn grammars_of_literals() {
+    let r = rec(Shape::Grammar, r#"root ::= "a" | "b\"c" | "\\" | "x\ny" | "\x41\u00e9\U0001F600" | "" "#);
+    assert_eq!(strs(&r), ["a", "b\"c", "\\", "x\ny", "Aé😀", ""]);
+    assert_eq!(r.template.render, Render::Raw);
+    // Comments, aliases, groups, concatenation.
+    let r = rec(Shape::Grammar, "# top\nroot ::= ( x | \"c\" ) # tail\nx ::= y\ny ::= \"a\" \"b\" | \"d\"\n");
+    assert_eq!(strs(&r), ["ab", "d", "c"]);
+    // A newline after `|` and after `::=` is fine.
+    assert_eq!(strs(&rec(Shape::Grammar, "root ::=\n  \"a\" |\n  \"b\"")), ["a", "b"]);
+    // An unreachable rule may be anything.
+    assert_eq!(strs(&rec(Shape::Grammar, "root ::= \"a\"\nother ::= [a-z]* \"x\"+")), ["a"]);
+}
+
+#[test]
+fn grammar_near_misses_are_not_sets() {
+    for (g, why) in [
+        (r#"root ::= "a" | "b"*"#, "repetition"),
+        (r#"root ::= "a" | "b"+"#, "repetition"),
+        (r#"root ::= "a" | "b"?"#, "repetition"),
+        (r#"root ::= "a" | "b"{1,2}"#, "repetition"),
+        (r#"root ::= "a" | [bc]"#, "character class"),
+        (r#"root ::= "a" | ."#, "construct"),
+        ("root ::= \"a\" | x\nx ::= \"b\" x", "recursive"),
+        ("root ::= \"a\" | x\nx ::= [0-9]", "character class"),
+        ("root ::= \"a\"\n| \"b\"", "line break"),
+        (r#"root ::= "\x414""#, "third hex digit"),
+        (r#"root ::= "\ud800""#, "scalar"),
+        (r#"root ::= "\q""#, "not understood"),
+        ("root ::= \"a\"\nroot ::= \"b\"", "twice"),
+        (r#"root ::= "a" <[123]>"#, "construct"),
+    ] {
+        let reason = not_set(Shape::Grammar, g);
+        assert!(reason.contains(why), "{g:?}: {reason}");
+    }
+}
+
+#[test]
+fn malformed_grammars_are_errors() {
+    for (g, why) in [
+        ("root ::= \"a", "unterminated"),
+        ("root ::= \"a\\", "unterminated"),
+        ("root ::= \"a\" | \"\\", "unterminated"),
+        ("start ::= \"a\"", "no rule named `root`"),
+        ("root ::= x", "not defined"),
+        ("\"a\" | \"b\"", "expected a rule"),
+        ("root ::= (\"a\"", "unbalanced"),
+        ("root ::= \"a\")", "unbalanced"),
+        ("root ::= ::= \" \"?", "no rule name"),
+        ("root ::= \"a\" | \"a\"", "twice"),
+    ] {
+        let e = err(Shape::Grammar, g.as_bytes());
+        assert!(e.message().contains(why), "{g:?}: {}", e.message());
+    }
+}
+
+#[test]
+fn llama_cpp_space_rule() {
+    let space = r#"space ::= | " " | "\n"{1,2} [ \t]{0,20}"#;
+    // The older form: the alternation followed by `space`.
+    let r = rec(Shape::Grammar, &format!("root ::= (\"\\\"a\\\"\" | \"\\\"b\\\\\\\\c\\\"\") space\n{space}\n"));
+    assert_eq!(strs(&r), ["a", "b\\c"]);
+    assert_eq!(r.template.render, Render::JsonString);
+    assert!(r.trailing_whitespace);
+    // The pinned form: no trailing space, the rule defined but unused; mixed values are JSON text.
+    let r = rec(Shape::Grammar, &format!("root ::= (\"\\\"a\\\"\" | \"1\" | \"null\")\n{space}\n"));
+    assert_eq!(strs(&r), ["\"a\"", "1", "null"]);
+    assert_eq!(r.template.render, Render::JsonText);
+    assert!(!r.trailing_whitespace);
+    // Per alternative (a union of consts), and the oldest `" "?` rule.
+    let r = rec(
+        Shape::Grammar,
+        "root ::= a0 | a1\na0 ::= \"\\\"x\\\"\" space\na1 ::= \"\\\"y\\\"\" space\nspace ::= \" \"?",
+    );
+    assert_eq!(strs(&r), ["x", "y"]);
+    assert!(r.trailing_whitespace);
+    assert!(not_set(Shape::Grammar, &format!("root ::= \"a\" space \"b\"\n{space}")).contains("followed"));
+    assert!(not_set(Shape::Grammar, &format!("root ::= \"a\" space | \"b\"\n{space}")).contains("only some"));
+    // A `space` rule that is not llama.cpp's is just a rule.
+    assert!(not_set(Shape::Grammar, "root ::= \"a\" space\nspace ::= \" \"*").contains("repetition"));
+}
+
+#[test]
+fn regexes() {
+    for (re, want) in [
+        (r"^(?:a|b\.c)$", vec!["a", "b.c"]),
+        (r"(a|b)", vec!["a", "b"]),
+        (r"a|b\|c|d\(e\)", vec!["a", "b|c", "d(e)"]),
+        (r"^abc$", vec!["abc"]),
+        (r"x\ny\t\x41\u00e9 z", vec!["x\ny\tAé z"]),
+        (r"é|😀|\\", vec!["é", "😀", "\\"]),
+    ] {
+        assert_eq!(strs(&rec(Shape::Regex, re)), want, "{re}");
+    }
+    for (re, why) in [
+        ("a|b*", "metacharacter"),
+        ("[ab]", "metacharacter"),
+        (r"a|\d", "escape"),
+        ("(a|b)(c)", "metacharacter"),
+        ("^a|b$", "anchor"),
+        ("a.b", "metacharacter"),
+        ("(?i)a", "metacharacter"),
+        (r"a\1", "escape"),
+    ] {
+        let reason = not_set(Shape::Regex, re);
+        assert!(reason.contains(why), "{re}: {reason}");
+    }
+    assert!(err(Shape::Regex, b"a|a").message().contains("twice"));
+}
+
+#[test]
+fn json_schemas() {
+    let r =
+        rec(Shape::JsonSchema, r#"{"type": "string", "enum": ["a", "b\"", "é"], "title": "T", "description": "d"}"#);
+    assert_eq!(strs(&r), ["a", "b\"", "é"]);
+    assert_eq!(r.template.render, Render::JsonString);
+    let r = rec(Shape::JsonSchema, r#"{"const": "x", "$schema": "https://json-schema.org/draft/2020-12/schema"}"#);
+    assert_eq!(strs(&r), ["x"]);
+    let r = rec(Shape::JsonSchema, r#"{"anyOf": [{"const": "a"}, {"enum": [1, 2.5, true, null, "q\n"]}]}"#);
+    assert_eq!(strs(&r), ["\"a\"", "1", "2.5", "true", "null", "\"q\\n\""]);
+    assert_eq!(r.template.render, Render::JsonText);
+    let r = rec(Shape::JsonSchema, r#"{"oneOf": [{"type": "string", "const": "a"}, {"oneOf": [{"const": "b"}]}]}"#);
+    assert_eq!(strs(&r), ["a", "b"]);
+    for (s, why) in [
+        (r#"{"type": "string", "minLength": 2}"#, "minLength"),
+        (r#"{"type": "string", "enum": ["a"], "pattern": "a"}"#, "pattern"),
+        (r#"{"type": "string"}"#, "does not list"),
+        (r#"{"type": "integer", "enum": ["a"]}"#, "not of type"),
+        (r#"{"enum": [{"a": 1}]}"#, "array or object"),
+        (r#"{"enum": [1e300]}"#, "exponent"),
+        (r#"{"enum": ["a"], "const": "a"}"#, "combines"),
+        (r#"{"anyOf": [{"const": "a"}, {"type": "string"}]}"#, "does not list"),
+        ("true", "boolean schema"),
+        (r##"{"$ref": "#/$defs/x", "$defs": {}}"##, "$"),
+    ] {
+        let reason = not_set(Shape::JsonSchema, s);
+        assert!(reason.contains(why), "{s}: {reason}");
+    }
+    assert_eq!(err(Shape::JsonSchema, br#"{"enum": []}"#).kind(), ErrorKind::EmptySet);
+    assert!(err(Shape::JsonSchema, br#"{"enum": ["a", "a"]}"#).message().contains("twice"));
+    assert!(err(Shape::JsonSchema, br#"{"enum": 3}"#).message().contains("must be an array"));
+    assert!(err(Shape::JsonSchema, b"{\"enum\": [").message().contains("not valid JSON"));
+    assert!(err(Shape::JsonSchema, b"[1]").message().contains("must be an object"));
+}
+
+#[test]
+fn tools() {
+    let text = r#"[{"type": "function", "function": {"name": "get_weather", "description": "w",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}},
+        {"type": "function", "function": {"name": "ping"}},
+        {"type": "function", "name": "flat", "parameters": {"b": 1, "a": 2}}]"#;
+    let r = rec(Shape::Tools, text);
+    assert_eq!(strs(&r), ["get_weather", "ping", "flat"]);
+    let p = r.payloads.as_ref().unwrap();
+    assert_eq!(p[0], r#"{"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}"#);
+    assert_eq!(p[1], schema::EMPTY_PARAMETERS);
+    assert_eq!(p[2], r#"{"b": 1, "a": 2}"#, "the payload keeps the request's text and key order");
+    assert_eq!(r.template, tool_call_template());
+    assert_eq!(r.template.segment(b"ping").unwrap(), b"{\"name\": \"ping\", \"arguments\": ");
+    for (t, why) in [
+        (r#"[{"type": "function", "function": {"parameters": {}}}]"#, "tool 0 has no name"),
+        (r#"[{"function": {"name": "a"}}, {"function": {"name": 3}}]"#, "tool 1: `name` is not a string"),
+        (r#"[{"function": {"name": "a"}}, {"function": {"name": "a"}}]"#, "tools 0 and 1 have the same name"),
+        (r#"[{"function": {"name": "a", "parameters": [1]}}]"#, "tool 0 (`a`): `parameters` must be a JSON object"),
+        (r#"[3]"#, "tool 0 is not a JSON object"),
+        (r#"{}"#, "not a JSON array"),
+    ] {
+        let e = err(Shape::Tools, t.as_bytes());
+        assert!(e.message().contains(why), "{t}: {}", e.message());
+    }
+    assert_eq!(err(Shape::Tools, b"[]").kind(), ErrorKind::EmptySet);
+    assert!(not_set(Shape::Tools, r#"[{"type": "custom", "name": "a"}]"#).contains("not a function"));
+}
+
+#[test]
+fn limits_are_errors_naming_them() {
+    let small = Limits { max_text_bytes: 1000, max_members: 3, max_depth: 4 };
+    let e = recognize_with(Shape::Choices, &[b' '; 1001], &small).unwrap_err();
+    assert!(e.kind() == ErrorKind::LimitExceeded && e.message().contains("max_text_bytes"));
+    let e = recognize_with(Shape::Choices, br#"["a","b","c","d"]"#, &small).unwrap_err();
+    assert!(e.message().contains("max_members"), "{}", e.message());
+    let deep = format!("root ::= {}\"a\"{}", "(".repeat(10), ")".repeat(10));
+    let e = recognize_with(Shape::Grammar, deep.as_bytes(), &small).unwrap_err();
+    assert!(e.message().contains("max_depth"), "{}", e.message());
+    let chain: String = (0..10).map(|i| format!("r{i} ::= r{}\n", i + 1)).collect::<String>() + "r10 ::= \"a\"\n";
+    let e = recognize_with(Shape::Grammar, format!("root ::= r0\n{chain}").as_bytes(), &small).unwrap_err();
+    assert!(e.message().contains("max_depth"), "{}", e.message());
+    let e = recognize_with(Shape::Grammar, br#"root ::= ("a"|"b") ("a"|"b")"#, &small).unwrap_err();
+    assert!(e.message().contains("max_members"), "{}", e.message());
+    let nested = format!("{}{{\"const\": \"a\"}}{}", "{\"anyOf\": [".repeat(10), "]}".repeat(10));
+    let e = recognize_with(Shape::JsonSchema, nested.as_bytes(), &small).unwrap_err();
+    assert!(e.message().contains("max_depth"), "{}", e.message());
+    // Deep input within the default limits does not overflow the stack.
+    let deep = format!("root ::= {}\"a\"{}", "(".repeat(100_000), ")".repeat(100_000));
+    assert_eq!(recognize(Shape::Grammar, deep.as_bytes()).unwrap_err().kind(), ErrorKind::LimitExceeded);
+    let deep = "[".repeat(100_000);
+    assert!(recognize(Shape::JsonSchema, deep.as_bytes()).is_err());
+}
+
+#[test]
+fn json_view_keeps_the_bytes() {
+    let (m, r) = json_view(vec![b"\"a\"".to_vec(), b"\"\\u00e9\"".to_vec()]);
+    assert_eq!(r, Render::JsonText, "an ensure_ascii=True literal is kept as JSON text");
+    assert_eq!(m[1], b"\"\\u00e9\"");
+    let (_, r) = json_view(vec![b"\"a\"".to_vec(), b"a".to_vec()]);
+    assert_eq!(r, Render::Raw);
+    let (m, r) = json_view(vec![b"\"a\\\"\"".to_vec()]);
+    assert_eq!((m, r), (vec![b"a\"".to_vec()], Render::JsonString));
+}
+
+#[test]
+fn canonical_json_strings_match_the_renderer() {
+    let mut rng = 0x9e3779b97f4a7c15u64;
+    let alphabet: Vec<char> = "ab\"\\/\n\r\t\u{0}\u{1}\u{8}\u{c}\u{1f}\u{7f}é😀\u{2028} ".chars().collect();
+    for _ in 0..2000 {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        let s: String = (0..(rng % 9)).map(|i| alphabet[((rng >> (i * 5)) % alphabet.len() as u64) as usize]).collect();
+        let mut lit = Vec::new();
+        crate::template::json_string(&s, &mut lit);
+        assert!(canonical_json_string(&lit), "{s:?}");
+        unescape_in_place(&mut lit);
+        assert_eq!(lit, s.as_bytes());
+        lit.clear();
+        crate::template::json_string(&s, &mut lit);
+        assert_eq!(serde_json::to_string(&s).unwrap().as_bytes(), lit.as_slice());
+    }
+    for other in [
+        &br#""\u00E9""#[..],
+        br#""\/""#,
+        br#""\u0041""#,
+        br#""\u000a""#,
+        br#""\u001F""#,
+        b"\"\x01\"",
+        br#""a"#,
+        br#""""""#,
+    ] {
+        assert!(!canonical_json_string(other), "{:?}", String::from_utf8_lossy(other));
+    }
+}
