@@ -451,6 +451,26 @@ unsafe fn automaton_ref<'a>(automaton: *const trie_automaton) -> Result<&'a Auto
     Ok(&*(automaton as *const Automaton))
 }
 
+/// Sets `*n` to `items.len()` and copies the items (converted by `conv`) into the caller's buffer `buf`; a short
+/// buffer is `TRIE_ERR_BUFFER_TOO_SMALL` (`what()` says what is there, the message adds the buffer's size) with
+/// nothing written but `*n`. `n` must be checked non-NULL.
+unsafe fn copy_out<T: Copy, U>(
+    items: &[T],
+    buf: &mut [U],
+    n: *mut usize,
+    conv: impl Fn(T) -> U,
+    what: impl FnOnce() -> String,
+) -> Result<()> {
+    n.write(items.len());
+    if buf.len() < items.len() {
+        return Err(Error::new(ErrorKind::BufferTooSmall, format!("{}; the buffer holds {}", what(), buf.len())));
+    }
+    for (dst, &t) in buf.iter_mut().zip(items) {
+        *dst = conv(t);
+    }
+    Ok(())
+}
+
 /// Writes `value` through an out pointer checked earlier.
 unsafe fn put<T>(out: *mut T, value: T) {
     if !out.is_null() {
@@ -1187,17 +1207,7 @@ pub unsafe extern "C" fn trie_allowed(
         let s = check_state(a, state)?;
         let buf = slice_mut(tokens, capacity, "tokens")?;
         let allowed = a.allowed(s);
-        n_tokens.write(allowed.len());
-        if buf.len() < allowed.len() {
-            return Err(Error::new(
-                ErrorKind::BufferTooSmall,
-                format!("state {state} allows {} tokens; the buffer holds {}", allowed.len(), buf.len()),
-            ));
-        }
-        for (dst, &t) in buf.iter_mut().zip(allowed.iter()) {
-            *dst = t as i32;
-        }
-        Ok(())
+        copy_out(&allowed, buf, n_tokens, |t| t as i32, || format!("state {state} allows {} tokens", allowed.len()))
     })
 }
 

@@ -191,15 +191,7 @@ pub unsafe extern "C" fn trie_possible_members(
         let s = check_state(a, state)?;
         let buf = slice_mut(members, capacity, "members")?;
         let ids = a.possible_members(s);
-        n_members.write(ids.len());
-        if buf.len() < ids.len() {
-            return Err(Error::new(
-                ErrorKind::BufferTooSmall,
-                format!("{} members are possible in state {state}; the buffer holds {}", ids.len(), buf.len()),
-            ));
-        }
-        buf[..ids.len()].copy_from_slice(&ids);
-        Ok(())
+        copy_out(&ids, buf, n_members, |m| m, || format!("{} members are possible in state {state}", ids.len()))
     })
 }
 
