@@ -26,8 +26,8 @@ pub(crate) const CHAIN: u32 = 1 << 31;
 
 /// Edges grouped by source node (CSR), in pieces of consecutive source nodes (the token-trie method keeps the
 /// pieces its threads made rather than concatenating them, so its edges are never held twice): node `n` is in
-/// piece `n / piece_nodes`, at local index `i = n % piece_nodes`, and its edges are `code[offsets[i]..offsets[i
-/// + 1]]` of that piece (token codes: [`crate::vocab::TokenIndex::code_tokens`]) with the matching `target`s.
+/// piece `n / piece_nodes`, at local index `i = n % piece_nodes`, and its edges are
+/// `code[offsets[i]..offsets[i + 1]]` of that piece (token codes: [`crate::vocab::TokenIndex::code_tokens`]) with the matching `target`s.
 /// Every target is a proper descendant of its source: an explicit node (larger id) or a chain position
 /// (`CHAIN | index`).
 pub(crate) struct Edges {

@@ -1,4 +1,4 @@
-//! The direct reader of `tokenizer.json` for BPE models: serde on just the parts a [`Vocabulary`] needs, with the
+//! The direct reader of `tokenizer.json` for BPE models: serde on just the parts a [`Vocabulary`](crate::Vocabulary) needs, with the
 //! vocabulary's texts borrowed from the file, instead of building a whole `tokenizers::Tokenizer` (its merge
 //! table, its added-token matchers and its regexes), which takes 1.6 s for 200K-token files.
 //!
