@@ -113,7 +113,7 @@ fetch_wheels() {
     got="$(sha "$f")"
     [[ "$got" == "$want" ]] || die "sha256 mismatch for $(basename "$f"): got $got, want $want"
   done
-  log "wheels sha256 ok (${#WHEELS[@]} wheels, CUDA $CUDA_SET)"
+  log "sha256 ok: ${#WHEELS[@]} wheel(s)"
 }
 
 # A libcuda.so for linking only: every cu* function of cuda.h (after its #define renames) returns
@@ -183,7 +183,24 @@ assemble_toolkit() {
   log "toolkit ok: $("$TK/bin/nvcc" --version | tail -2 | head -1)"
 }
 
+# cuobjdump, to inspect the result only (lists the embedded cubins and PTX): not part of the toolkit above (the
+# first cuobjdump wheel on PyPI is 13.2.51; a newer cuobjdump reads older binaries), kept apart so that it never
+# changes the toolkit's stamp or headers.
+CUOBJDUMP_WHEEL="nvidia-cuda-cuobjdump==13.2.51 95c69d3ddf0c2c1f535ec44c3433a66aeee19f588d9d22f73356e20b25f12b50"
+CUOBJDUMP="$CACHE/cuda/tools/cuobjdump-13.2.51/cuobjdump"
+fetch_cuobjdump() {
+  [[ -x "$CUOBJDUMP" ]] && return
+  local WHEELS=("$CUOBJDUMP_WHEEL") d
+  fetch_wheels
+  d="$(mktemp -d)"
+  python3 -m zipfile -e "$(wheel_file "${CUOBJDUMP_WHEEL%% *}")" "$d"
+  mkdir -p "$(dirname "$CUOBJDUMP")"
+  install -m 755 "$d/nvidia/cu13/bin/cuobjdump" "$CUOBJDUMP"
+  rm -rf "$d"
+}
+
 assemble_toolkit
+fetch_cuobjdump
 if [[ "$ONLY_TOOLKIT" == 1 ]]; then echo "$TK"; exit 0; fi
 
 # ---- llama.cpp with CUDA (scripts/fetch-llama.sh, its own root) ---------------------------------------------
@@ -219,8 +236,16 @@ HARNESS="$(PATH="$TK/bin:$PATH" "$REPO/scripts/build-harness.sh" | tail -n 1)"
 log "checks:"
 fail=0
 check() { if eval "$2"; then log "  ok   $1"; else log "  FAIL $1"; fail=1; fi; }
-check "libggml-cuda.so has SASS for sm_80 and sm_90" \
-  "\"$TK/bin/cuobjdump\" --list-elf \"$GGML_CUDA_SO\" 2>/dev/null | grep -q sm_80 && \"$TK/bin/cuobjdump\" --list-elf \"$GGML_CUDA_SO\" | grep -q sm_90 || readelf -S \"$GGML_CUDA_SO\" | grep -q nv_fatbin"
+# cuobjdump: the machine code and PTX that libggml-cuda.so embeds, one per requested architecture
+for a in ${TRIE_LLAMA_CUDA_ARCHS//;/ }; do
+  n="${a%%-*}"
+  case "$a" in
+    *-virtual) check "libggml-cuda.so embeds compute_$n PTX" "\"$CUOBJDUMP\" --list-ptx \"$GGML_CUDA_SO\" | grep -q 'sm_$n'" ;;
+    *-real) check "libggml-cuda.so embeds sm_$n machine code" "\"$CUOBJDUMP\" --list-elf \"$GGML_CUDA_SO\" | grep -q 'sm_$n'" ;;
+    *) check "libggml-cuda.so embeds sm_$n machine code and compute_$n PTX" \
+         "\"$CUOBJDUMP\" --list-elf \"$GGML_CUDA_SO\" | grep -q 'sm_$n' && \"$CUOBJDUMP\" --list-ptx \"$GGML_CUDA_SO\" | grep -q 'sm_$n'" ;;
+  esac
+done
 check "libggml-cuda.so exports ggml_backend_cuda_init" "nm -D --defined-only \"$GGML_CUDA_SO\" | grep -q ' ggml_backend_cuda_init$'"
 check "libggml-cuda.so needs libcudart.so.13, libcublas.so.13, libcuda.so.1" \
   "readelf -d \"$GGML_CUDA_SO\" | grep -q 'libcudart.so.13' && readelf -d \"$GGML_CUDA_SO\" | grep -q 'libcublas.so.13' && readelf -d \"$GGML_CUDA_SO\" | grep -q 'libcuda.so.1'"
