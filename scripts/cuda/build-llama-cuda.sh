@@ -226,8 +226,12 @@ if [[ "${TRIE_SKIP_CARGO:-0}" != 1 ]]; then
 fi
 export TRIE_BUILD="${TRIE_BUILD:-$REPO/build/llama-cuda}"
 # the linker checks libggml-cuda.so's NEEDED libraries (libcudart, libcublas, libcuda): show it where they are
-# (rpath-link only: nothing is recorded in the binaries)
-export LDFLAGS="${LDFLAGS:-} -Wl,-rpath-link,$TK/lib -Wl,-rpath-link,$TK/lib/stubs"
+# (rpath-link only: nothing is recorded in the binaries). The loader's name of the driver is libcuda.so.1, the stub's
+# file is libcuda.so: a folder outside the toolkit holds the libcuda.so.1 link.
+LINKDIR="$CACHE/cuda/rpath-link"
+mkdir -p "$LINKDIR"
+ln -sfn "$TK/lib/stubs/libcuda.so" "$LINKDIR/libcuda.so.1"
+export LDFLAGS="${LDFLAGS:-} -Wl,-rpath-link,$TK/lib -Wl,-rpath-link,$LINKDIR"
 # llama's installed CMake package runs find_dependency(CUDAToolkit) for a CUDA ggml: point it at the toolkit
 export CUDAToolkit_ROOT="$TK"
 HARNESS="$(PATH="$TK/bin:$PATH" "$REPO/scripts/build-harness.sh" | tail -n 1)"
@@ -253,7 +257,7 @@ check "libggml.so (the backend registry) needs libggml-cuda.so" "readelf -d \"$L
 check "no stubs folder in any RPATH/RUNPATH" \
   "! readelf -d \"$HARNESS\" \"$LLAMA_PREFIX\"/lib/*.so | grep -E 'R(UN)?PATH' | grep -q stubs"
 check "trie-llama and trie-llama-selftest linked" "[[ -x \"$HARNESS\" && -x \"$(dirname "$HARNESS")/trie-llama-selftest\" ]]"
-check "the harness resolves libggml-cuda.so (ldd, toolkit libraries on LD_LIBRARY_PATH)" \
-  "LD_LIBRARY_PATH=\"$TK/lib:$TK/lib/stubs\" ldd \"$HARNESS\" | grep -q 'libggml-cuda.so => /'"
+check "ldd: the harness loads libllama, libggml, libggml-cuda, libcudart.so.13, libcublas.so.13, libcuda.so.1 (the stub here)" \
+  "LD_LIBRARY_PATH=\"$TK/lib:$LINKDIR\" ldd \"$HARNESS\" >\"$TRIE_BUILD/ldd.txt\" && ! grep -q 'not found' \"$TRIE_BUILD/ldd.txt\" && grep -q 'libggml-cuda.so => /' \"$TRIE_BUILD/ldd.txt\" && grep -q 'libcublas.so.13 => /' \"$TRIE_BUILD/ldd.txt\" && grep -q 'libcuda.so.1 => /' \"$TRIE_BUILD/ldd.txt\""
 [[ "$fail" == 0 ]] || die "link checks failed"
 echo "$HARNESS"

@@ -22,7 +22,7 @@
 #    CUDA build's libcuda.so.1 is the bundle's link stub (CUDA then finds no device and llama.cpp runs on the CPU),
 #    and the offload check is skipped. Use it with --ngl 0 --shapes tiny.
 # Environment: OUT (where the logs, JSON lines and summary go; default .cache/gpu-run-out), TRIE_GPU_JOBS (default
-#    nproc). Exit status 0 only when every check passed.
+#    nproc), TRIE_CUDA_LIBS (more folders holding libcudart.so.13 / libcublas.so.13, searched first). Exit status 0 only when every check passed.
 set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -94,8 +94,15 @@ HBUILD="$WORK/harness"
 mkdir -p "$WORK/trie-lib"
 tar -xzf "$BUNDLE/libtrie.tar.gz" -C "$WORK/trie-lib"
 TRIE_LIB="$(ls "$WORK"/trie-lib/libtrie.so | head -1)"
-LIBDIRS="$(cuda_lib_dirs || true)"
-if [[ "$DRY" == 1 ]]; then LIBDIRS="$WORK/stub${LIBDIRS:+:$LIBDIRS}"; fi
+LIBDIRS="${TRIE_CUDA_LIBS:-}"
+found="$(cuda_lib_dirs || true)"
+LIBDIRS="$LIBDIRS${LIBDIRS:+${found:+:}}$found"
+if [[ "$DRY" == 1 ]]; then
+  # no CUDA on a CPU machine: the toolkit assembled by scripts/cuda/build-llama-cuda.sh, and the link stub
+  tk="$(ls -d "$REPO"/.cache/cuda/toolkit-*/lib 2>/dev/null | head -1 || true)"
+  LIBDIRS="$WORK/stub${tk:+:$tk}${LIBDIRS:+:$LIBDIRS}"
+fi
+log "CUDA library folders: ${LIBDIRS:-none found}"
 
 use_prebuilt() {
   rm -rf "$PREFIX" "$HBUILD"; mkdir -p "$PREFIX" "$HBUILD"
@@ -127,7 +134,10 @@ build_here() {
     || { grep -m5 -B2 -A5 'error' "$OUTDIR/llama-build.log" >&2; die "llama.cpp build failed"; }
   "$cmake" --install "$build" >/dev/null
   log "llama.cpp (CUDA, native arch) built here in $(( $(date +%s) - s )) s"
-  "$cmake" -S examples/llama -B "$HBUILD" -G Ninja -DCMAKE_MAKE_PROGRAM="$ninja" -DCMAKE_BUILD_TYPE=Release \
+  # the linker checks libggml-cuda.so's own NEEDED libraries (libcudart, libcublas, libcuda): show it the folders
+  local rl="" d
+  for d in ${LIBDIRS//:/ }; do rl+=" -Wl,-rpath-link,$d"; done
+  LDFLAGS="${LDFLAGS:-}$rl" "$cmake" -S examples/llama -B "$HBUILD" -G Ninja -DCMAKE_MAKE_PROGRAM="$ninja" -DCMAKE_BUILD_TYPE=Release \
     -DLLAMA_DIR="$PREFIX" -DTRIE_INCLUDE_DIR="$REPO/include" -DTRIE_LIB="$TRIE_LIB" >"$OUTDIR/harness-build.log" 2>&1 \
     && "$cmake" --build "$HBUILD" -j "$JOBS" >>"$OUTDIR/harness-build.log" 2>&1 \
     || { tail -30 "$OUTDIR/harness-build.log" >&2; die "harness build failed"; }
