@@ -83,8 +83,12 @@ cuda_lib_dirs() {
     d="$("$py" -c 'import nvidia, os; print(os.path.dirname(list(nvidia.__path__)[0] + "/x"))' 2>/dev/null || true)"
     [[ -n "$d" ]] && cands+=("$d/cu13/lib" "$d/cublas/lib" "$d/cuda_runtime/lib")
   done
+  # the driver's libcuda.so.1 (the linker needs its folder when it builds the harness here)
+  d="$(ldconfig -p 2>/dev/null | awk '/libcuda\.so\.1 /{print $NF; exit}')"
+  [[ -n "$d" ]] && cands+=("$(dirname "$d")")
+  cands+=(/usr/local/nvidia/lib64 /usr/local/nvidia/lib)
   for d in "${cands[@]}"; do
-    [[ -e "$d/libcublas.so.13" || -e "$d/libcudart.so.13" ]] && readlink -f "$d"
+    [[ -e "$d/libcublas.so.13" || -e "$d/libcudart.so.13" || -e "$d/libcuda.so.1" ]] && readlink -f "$d"
   done | awk '!seen[$0]++' | paste -sd: -
 }
 
