@@ -244,10 +244,10 @@ check() { if eval "$2"; then log "  ok   $1"; else log "  FAIL $1"; fail=1; fi; 
 for a in ${TRIE_LLAMA_CUDA_ARCHS//;/ }; do
   n="${a%%-*}"
   case "$a" in
-    *-virtual) check "libggml-cuda.so embeds compute_$n PTX" "\"$CUOBJDUMP\" --list-ptx \"$GGML_CUDA_SO\" | grep -q 'sm_$n'" ;;
-    *-real) check "libggml-cuda.so embeds sm_$n machine code" "\"$CUOBJDUMP\" --list-elf \"$GGML_CUDA_SO\" | grep -q 'sm_$n'" ;;
+    *-virtual) check "libggml-cuda.so embeds compute_$n PTX" "\"$CUOBJDUMP\" --list-ptx \"$GGML_CUDA_SO\" | grep -c 'sm_$n'" ;;
+    *-real) check "libggml-cuda.so embeds sm_$n machine code" "\"$CUOBJDUMP\" --list-elf \"$GGML_CUDA_SO\" | grep -c 'sm_$n'" ;;
     *) check "libggml-cuda.so embeds sm_$n machine code and compute_$n PTX" \
-         "\"$CUOBJDUMP\" --list-elf \"$GGML_CUDA_SO\" | grep -q 'sm_$n' && \"$CUOBJDUMP\" --list-ptx \"$GGML_CUDA_SO\" | grep -q 'sm_$n'" ;;
+         "\"$CUOBJDUMP\" --list-elf \"$GGML_CUDA_SO\" | grep -c 'sm_$n' && \"$CUOBJDUMP\" --list-ptx \"$GGML_CUDA_SO\" | grep -c 'sm_$n'" ;;
   esac
 done
 check "libggml-cuda.so exports ggml_backend_cuda_init" "nm -D --defined-only \"$GGML_CUDA_SO\" | grep -q ' ggml_backend_cuda_init$'"
@@ -258,6 +258,6 @@ check "no stubs folder in any RPATH/RUNPATH" \
   "! readelf -d \"$HARNESS\" \"$LLAMA_PREFIX\"/lib/*.so | grep -E 'R(UN)?PATH' | grep -q stubs"
 check "trie-llama and trie-llama-selftest linked" "[[ -x \"$HARNESS\" && -x \"$(dirname "$HARNESS")/trie-llama-selftest\" ]]"
 check "ldd: the harness loads libllama, libggml, libggml-cuda, libcudart.so.13, libcublas.so.13, libcuda.so.1 (the stub here)" \
-  "LD_LIBRARY_PATH=\"$TK/lib:$LINKDIR\" ldd \"$HARNESS\" >\"$TRIE_BUILD/ldd.txt\" && ! grep -q 'not found' \"$TRIE_BUILD/ldd.txt\" && grep -q 'libggml-cuda.so => /' \"$TRIE_BUILD/ldd.txt\" && grep -q 'libcublas.so.13 => /' \"$TRIE_BUILD/ldd.txt\" && grep -q 'libcuda.so.1 => /' \"$TRIE_BUILD/ldd.txt\""
+  "LD_LIBRARY_PATH=\"$TK/lib:$LINKDIR\" ldd \"$HARNESS\" >\"$TRIE_BUILD/ldd.txt\" && ! grep -q 'not found' \"$TRIE_BUILD/ldd.txt\" && grep -q 'libggml-cuda.so[.0-9]* => /' \"$TRIE_BUILD/ldd.txt\" && grep -q 'libcublas.so.13 => /' \"$TRIE_BUILD/ldd.txt\" && grep -q 'libcuda.so.1 => /' \"$TRIE_BUILD/ldd.txt\""
 [[ "$fail" == 0 ]] || die "link checks failed"
 echo "$HARNESS"
