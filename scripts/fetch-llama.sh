@@ -5,7 +5,7 @@
 # under vendor/llama.cpp (MIT). The sdist's sha256 is pinned in scripts/fetch-sdist.sh.
 #
 # Result (idempotent, stamped):
-#   $TRIE_CACHE/llama.cpp/src      the llama.cpp source tree
+#   $TRIE_CACHE/llama.cpp/src      the llama.cpp source tree (llama.cpp/ is $TRIE_LLAMA_ROOT when set)
 #   $TRIE_CACHE/llama.cpp/build    the CMake build tree
 #   $TRIE_CACHE/llama.cpp/install  the install prefix (include/llama.h, lib/libllama.so, lib/cmake/llama)
 #   $TRIE_CACHE/venv               a Python venv holding pinned cmake and ninja from PyPI
@@ -21,7 +21,9 @@
 #              TRIE_LLAMA_CPU_FLAGS (CMake -D flags replacing the portable ISA list, e.g. "-DGGML_NATIVE=ON" to
 #              tune for this machine; the flags are part of the build stamp, so changing them rebuilds),
 #              TRIE_LLAMA_CUDA_ARCHS (CMAKE_CUDA_ARCHITECTURES; default "native" when nvidia-smi sees a GPU,
-#              else llama.cpp's portable list), TRIE_FORCE=1 rebuilds.
+#              else llama.cpp's portable list), TRIE_LLAMA_CUDA_FLAGS (more -D flags for a CUDA build),
+#              TRIE_LLAMA_ROOT (default $TRIE_CACHE/llama.cpp: where src/, build/, install/ go; the CUDA build
+#              of scripts/cuda/build-llama-cuda.sh uses its own, so it never replaces the CPU build), TRIE_FORCE=1 rebuilds.
 # Prints the install prefix as the last line of stdout.
 set -euo pipefail
 
@@ -35,7 +37,7 @@ case "${1:-}" in
   *) echo "usage: $0 [--print-cmake-args]" >&2; exit 2 ;;
 esac
 
-LLAMA_ROOT="$CACHE/llama.cpp"
+LLAMA_ROOT="${TRIE_LLAMA_ROOT:-$CACHE/llama.cpp}"
 SRC="$LLAMA_ROOT/src"
 BUILD="$LLAMA_ROOT/build"
 PREFIX="$LLAMA_ROOT/install"

@@ -9,7 +9,7 @@
 #   ARCH                     uname -m
 #   CUDA                     0 or 1 (TRIE_LLAMA_CUDA=0|1, default: 1 when nvcc exists)
 #   cpu_flags  (array)       the CMake -D flags for the CPU code (see below; TRIE_LLAMA_CPU_FLAGS replaces them)
-#   cuda_flags (array)       -DGGML_CUDA=ON and CMAKE_CUDA_ARCHITECTURES when CUDA=1, else empty
+#   cuda_flags (array)       -DGGML_CUDA=ON, CMAKE_CUDA_ARCHITECTURES and TRIE_LLAMA_CUDA_FLAGS when CUDA=1, else empty
 #   llama_flags_stamp        prints "arch=... cuda=... flags=..." for a build stamp (a changed flag list rebuilds)
 #   llama_setup_venv         creates $CACHE/venv with the pinned cmake and ninja when needed; sets CMAKE and NINJA
 #   llama_venv_paths         sets CMAKE and NINJA to the venv's paths without creating anything
@@ -23,7 +23,9 @@
 #
 # Environment: TRIE_LLAMA_CUDA=0|1 (default: auto), TRIE_LLAMA_CPU_FLAGS (CMake -D flags replacing the portable ISA
 # list, e.g. "-DGGML_NATIVE=ON" to tune for this machine), TRIE_LLAMA_CUDA_ARCHS (CMAKE_CUDA_ARCHITECTURES; default
-# "native" when nvidia-smi sees a GPU, else llama.cpp's portable list). Needs REPO and CACHE set by the caller.
+# "native" when nvidia-smi sees a GPU, else llama.cpp's portable list), TRIE_LLAMA_CUDA_FLAGS (more CMake -D flags
+# for a CUDA build only, e.g. "-DGGML_CUDA_FA=OFF -DCUDAToolkit_ROOT=/opt/cuda"; scripts/cuda/build-llama-cuda.sh
+# sets it). Needs REPO and CACHE set by the caller.
 
 LCP_VERSION="$(sed -n 's/^LCP_VERSION="\(.*\)"$/\1/p' "$REPO/scripts/fetch-sdist.sh")"
 LCP_SHA256="$(sed -n 's/^LCP_SHA256="\(.*\)"$/\1/p' "$REPO/scripts/fetch-sdist.sh")"
@@ -58,6 +60,10 @@ if [[ "$CUDA" == 1 ]]; then
   if [[ -z "$CUDA_ARCHS" ]] && nvidia-smi -L >/dev/null 2>&1; then CUDA_ARCHS=native; fi
   cuda_flags+=(-DGGML_CUDA=ON)
   if [[ -n "$CUDA_ARCHS" ]]; then cuda_flags+=("-DCMAKE_CUDA_ARCHITECTURES=$CUDA_ARCHS"); fi
+  if [[ -n "${TRIE_LLAMA_CUDA_FLAGS:-}" ]]; then
+    read -r -a _trie_cuda_extra <<< "$TRIE_LLAMA_CUDA_FLAGS"
+    cuda_flags+=("${_trie_cuda_extra[@]}")
+  fi
 fi
 
 # The part of a build stamp that names the flags (both scripts' stamps include it).
