@@ -187,6 +187,16 @@ fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
     Value::deserialize(d).map(Some)
 }
 
+/// A crate type read from a parsed `Value`, never from the raw text: the crate's decoder and normalizer
+/// deserializers `expect` that their input parses as JSON and panic on a bad escape or syntax inside them (which
+/// catch_unwind cannot contain where panics abort); from a `Value` that cannot happen, and a wrong shape is an error.
+fn via_value<'de, D: Deserializer<'de>, T: serde::de::DeserializeOwned>(d: D) -> Result<Option<T>, D::Error> {
+    match Option::<Value>::deserialize(d)? {
+        None => Ok(None),
+        Some(v) => serde_json::from_value::<Option<T>>(v).map_err(serde::de::Error::custom),
+    }
+}
+
 /// The parts of the file the crate's `TokenizerVisitor` reads, each with the type it reads it as.
 #[derive(Deserialize)]
 struct File<'a> {
@@ -200,14 +210,14 @@ struct File<'a> {
     padding: Option<PaddingParams>,
     #[serde(default)]
     added_tokens: Vec<AddedTokenWithId>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "via_value")]
     #[allow(dead_code)]
     normalizer: Option<NormalizerWrapper>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "via_value")]
     pre_tokenizer: Option<PreTokenizerWrapper>,
     #[serde(default)]
     post_processor: Option<Value>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "via_value")]
     decoder: Option<DecoderWrapper>,
     #[serde(borrow)]
     model: Bpe<'a>,
