@@ -271,13 +271,27 @@ thread_local! {
     static LAST_ERROR: RefCell<CString> = RefCell::new(CString::default());
 }
 
-fn set_last_error(message: &str) {
+/// A per-thread message slot of the C ABI (the last error; `trie_recognize_reason`): a C string that stays valid
+/// until the thread's next write to the same slot.
+type MessageSlot = std::thread::LocalKey<RefCell<CString>>;
+
+/// Stores `message` in `slot` (NUL bytes written as `\0`); a slot being torn down or read is left alone.
+fn store_message(slot: &'static MessageSlot, message: &str) {
     let c = CString::new(message.replace('\0', "\\0")).unwrap_or_default();
-    let _ = LAST_ERROR.try_with(|cell| {
-        if let Ok(mut slot) = cell.try_borrow_mut() {
-            *slot = c;
+    let _ = slot.try_with(|cell| {
+        if let Ok(mut s) = cell.try_borrow_mut() {
+            *s = c;
         }
     });
+}
+
+/// The message in `slot`, or "" when it cannot be read; never NULL.
+fn message_ptr(slot: &'static MessageSlot) -> *const c_char {
+    slot.try_with(|cell| cell.try_borrow().map(|s| s.as_ptr()).unwrap_or(c"".as_ptr())).unwrap_or(c"".as_ptr())
+}
+
+fn set_last_error(message: &str) {
+    store_message(&LAST_ERROR, message);
 }
 
 fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
@@ -513,14 +527,7 @@ fn as_i32_ptr(ids: &[TokenId]) -> *const i32 {
 /// pointer stays valid until the next failing libtrie call on this thread; successful calls leave it alone.
 #[no_mangle]
 pub extern "C" fn trie_last_error() -> *const c_char {
-    boundary(|| {
-        StaticStr(
-            LAST_ERROR
-                .try_with(|cell| cell.try_borrow().map(|s| s.as_ptr()).unwrap_or(c"".as_ptr()))
-                .unwrap_or(c"".as_ptr()),
-        )
-    })
-    .0
+    boundary(|| StaticStr(message_ptr(&LAST_ERROR))).0
 }
 
 /// A short static description of a status, such as `"token rejected"`. Takes any integer, so a value that is not

@@ -50,12 +50,7 @@ thread_local! {
 }
 
 fn set_reason(reason: &str) {
-    let c = CString::new(reason.replace('\0', "\\0")).unwrap_or_default();
-    let _ = REASON.try_with(|cell| {
-        if let Ok(mut slot) = cell.try_borrow_mut() {
-            *slot = c;
-        }
-    });
+    super::store_message(&REASON, reason);
 }
 
 unsafe fn handle<'a>(r: *const trie_recognized) -> Result<&'a Handle> {
@@ -107,9 +102,7 @@ pub unsafe extern "C" fn trie_recognize(
 /// one or failed). Never NULL; valid until the next `trie_recognize` call on this thread.
 #[no_mangle]
 pub extern "C" fn trie_recognize_reason() -> *const c_char {
-    boundary(|| {
-        REASON.try_with(|cell| cell.try_borrow().map(|s| s.as_ptr()).unwrap_or(c"".as_ptr())).unwrap_or(c"".as_ptr())
-    })
+    boundary(|| super::message_ptr(&REASON))
 }
 
 /// Frees a set from [`trie_recognize`] (NULL is a no-op).
