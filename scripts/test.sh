@@ -26,6 +26,8 @@ scripts/install-deps.sh
 TRIE_ASSETS="$(scripts/fetch-assets.sh | tail -n 1)"
 export TRIE_ASSETS
 echo "[test] assets: $TRIE_ASSETS"
+# The 200K+-token tokenizer.json files (gemma3, gpt-oss) of tests/hf_direct.rs, into $TRIE_CACHE/tokenizers.
+scripts/fetch-tokenizers.sh
 set +e
 
 stage "rustfmt" cargo fmt --check

@@ -1,6 +1,7 @@
 //! Loading a Hugging Face `tokenizer.json` into a [`Vocabulary`], recovering the exact bytes every token id
-//! stands for. BPE models are read directly (only the parts a vocabulary needs, `hf_direct.rs`); other models,
-//! and files the direct reader declines, through the `tokenizers` crate. Both give the same vocabulary.
+//! stands for. BPE, Unigram and WordPiece models are read directly (only the parts a vocabulary needs,
+//! `hf_direct.rs`); WordLevel models, and files the direct reader declines, through the `tokenizers` crate. Both
+//! give the same vocabulary (or the same refusal).
 //!
 //! How token texts become bytes is read from the tokenizer's decoder:
 //! - `ByteLevel` (GPT-2, Llama 3, Qwen): each character of a model token is the GPT-2 bytes-to-unicode image of
@@ -150,12 +151,17 @@ fn model_facts(model: &ModelWrapper) -> Result<(Option<TokenId>, bool)> {
             let unk = v.get("unk_token").and_then(Value::as_str).and_then(|t| wl.token_to_id(t));
             Ok((unk, false))
         }
-        ModelWrapper::WordPiece(_) => Err(Error::unsupported(
-            "WordPiece tokenizer (BERT-style): its \"##\" continuation pieces depend on word boundaries, so \
-             tokens have no fixed bytes and a byte trie cannot be aligned with them; use a byte-level BPE or \
-             SentencePiece model",
-        )),
+        ModelWrapper::WordPiece(_) => Err(wordpiece_unsupported()),
     }
+}
+
+/// The refusal of a WordPiece model (both readers give it).
+fn wordpiece_unsupported() -> Error {
+    Error::unsupported(
+        "WordPiece tokenizer (BERT-style): its \"##\" continuation pieces depend on word boundaries, so \
+         tokens have no fixed bytes and a byte trie cannot be aligned with them; use a byte-level BPE or \
+         SentencePiece model",
+    )
 }
 
 fn model_name(model: &ModelWrapper) -> &'static str {
@@ -387,12 +393,13 @@ impl Vocabulary {
 
     /// Like [`Vocabulary::from_tokenizer_json`], from the bytes of a `tokenizer.json` file.
     ///
-    /// BPE models (every tokenizer.json of Llama 3, Qwen, Mistral, Gemma, gpt-oss, ...) are read directly, only
-    /// the parts the vocabulary needs; other models (Unigram, WordLevel, WordPiece) and files the direct reader
-    /// does not accept whole go through the `tokenizers` crate. Both give the same vocabulary.
+    /// BPE models (every tokenizer.json of Llama 3, Qwen, Mistral, Gemma, gpt-oss, ...), Unigram and WordPiece
+    /// models are read directly, only the parts the vocabulary needs; WordLevel models and files the direct
+    /// reader does not accept whole go through the `tokenizers` crate. Both give the same vocabulary.
     pub fn from_tokenizer_json_bytes(bytes: &[u8], options: &HfOptions) -> Result<Vocabulary> {
         match direct::read(bytes) {
-            Some(parts) => vocabulary_from_parts(&parts, options),
+            Some(Ok(parts)) => vocabulary_from_parts(&parts, options),
+            Some(Err(e)) => Err(e),
             None => Self::from_tokenizer_json_bytes_via_tokenizers(bytes, options),
         }
     }

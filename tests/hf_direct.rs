@@ -80,6 +80,214 @@ fn bpe(vocab: &str, merges: &str, extra: &str) -> String {
     )
 }
 
+/// Where `scripts/fetch-tokenizers.sh` puts the 200K+-token files: `$TRIE_CACHE/tokenizers`, else `.cache/tokenizers`.
+fn large_tokenizer_json(name: &str) -> std::path::PathBuf {
+    let cache = std::env::var_os("TRIE_CACHE")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".cache"));
+    let path = cache.join("tokenizers").join(format!("{name}.tokenizer.json"));
+    assert!(path.exists(), "{} not found: run `scripts/fetch-tokenizers.sh` first", path.display());
+    path
+}
+
+/// The 200K+-token files the load-time target is set for: Gemma 3 (262,144 model tokens + 6,415 added,
+/// SentencePiece-style BPE with byte fallback, a `Replace` normalizer and a `Split` pre-tokenizer) and gpt-oss
+/// (199,998 + 21, byte-level BPE with `ignore_merges`). Required: the test fails without them.
+#[test]
+fn gemma3_and_gpt_oss_read_the_same_directly() {
+    for (name, n_listed) in [("gemma3", 262_145), ("gpt-oss", 200_019)] {
+        let path = large_tokenizer_json(name);
+        let bytes = std::fs::read(&path).unwrap();
+        let what = path.display().to_string();
+        assert!(Vocabulary::tokenizer_json_reads_directly(&bytes), "{what}: declined by the direct reader");
+        compare(&bytes, &HfOptions::default(), &what);
+        let v = Vocabulary::from_tokenizer_json_bytes(&bytes, &HfOptions::default()).unwrap();
+        assert_eq!(v.n_listed(), n_listed, "{what}");
+    }
+}
+
+fn unigram(vocab: &str, extra: &str) -> String {
+    format!(r#"{{"type": "Unigram", {extra} "vocab": [{vocab}]}}"#)
+}
+
+const UNIGRAM_VOCAB: &str = r#"["<unk>", 0.0], ["<s>", 0.0], ["</s>", 0.0], ["▁a", -1.0], ["<0x0A>", -3], ["b", -2.5]"#;
+
+/// Both readers on each case; `direct`: whether the direct reader must take it.
+fn check_cases(cases: &[(String, Vec<u8>, bool)]) {
+    for (what, bytes, direct) in cases {
+        assert_eq!(Vocabulary::tokenizer_json_reads_directly(bytes), *direct, "{what}: read directly");
+        compare(bytes, &HfOptions::default(), what);
+        compare(bytes, &HfOptions { eog_ids: Some(vec![1]), n_vocab: Some(64) }, what);
+    }
+}
+
+/// Unigram (SentencePiece `[piece, score]` lists) and WordPiece models, read directly: the same vocabulary or the
+/// same refusal as the crate, and each rule of the crate's Unigram and WordPiece visitors.
+#[test]
+fn unigram_and_wordpiece_read_the_same_directly() {
+    let sp_added = [added(0, "<unk>", true), added(1, "<s>", true), added(2, "</s>", true)].join(",");
+    let u = |vocab: &str, extra: &str| file(&unigram(vocab, extra), METASPACE, "null", "", "null");
+    let cases: Vec<(&str, Vec<u8>, bool)> = vec![
+        (
+            "unigram, byte fallback",
+            file(
+                &unigram(UNIGRAM_VOCAB, r#""unk_id": 0, "byte_fallback": true,"#),
+                METASPACE,
+                METASPACE,
+                &sp_added,
+                "null",
+            ),
+            true,
+        ),
+        ("unigram, no unk_id", u(UNIGRAM_VOCAB, ""), true),
+        (
+            "unigram, unk_id null",
+            file(&unigram(UNIGRAM_VOCAB, r#""unk_id": null,"#), SPM_DECODER, "null", "", "null"),
+            true,
+        ),
+        ("unigram, unknown key", u(UNIGRAM_VOCAB, r#""extra": [1, {}],"#), true),
+        // A piece listed twice: the crate's map keeps the last id, its size is still the list's length (the next
+        // added token's id).
+        (
+            "unigram, piece twice",
+            file(
+                &unigram(r#"["<unk>", 0.0], ["a", -1.0], ["b", -1.0], ["a", -2.0]"#, r#""unk_id": 0,"#),
+                METASPACE,
+                "null",
+                &[added(9, "<new>", true), added(9, "a", false)].join(","),
+                "null",
+            ),
+            true,
+        ),
+        ("unigram, unk_id past the end", u(UNIGRAM_VOCAB, r#""unk_id": 6,"#), false),
+        ("unigram, empty with unk_id", u("", r#""unk_id": 0,"#), false),
+        ("unigram, empty", u("", ""), true),
+        ("unigram, negative unk_id", u(UNIGRAM_VOCAB, r#""unk_id": -1,"#), false),
+        ("unigram, byte_fallback null", u(UNIGRAM_VOCAB, r#""byte_fallback": null,"#), false),
+        ("unigram, score a string", u(r#"["a", "x"]"#, ""), false),
+        ("unigram, triple", u(r#"["a", 0.0, 1]"#, ""), false),
+        ("unigram, vocab twice", u(UNIGRAM_VOCAB, r#""vocab": [],"#), false),
+        (
+            "unigram, type not first",
+            file(r#"{"vocab": [["a", 0.0]], "type": "Unigram"}"#, METASPACE, "null", "", "null"),
+            false,
+        ),
+        (
+            "unigram, type twice",
+            file(r#"{"type": "Unigram", "vocab": [["a", 0.0]], "type": "Unigram"}"#, METASPACE, "null", "", "null"),
+            false,
+        ),
+        (
+            "wordpiece, missing prefix",
+            file(
+                r#"{"type": "WordPiece", "unk_token": "[UNK]", "max_input_chars_per_word": 100, "vocab": {"a": 0}}"#,
+                "null",
+                "null",
+                "",
+                "null",
+            ),
+            false,
+        ),
+        (
+            "wordpiece, bad added token",
+            file(
+                r###"{"type": "WordPiece", "unk_token": "[UNK]", "continuing_subword_prefix": "##",
+                "max_input_chars_per_word": 100, "vocab": {"[UNK]": 0}}"###,
+                "null",
+                "null",
+                r#"{"id": 5}"#,
+                "null",
+            ),
+            false,
+        ),
+        (
+            "wordlevel",
+            file(r#"{"type": "WordLevel", "vocab": {"a": 0}, "unk_token": "a"}"#, BYTE_LEVEL, "null", "", "null"),
+            false,
+        ),
+    ];
+    check_cases(&cases.into_iter().map(|(w, b, d)| (w.to_string(), b, d)).collect::<Vec<_>>());
+}
+
+/// JSON escapes in texts (escaped and plain texts must index alike), surrogate pairs in `\u` escapes, texts longer
+/// than the index keeps inline, SentencePiece byte fallback pieces, normalizer and pre-tokenizer variants.
+#[test]
+fn escapes_long_texts_and_variants_read_the_same_directly() {
+    // Texts of `"`, `\`, `"\`, `é` (a \u escape), an emoji (a surrogate pair), a 20-byte text and its parts.
+    let v = r#""a": 0, "\"": 1, "\\": 2, "\"\\": 3, "\u00e9": 4, "\ud83d\ude00": 5, "x\ud83d\ude00": 6, "x": 7,
+        "abcdefghijklmnop": 8, "qrst": 9, "abcdefghijklmnopqrst": 10, "\u0120": 11, "\u0120a": 12"#;
+    let m = r#"["\"", "\\"], ["x", "😀"], ["abcdefghijklmnop", "qrst"], ["Ġ", "\u0061"]"#;
+    let esc_added = [added(13, r"\u003c|end|\u003e", true), added(14, r"tab\there", false)].join(",");
+    let normalizers = [
+        r#"{"type": "Sequence", "normalizers": [{"type": "NFKC"}, {"type": "Lowercase"}]}"#,
+        r#"{"type": "Replace", "pattern": {"String": " "}, "content": "▁"}"#,
+        r#"{"type": "Prepend", "prepend": "▁"}"#,
+    ];
+    let pre_tokenizers = [
+        r#"{"type": "Sequence", "pretokenizers": [{"type": "Split", "pattern": {"Regex": "\\s+"},
+            "behavior": "Isolated", "invert": false},
+            {"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": false}]}"#,
+        r#"{"type": "Split", "pattern": {"String": " "}, "behavior": "MergedWithPrevious", "invert": false}"#,
+        r#"{"type": "Metaspace", "replacement": "▁", "prepend_scheme": "first", "split": false}"#,
+        r#"{"type": "Digits", "individual_digits": true}"#,
+    ];
+    let spm_added = [
+        added(0, "<unk>", true),
+        added(9, "<0x0B>", true),
+        added(10, "<start_of_turn>", true),
+        added(11, "<end_of_turn>", true),
+    ]
+    .join(",");
+    let mut cases: Vec<(String, Vec<u8>, bool)> = vec![
+        ("escapes".into(), file(&bpe(v, m, ""), BYTE_LEVEL, "null", &esc_added, "null"), true),
+        // A merge whose parts differ from vocabulary texts only past their 16th byte.
+        (
+            "long merge out of vocabulary".into(),
+            file(&bpe(v, r#"["abcdefghijklmnop", "qrsu"]"#, ""), BYTE_LEVEL, "null", "", "null"),
+            false,
+        ),
+        (
+            "joined text past 16 bytes out of vocabulary".into(),
+            file(
+                &bpe(&format!(r#"{v}, "qrsu": 13"#), r#"["abcdefghijklmnop", "qrsu"]"#, ""),
+                BYTE_LEVEL,
+                "null",
+                "",
+                "null",
+            ),
+            false,
+        ),
+        ("lone surrogate".into(), file(&bpe(r#""\ud83d": 0"#, "", ""), BYTE_LEVEL, "null", "", "null"), false),
+        ("bad escape".into(), file(&bpe(r#""\q": 0"#, "", ""), BYTE_LEVEL, "null", "", "null"), false),
+        (
+            "byte fallback, lower-case and odd pieces".into(),
+            file(
+                &bpe(
+                    r#""<unk>": 0, "<0x0A>": 1, "<0xff>": 2, "<0xFF>": 3, "<0x1>": 4, "<0x100>": 5, "▁▁": 6, "▁": 7"#,
+                    r#"["▁", "▁"]"#,
+                    r#""byte_fallback": true,"#,
+                )
+                .replace(r#""unk_token": null"#, r#""unk_token": "<unk>""#),
+                SPM_DECODER,
+                "null",
+                &spm_added,
+                "null",
+            ),
+            true,
+        ),
+    ];
+    for (i, n) in normalizers.iter().enumerate() {
+        for (j, p) in pre_tokenizers.iter().enumerate() {
+            let bytes = String::from_utf8(file(&bpe(v, m, ""), BYTE_LEVEL, p, &esc_added, "null"))
+                .unwrap()
+                .replace(r#""normalizer": null"#, &format!(r#""normalizer": {n}"#))
+                .into_bytes();
+            cases.push((format!("normalizer {i}, pre-tokenizer {j}"), bytes, true));
+        }
+    }
+    check_cases(&cases);
+}
+
 #[test]
 fn synthetic_files_read_the_same_directly() {
     let v = r#""a": 0, "Ġ": 1, "Ċ": 2, "Ġa": 3, "<|endoftext|>": 4"#;
@@ -200,7 +408,7 @@ fn synthetic_files_read_the_same_directly() {
                 &added(3, "</s>", true),
                 "null",
             ),
-            false,
+            true,
         ),
         (
             "wordpiece",
@@ -212,7 +420,7 @@ fn synthetic_files_read_the_same_directly() {
                 "",
                 "null",
             ),
-            false,
+            true,
         ),
         ("untyped model", file(r#"{"vocab": {"a": 0}, "merges": []}"#, BYTE_LEVEL, "null", "", "null"), false),
         (
