@@ -142,8 +142,9 @@ fn bench_npm(vocab: &Arc<Vocabulary>, vocab_name: &str, max_k: Option<usize>, qu
     }
 }
 
-/// Vocabulary load times (median of `reps`): GGUF (qwen2, gemma-4) and tokenizer.json (qwen3, llama3, mistral) parsed and
-/// indexed, against loading the same vocabulary from libtrie's saved-vocabulary file (memory map + checks).
+/// Vocabulary load times (median of `reps`): GGUF (qwen2, gemma-4) and tokenizer.json (qwen3, llama3, mistral,
+/// gemma3, gpt-oss) parsed and indexed, against loading the same vocabulary from libtrie's saved-vocabulary file
+/// (memory map + checks).
 fn vocab_load(reps: usize) {
     let dir = assets_vocab("qwen2").parent().unwrap().parent().unwrap().to_path_buf();
     let tmp = std::env::temp_dir().join(format!("trie-bench-vocab-{}.bin", std::process::id()));
@@ -153,6 +154,9 @@ fn vocab_load(reps: usize) {
         ("tokenizer.json", "qwen3", dir.join("tokenizers/qwen3.tokenizer.json")),
         ("tokenizer.json", "llama3", dir.join("tokenizers/llama3.tokenizer.json")),
         ("tokenizer.json", "mistral-7b-v0.1", dir.join("tokenizers/mistral-7b-v0.1.tokenizer.json")),
+        // The 200K+-token files of scripts/fetch-tokenizers.sh (required: it must have run).
+        ("tokenizer.json", "gemma3", large_tokenizer_json("gemma3")),
+        ("tokenizer.json", "gpt-oss", large_tokenizer_json("gpt-oss")),
     ];
     for (format, name, path) in cases {
         let load = || match format {
@@ -214,6 +218,16 @@ fn vocab_load(reps: usize) {
         );
     }
     let _ = std::fs::remove_file(&tmp);
+}
+
+/// `$TRIE_CACHE/tokenizers/NAME.tokenizer.json` (default `.cache/`), which `scripts/fetch-tokenizers.sh` writes.
+fn large_tokenizer_json(name: &str) -> PathBuf {
+    let cache = std::env::var_os("TRIE_CACHE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".cache"));
+    let path = cache.join("tokenizers").join(format!("{name}.tokenizer.json"));
+    assert!(path.exists(), "{} not found: run scripts/fetch-tokenizers.sh first", path.display());
+    path
 }
 
 /// CPU time of the process so far (user + system, all threads), milliseconds.
