@@ -87,6 +87,15 @@ def main():
           tok({"type": "WordPiece", "unk_token": "[UNK]", "continuing_subword_prefix": "##",
                "max_input_chars_per_word": 100, "vocab": {"[UNK]": 0, "a": 1, "##b": 2}},
               {"type": "WordPiece", "prefix": "##", "cleanup": True}, {"type": "Whitespace"}))
+    # The direct reader's own rules: a Unigram piece listed twice (the crate's map keeps the last id, its size the
+    # list's length), texts longer than the 16 bytes its index keeps inline, escapes and a surrogate pair.
+    write("tokenizer_json", "unigram-piece-twice.json",
+          tok({"type": "Unigram", "unk_id": 0, "vocab": [["<unk>", 0.0], ["a", -1.0], ["b", -1.5], ["a", -2.0]]},
+              ms, None, [dict(eos, id=9, content="<new>"), dict(eos, id=9, content="a", special=False)]))
+    write("tokenizer_json", "bytelevel-bpe-long-escaped.json",
+          tok({"type": "BPE", "vocab": {"abcdefghijklmnop": 0, "qrst": 1, "abcdefghijklmnopqrst": 2, "\"": 3,
+                                        "\\": 4, "\"\\": 5, "\U0001F600": 6, "x": 7, "x\U0001F600": 8},
+               "merges": [["abcdefghijklmnop", "qrst"], ["\"", "\\"], ["x", "\U0001F600"]]}, bl, None, [eot]))
     d = os.path.join(ASSETS, "tokenizers")
     if os.path.isdir(d):
         for name in sorted(os.listdir(d)):
