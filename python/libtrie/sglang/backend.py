@@ -12,7 +12,7 @@ import dataclasses
 import logging
 import os
 import tempfile
-from typing import Any, Callable, Iterable, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
 import torch
 from sglang.srt.constrained.base_grammar_backend import (
@@ -43,10 +43,10 @@ def _pin_memory() -> bool:
 
         return bool(is_pin_memory_available())
     except Exception:  # pragma: no cover - older SGLang
-        return torch.cuda.is_available()
+        return bool(torch.cuda.is_available())
 
 
-class LibtrieGrammar(BaseGrammarObject):
+class LibtrieGrammar(BaseGrammarObject):  # type: ignore[misc,unused-ignore]  # SGLang ships no type stubs
     """One request decoding one compiled set: ``state`` (``libtrie.FINISHED`` once an end-of-generation id was
     accepted) and the states it came through, so that ``rollback(k)`` undoes the last ``k`` accepted tokens."""
 
@@ -182,7 +182,7 @@ def load_vocab(tokenizer: Any, vocab_size: int, eos_token_ids: Optional[Iterable
         return Vocab.from_tokenizer_json(file, eog_ids=eog or None, n_vocab=vocab_size)
 
 
-class LibtrieGrammarBackend(BaseGrammarBackend):
+class LibtrieGrammarBackend(BaseGrammarBackend):  # type: ignore[misc,unused-ignore]
     """SGLang's ``BaseGrammarBackend`` (its cache and compile executor) for finite sets; every request the
     recognizers do not read as a set, and every other SGLang hook, goes to ``default`` (None: refused)."""
 
@@ -277,21 +277,23 @@ class LibtrieGrammarBackend(BaseGrammarBackend):
                                 thinking_budget: Optional[int]) -> Tuple[str, str]:
         if self.default is None:
             return key
-        return self.default.get_request_grammar_key(key, input_ids=input_ids, thinking_budget=thinking_budget)
+        found: Tuple[str, str] = self.default.get_request_grammar_key(key, input_ids=input_ids,
+                                                                       thinking_budget=thinking_budget)
+        return found
 
     def reserve_framing_tokens(self, token_ids: Sequence[int]) -> None:
         if self.default is not None:
             self.default.reserve_framing_tokens(token_ids)
 
     def compile_framed_grammar(self, grammar: BaseGrammarObject,
-                               frame: Callable[[dict], dict]) -> Optional[BaseGrammarObject]:
+                               frame: Callable[[Dict[str, Any]], Dict[str, Any]]) -> Optional[BaseGrammarObject]:
         if self.default is None or isinstance(grammar, LibtrieGrammar):
             return None
         return self.default.compile_framed_grammar(grammar, frame)
 
 
 def _default_backend(name: str, server_args: Any, tokenizer: Any, vocab_size: int,
-                     eos_token_ids: Optional[set]) -> Optional[BaseGrammarBackend]:
+                     eos_token_ids: Optional[Set[int]]) -> Optional[BaseGrammarBackend]:
     """SGLang's own backend ``name``, built by SGLang's ``create_grammar_backend`` with the arguments it gave us
     (its ``--grammar-backend`` setting scoped to ``name`` for the call)."""
     if name == BACKEND_NAME:
@@ -303,7 +305,7 @@ def _default_backend(name: str, server_args: Any, tokenizer: Any, vocab_size: in
 
 
 def create_backend(server_args: Any, tokenizer: Any, vocab_size: int,
-                   eos_token_ids: Optional[set] = None) -> LibtrieGrammarBackend:
+                   eos_token_ids: Optional[Set[int]] = None) -> LibtrieGrammarBackend:
     """The init SGLang calls for ``--grammar-backend libtrie`` (``register_grammar_backend``'s signature). Reads the
     operator's settings and the vocabulary now, so that a bad setting stops the server at start, naming it."""
     settings = Settings.from_env()
