@@ -4,7 +4,8 @@ An SGLang server does not run on this CPU machine (its model runner needs the CU
 flashinfer), so the test drives SGLang's own grammar machinery in-process, the way its scheduler does: the plugin
 loader (``sglang.srt.plugins.load_plugins``, which finds the installed package's entry point), the argument parser,
 ``create_grammar_backend`` under a published config, the backend's cache and compile executor
-(``get_cached_or_future_value`` / ``set_cache``, as ``GrammarManager`` calls them), the batch mask of
+(``get_cached_or_future_value`` / ``set_cache``), SGLang's ``GrammarManager`` itself (queue, polling, cache hits,
+the HTTP 400 abort of a bad request; on a stand-in scheduler and request), the batch mask of
 ``SamplingBatchInfo.update_regex_vocab_mask`` and ``GrammarMask.apply``, and XGrammar for delegated requests.
 Decode loop: mask -> pick an allowed token (argmax of random logits) -> accept, until the grammar terminates; every
 output must be a member. Tokenizers: SmolLM2-135M-Instruct (transformers reading the GGUF, as SGLang does for GGUF
@@ -43,10 +44,13 @@ try:
         InvalidGrammarObject,
         create_grammar_backend,
     )
+    from sglang.srt.constrained.grammar_manager import GrammarManager
     from sglang.srt.constrained.xgrammar_backend import XGrammarGrammar, XGrammarGrammarBackend
+    from sglang.srt.managers.schedule_batch import FINISH_ABORT, Req
     from sglang.srt.plugins import load_plugins
-    from sglang.srt.runtime_context import get_context
+    from sglang.srt.runtime_context import get_context, get_parallel
     from sglang.srt.sampling.sampling_batch_info import SamplingBatchInfo
+    from sglang.srt.sampling.sampling_params import SamplingParams
     from sglang.srt.server_args import GRAMMAR_BACKEND_CHOICES, prepare_server_args
     from transformers import AutoTokenizer, PreTrainedTokenizerFast
 except ImportError as e:  # an opt-in suite fails loudly, never skips
@@ -310,6 +314,79 @@ class DecodeTest(unittest.TestCase):
             g.accept_token(model.tokenizer.encode("maybe")[0])
         self.assertIn("not allowed", str(cm.exception))
         self.assertEqual(g.state, g.automaton.start())
+
+
+class Request:
+    """The parts of SGLang's ``Req`` that ``GrammarManager`` reads, with ``Req``'s own ``set_finish_with_abort``."""
+
+    set_finish_with_abort = Req.set_finish_with_abort
+
+    def __init__(self, rid: str, params: Any) -> None:
+        self.rid, self.sampling_params = rid, params
+        self.origin_input_ids, self.require_reasoning = [1, 2, 3], False
+        self.grammar: Any = None
+        self.grammar_key: Any = None
+        self.grammar_wait_ct = 0
+        self.to_finish: Any = None
+        self.finished_reason: Any = None
+
+    def finished(self) -> bool:
+        return self.finished_reason is not None
+
+    def release_mm_inputs_on_abort(self) -> None:
+        pass
+
+
+class GrammarManagerTest(unittest.TestCase):
+    """SGLang's scheduler-side GrammarManager (queue, polling, cache, aborts) with the libtrie backend."""
+
+    def setUp(self) -> None:
+        # a single-rank scheduler's place in its groups (a real one publishes it when it builds them)
+        self.enterContext(get_parallel().override(pp_rank=0, pp_size=1, tp_rank=0))
+
+    def manager(self, model: Model) -> Any:
+        group = SimpleNamespace(world_size=1, first_rank=0, is_first_rank=True)
+        scheduler = SimpleNamespace(server_args=_SERVER_ARGS, tokenizer=model.tokenizer, dp_tp_cpu_group=None,
+                                    dp_tp_group=group, pp_group=None,
+                                    model_config=SimpleNamespace(vocab_size=model.vocab_size,
+                                                                 hf_eos_token_id=model.eos, think_end_ids=None))
+        return GrammarManager(scheduler)
+
+    def ready(self, manager: Any, req: Request) -> None:
+        for _ in range(2000):
+            if req in manager.get_ready_grammar_requests():
+                return
+        raise AssertionError(f"{req.rid}: grammar not ready")
+
+    def test_requests_through_the_grammar_manager(self) -> None:
+        model = _MODELS[0]
+        manager = self.manager(model)
+        self.assertIsInstance(manager.grammar_backend, LibtrieGrammarBackend)
+        schema = json.dumps({"enum": TOOLS})
+        first = Request("a", SamplingParams(json_schema=schema))
+        self.assertTrue(manager.process_req_with_grammar(first))  # queued while it compiles
+        self.ready(manager, first)
+        self.assertIsInstance(first.grammar, LibtrieGrammar)
+        self.assertIsNone(first.to_finish)
+        second = Request("b", SamplingParams(json_schema=schema))
+        self.assertFalse(manager.process_req_with_grammar(second))  # a cache hit: no wait
+        self.assertIsInstance(second.grammar, LibtrieGrammar)
+        for out in decode(model, [first.grammar, second.grammar], seed=5):
+            self.assertIn(json.loads(model.tokenizer.decode(out)), TOOLS)
+        other = Request("c", SamplingParams(regex="[0-9]+"))
+        self.assertTrue(manager.process_req_with_grammar(other))
+        self.ready(manager, other)
+        self.assertIsInstance(other.grammar, XGrammarGrammar)
+        bad = Request("d", SamplingParams(json_schema='{"enum": ["x", "x"]}'))
+        manager.process_req_with_grammar(bad)
+        self.ready(manager, bad)
+        self.assertIsInstance(bad.to_finish, FINISH_ABORT)  # the client's HTTP 400, naming the problem
+        self.assertEqual(bad.to_finish.status_code, 400)
+        self.assertIn("Failed to compile json grammar: libtrie: the JSON schema lists \"x\" twice",
+                      bad.to_finish.message)
+        again = Request("e", SamplingParams(json_schema='{"enum": ["x", "x"]}'))
+        self.assertFalse(manager.process_req_with_grammar(again))  # the cached failure aborts at once
+        self.assertIsInstance(again.to_finish, FINISH_ABORT)
 
 
 class BadInputTest(unittest.TestCase):
