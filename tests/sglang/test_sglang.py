@@ -5,7 +5,8 @@ flashinfer), so the test drives SGLang's own grammar machinery in-process, the w
 loader (``sglang.srt.plugins.load_plugins``, which finds the installed package's entry point), the argument parser,
 ``create_grammar_backend`` under a published config, the backend's cache and compile executor
 (``get_cached_or_future_value`` / ``set_cache``), SGLang's ``GrammarManager`` itself (queue, polling, cache hits,
-the HTTP 400 abort of a bad request; on a stand-in scheduler and request), the batch mask of
+the HTTP 400 abort of a bad request; on a stand-in scheduler and request), the draft-tree walk of speculative
+decoding (``spec_utils.traverse_tree``: accept, fill, roll back), the batch mask of
 ``SamplingBatchInfo.update_regex_vocab_mask`` and ``GrammarMask.apply``, and XGrammar for delegated requests.
 Decode loop: mask -> pick an allowed token (argmax of random logits) -> accept, until the grammar terminates; every
 output must be a member. Tokenizers: SmolLM2-135M-Instruct (transformers reading the GGUF, as SGLang does for GGUF
@@ -52,6 +53,7 @@ try:
     from sglang.srt.sampling.sampling_batch_info import SamplingBatchInfo
     from sglang.srt.sampling.sampling_params import SamplingParams
     from sglang.srt.server_args import GRAMMAR_BACKEND_CHOICES, prepare_server_args
+    from sglang.srt.speculative.spec_utils import traverse_tree
     from transformers import AutoTokenizer, PreTrainedTokenizerFast
 except ImportError as e:  # an opt-in suite fails loudly, never skips
     raise RuntimeError(f"the SGLang test needs the environment of scripts/setup-sglang.sh: {e}") from e
@@ -306,6 +308,33 @@ class DecodeTest(unittest.TestCase):
         h.jump_and_retokenize(prefix, new_ids, -1)
         h.accept_token(eos)
         self.assertTrue(h.is_terminated())
+
+    def test_speculative_draft_tree(self) -> None:
+        """SGLang's own draft-tree walk (speculative decoding): accept each draft token the parent's mask allows, fill
+        its row, roll it back."""
+        model, backend = self.each()[0]
+        g, _ = grammar_for(backend, ("regex", r"calendar\.create_event|calendar\.list_items|maps\.get_route"))
+        enc = model.tokenizer.encode
+        path = enc("calendar.create")  # a valid draft path
+        bad = enc("maybe")[0]
+        self.assertGreaterEqual(len(path), 3)
+        # node 0: the verified token (the current state); 1..3: the path, each a child of the one before;
+        # node 4: a sibling of node 1 that the set does not allow
+        draft = torch.tensor([0, path[0], path[1], path[2], bad])
+        nxt = torch.tensor([1, 2, 3, -1, -1])
+        sibling = torch.tensor([-1, 4, -1, -1, -1])
+        mask = g.allocate_vocab_mask(model.vocab_size, 5, "cpu")
+        traverse_tree(nxt, sibling, draft, g, mask, vocab_size=model.vocab_size)
+        self.assertEqual(g.state, g.automaton.start())  # every draft token rolled back
+        expected = g.allocate_vocab_mask(model.vocab_size, 5, "cpu")
+        probe = g.copy()
+        for row, token in ((0, None), (1, path[0]), (2, path[1]), (3, path[2])):
+            if token is not None:
+                probe.accept_token(token)
+            probe.fill_vocab_mask(expected, row)
+        self.assertTrue(torch.equal(mask[:4], expected[:4]))
+        self.assertTrue(bool((mask[4] == -1).all()), "the refused draft token's row is not filled")
+        self.assertEqual(int(mask[0, bad // 32] >> (bad % 32)) & 1, 0)
 
     def test_a_token_outside_the_set_is_refused(self) -> None:
         model, backend = self.each()[0]
