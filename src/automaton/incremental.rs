@@ -722,7 +722,7 @@ impl Automaton {
         }
         let n_explicit = next;
         let n_positions = n_explicit as usize + *chain_base.last().unwrap() as usize;
-        crate::string_trie::check_positions(n_positions, options.max_states)?;
+        crate::compile::string_trie::check_positions(n_positions, options.max_states)?;
         let chain_state = |m: u32, d: usize| -> Option<u32> {
             let k = chain_of(m)?;
             let f = chain_first_depth[k] as usize;

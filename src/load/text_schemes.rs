@@ -9,7 +9,7 @@
 //! llama.cpp's `special_eog_ids`.
 
 use crate::error::{Error, Result};
-use crate::gguf::{Metadata, StrArray, Value};
+use crate::load::gguf::{Metadata, StrArray, Value};
 use crate::vocab::{TokenId, TokenKind, Vocabulary};
 
 /// How token texts map to bytes.

@@ -16,8 +16,8 @@
 //! Chain positions are numbered by the *chain index*: chain `k` (of member `chain_member[k]`) holds indices
 //! `chain_base[k] .. chain_base[k + 1]`, the position at depth `d` being `chain_base[k] + d - explicit_depth - 1`.
 
-use crate::budget::Budget;
 use crate::error::{show_bytes, Error, ErrorKind, Result};
+use crate::util::budget::Budget;
 use rayon::prelude::*;
 
 /// Node or member index that means "none".

@@ -13,8 +13,8 @@
 //!   ancestor at depth `e - L` down to depth `e`: an edge when that ancestor is explicit. Walks are split across
 //!   threads by ranges of members; edges are then counting-sorted by source.
 
-use crate::budget::Budget;
-use crate::string_trie::{StringTrie, NONE};
+use crate::compile::string_trie::{StringTrie, NONE};
+use crate::util::budget::Budget;
 use crate::vocab::Vocabulary;
 use aho_corasick::automaton::Automaton as _;
 use aho_corasick::Anchored;
@@ -243,8 +243,11 @@ fn walk(trie: &StringTrie, vocab: &Vocabulary, ac: &aho_corasick::nfa::contiguou
                 continue;
             }
             let end = d + 1;
-            let target =
-                if end <= h { path[end] } else { crate::align::CHAIN | (chain.unwrap() + (end - h - 1) as u32) };
+            let target = if end <= h {
+                path[end]
+            } else {
+                crate::compile::align::CHAIN | (chain.unwrap() + (end - h - 1) as u32)
+            };
             for i in 0..ac.match_len(st) {
                 let p = ac.match_pattern(st, i).as_u32();
                 let len = plen[p as usize] as usize;

@@ -732,7 +732,7 @@ pub unsafe extern "C" fn trie_vocab_from_tokenizer_json_ex(
 
 #[cfg(feature = "hf")]
 fn load_tokenizer_json(path: &str, eog_ids: Option<Vec<TokenId>>, n_vocab: Option<usize>) -> Result<Vocabulary> {
-    Vocabulary::from_tokenizer_json(path, &crate::hf::HfOptions { eog_ids, n_vocab })
+    Vocabulary::from_tokenizer_json(path, &crate::load::hf::HfOptions { eog_ids, n_vocab })
 }
 
 #[cfg(not(feature = "hf"))]

@@ -292,7 +292,7 @@ mod tests {
         trie_automaton_free, trie_automaton_n_members, trie_last_error, trie_vocab_new, TRIE_TOKEN_NORMAL,
     };
     use super::*;
-    use crate::ffi::trie_status::*;
+    use crate::capi::trie_status::*;
 
     unsafe fn vocab() -> *mut trie_vocab {
         let toks: Vec<Vec<u8>> = (0u8..128).map(|b| vec![b]).collect();
@@ -319,7 +319,7 @@ mod tests {
             cfg.max_inline_strings = 3;
             let mut cache = std::ptr::null_mut();
             assert_eq!(trie_set_cache_new(v, &cfg, &mut cache), TRIE_OK);
-            crate::ffi::trie_vocab_free(v); // the cache keeps its own reference
+            crate::capi::trie_vocab_free(v); // the cache keeps its own reference
             let spec = br#"["red", "green"]"#;
             let mut a = std::ptr::null_mut();
             let mut info = std::mem::zeroed::<trie_set_info>();

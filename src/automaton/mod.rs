@@ -16,13 +16,13 @@
 //! - end-of-generation ids are allowed exactly in accepting states and lead to `FINISHED`;
 //! - `FINISHED` allows only the end-of-generation ids and stays `FINISHED`.
 
-use crate::align::{align_aho_corasick, align_token_trie, Edges, CHAIN};
-use crate::array::Array;
-use crate::budget::Budget;
+use crate::compile::align::{align_aho_corasick, align_token_trie, Edges, CHAIN};
+use crate::compile::string_trie::{StringTrie, NONE};
 use crate::error::{show_bytes, Error, ErrorKind, Result};
-use crate::file::{ensure, Kind as FileKind, Reader, Writer};
-use crate::mask::fill_sparse;
-use crate::string_trie::{StringTrie, NONE};
+use crate::format::{ensure, Kind as FileKind, Reader, Writer};
+use crate::util::array::Array;
+use crate::util::budget::Budget;
+use crate::util::mask::fill_sparse;
 use crate::vocab::{TokenId, Vocabulary};
 use rayon::prelude::*;
 use std::path::Path;

@@ -1,0 +1,6 @@
+//! Building blocks with no knowledge of vocabularies or automata: arrays that are owned or mapped from a file,
+//! the compile's memory budget, and the bitmask layout.
+
+pub(crate) mod array;
+pub(crate) mod budget;
+pub(crate) mod mask;
