@@ -1,7 +1,8 @@
 //! Compilation split into its phases, timed, for the size and speed benchmarks (not a stable API).
 
-use crate::automaton::{freeze, AlignmentMethod, Automaton, CompileOptions};
+use crate::automaton::{AlignmentMethod, Automaton, CompileOptions};
 use crate::compile::align::{align_aho_corasick, align_token_trie};
+use crate::compile::freeze::freeze;
 use crate::compile::string_trie::StringTrie;
 use crate::util::budget::Budget;
 use crate::vocab::Vocabulary;

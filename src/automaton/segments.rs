@@ -10,6 +10,7 @@
 //!   the set and no end-of-generation token: it is where the engine hands the output over.
 
 use super::*;
+use crate::compile::freeze::freeze;
 use crate::template::{End, Render, Template};
 use std::ops::Range;
 

@@ -3,4 +3,5 @@
 
 pub(crate) mod align;
 pub(crate) mod canonical;
+pub(crate) mod freeze;
 pub(crate) mod string_trie;
