@@ -28,6 +28,7 @@ pub mod automaton;
 mod compile;
 pub mod error;
 mod format;
+mod ids;
 mod load;
 #[doc(hidden)]
 pub mod profile;

@@ -16,12 +16,10 @@
 //! - end-of-generation ids are allowed exactly in accepting states and lead to `FINISHED`;
 //! - `FINISHED` allows only the end-of-generation ids and stays `FINISHED`.
 
-use crate::compile::align::{align_aho_corasick, align_token_trie};
-use crate::compile::string_trie::{StringTrie, NONE};
 use crate::error::{show_bytes, Error, ErrorKind, Result};
 use crate::format::{ensure, Kind as FileKind, Reader, Writer};
+use crate::ids::NONE;
 use crate::util::array::Array;
-use crate::util::budget::Budget;
 use crate::util::mask::fill_sparse;
 use crate::vocab::{TokenId, Vocabulary};
 use rayon::prelude::*;
@@ -29,7 +27,6 @@ use std::path::Path;
 use std::sync::Arc;
 
 mod allowed;
-mod incremental;
 mod masks;
 mod persist;
 mod query;
@@ -39,7 +36,7 @@ pub use allowed::Allowed;
 use allowed::AllowedRepr;
 
 pub use segments::Crossing;
-use segments::Segments;
+pub(crate) use segments::Segments;
 
 /// A decoding state: one integer, so a server keeps one `u32` per sequence and nothing else.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -141,36 +138,39 @@ pub struct Forced {
 }
 
 /// A set of strings compiled against a vocabulary. Immutable, `Send + Sync`; keeps its vocabulary alive.
+///
+/// The fields are crate-visible for `compile/` (which lays them out: `freeze`, `incremental`); every other layer
+/// reads an automaton through its methods.
 pub struct Automaton {
-    vocab: Arc<Vocabulary>,
+    pub(crate) vocab: Arc<Vocabulary>,
     /// CSR over the explicit states: allowed tokens (ascending) and the state each leads to.
-    offsets: Array<u32>,
-    tokens: Array<TokenId>,
-    targets: Array<u32>,
+    pub(crate) offsets: Array<u32>,
+    pub(crate) tokens: Array<TokenId>,
+    pub(crate) targets: Array<u32>,
     /// Bit `s` (of 64-bit words): explicit state `s` is accepting.
-    accepting: Array<u64>,
+    pub(crate) accepting: Array<u64>,
     /// Depth (bytes of text so far) of each explicit state.
-    depth: Array<u32>,
+    pub(crate) depth: Array<u32>,
     /// The only member below each explicit state, or `NONE` when several remain.
-    single_member: Array<u32>,
+    pub(crate) single_member: Array<u32>,
     /// Precomputed rows for explicit states with many allowed tokens: `dense_states` ascending, row `i` is
     /// `dense_rows[i * mask_words..(i + 1) * mask_words]`.
-    dense_states: Array<u32>,
-    dense_rows: Array<u32>,
+    pub(crate) dense_states: Array<u32>,
+    pub(crate) dense_rows: Array<u32>,
     /// Chains: chain `k` covers states `n_explicit + chain_base[k] .. n_explicit + chain_base[k + 1]`, the
     /// positions of member `chain_member[k]` at depths `chain_first_depth[k]..`.
-    chain_base: Array<u32>,
-    chain_member: Array<u32>,
-    chain_first_depth: Array<u32>,
+    pub(crate) chain_base: Array<u32>,
+    pub(crate) chain_member: Array<u32>,
+    pub(crate) chain_first_depth: Array<u32>,
     /// Members (sorted, distinct): `member_bytes[member_offsets[i]..member_offsets[i + 1]]`.
-    member_offsets: Array<u64>,
-    member_bytes: Array<u8>,
+    pub(crate) member_offsets: Array<u64>,
+    pub(crate) member_bytes: Array<u8>,
     /// Input indices of the strings dropped as unreachable (every copy of a duplicated one), ascending.
-    dropped: Vec<usize>,
+    pub(crate) dropped: Vec<usize>,
     /// Number of distinct members dropped.
-    n_dropped_members: usize,
+    pub(crate) n_dropped_members: usize,
     /// Present for automata compiled with a [`crate::Template`] (members are then whole segments).
-    segments: Option<Segments>,
+    pub(crate) segments: Option<Segments>,
 }
 
 /// What a state is.

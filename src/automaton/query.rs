@@ -16,7 +16,7 @@ impl Automaton {
 
     /// Member `m`'s bytes.
     #[inline]
-    pub(super) fn member(&self, m: usize) -> &[u8] {
+    pub(crate) fn member(&self, m: usize) -> &[u8] {
         &self.member_bytes[self.member_offsets[m] as usize..self.member_offsets[m + 1] as usize]
     }
 
@@ -40,14 +40,14 @@ impl Automaton {
     }
 
     #[inline]
-    pub(super) fn range(&self, s: usize) -> std::ops::Range<usize> {
+    pub(crate) fn range(&self, s: usize) -> std::ops::Range<usize> {
         self.offsets[s] as usize..self.offsets[s + 1] as usize
     }
 
     /// Calls `f(tokens, length)` for every text-token byte string that is a prefix of `rest` (with the ids that
     /// stand for it), shortest first.
     #[inline]
-    pub(super) fn prefix_tokens(&self, rest: &[u8], mut f: impl FnMut(&[TokenId], usize)) {
+    pub(crate) fn prefix_tokens(&self, rest: &[u8], mut f: impl FnMut(&[TokenId], usize)) {
         let index = &self.vocab.index;
         index.trie.prefixes(rest, |code, len| f(index.code_tokens(&code), len));
     }

@@ -120,7 +120,7 @@ pub(super) fn boundary<T: PanicFallback>(f: impl FnOnce() -> T) -> T {
     }
 }
 
-/// [`boundary`] for a function that returns a status: an error becomes its status, its message stored.
+/// [`boundary()`] for a function that returns a status: an error becomes its status, its message stored.
 pub(super) fn guard(f: impl FnOnce() -> Result<()>) -> trie_status {
     boundary(|| match f() {
         Ok(()) => TRIE_OK,

@@ -20,9 +20,7 @@ use aho_corasick::automaton::Automaton as _;
 use aho_corasick::Anchored;
 use rayon::prelude::*;
 
-/// Marks an edge target that is a chain position (the low bits are its chain index); other targets are
-/// explicit nodes.
-pub(crate) const CHAIN: u32 = 1 << 31;
+pub(crate) use crate::ids::CHAIN;
 
 /// Edges grouped by source node (CSR), in pieces of consecutive source nodes (the token-trie method keeps the
 /// pieces its threads made rather than concatenating them, so its edges are never held twice): node `n` is in

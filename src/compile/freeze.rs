@@ -21,11 +21,16 @@ impl Automaton {
     ) -> Result<Automaton> {
         let budget = Budget::new(options.max_bytes);
         let trie = StringTrie::build(strings, &vocab.index.single_byte, &budget, options.max_states)?;
-        let edges = match options.alignment {
-            AlignmentMethod::TokenTrie => align_token_trie(&trie, &vocab, &budget)?,
-            AlignmentMethod::AhoCorasick => align_aho_corasick(&trie, &vocab, &budget)?,
-        };
+        let edges = align(&trie, &vocab, options, &budget)?;
         freeze(vocab, trie, edges, options, &budget, false)
+    }
+}
+
+/// The alignment of `trie` with the vocabulary by the options' method.
+pub(crate) fn align(trie: &StringTrie, vocab: &Vocabulary, options: &CompileOptions, budget: &Budget) -> Result<Edges> {
+    match options.alignment {
+        AlignmentMethod::TokenTrie => align_token_trie(trie, vocab, budget),
+        AlignmentMethod::AhoCorasick => align_aho_corasick(trie, vocab, budget),
     }
 }
 

@@ -4,4 +4,6 @@
 pub(crate) mod align;
 pub(crate) mod canonical;
 pub(crate) mod freeze;
+mod incremental;
 pub(crate) mod string_trie;
+mod template;

@@ -1,7 +1,7 @@
 //! Next-token bitmasks in the layout engines share (XGrammar, LLGuidance, vLLM, SGLang): 32-bit words,
 //! `ceil(V / 32)` per row, token `t` is bit `t % 32` of word `t / 32`, 1 = allowed, bits at and past V zero.
 
-use crate::vocab::TokenId;
+use crate::ids::TokenId;
 
 /// Writes the row for the sorted token list `tokens` into `row` (every word of `row` is written).
 #[inline]

@@ -18,8 +18,7 @@ use aho_corasick::nfa::contiguous;
 use std::path::Path;
 use std::sync::OnceLock;
 
-/// A token id (`0..n_vocab`).
-pub type TokenId = u32;
+pub use crate::ids::TokenId;
 
 /// The kind of a token, numbered as in GGUF's `tokenizer.ggml.token_type` (and the C ABI's `TRIE_TOKEN_*`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -260,7 +259,7 @@ impl Vocabulary {
         let text_ids: Vec<TokenId> = (0..self.n_listed() as TokenId).filter(|&id| self.is_text_token(id)).collect();
         let texts: Vec<&[u8]> = text_ids.iter().map(|&id| self.token_bytes(id)).collect();
         let ids: Vec<TokenId> =
-            crate::compile::string_trie::sorted_order(&texts).into_iter().map(|i| text_ids[i as usize]).collect();
+            crate::util::sort::sorted_order(&texts).into_iter().map(|i| text_ids[i as usize]).collect();
         let mut patterns: Vec<&[u8]> = Vec::new();
         let mut pattern_offsets = vec![0u32];
         let mut pattern_len = Vec::new();
@@ -320,21 +319,6 @@ impl Vocabulary {
             })
             .as_ref()
             .map_err(|e| Error::limit(e.clone()))
-    }
-
-    /// Reads the tokenizer of a GGUF file (a full model or a vocab-only file). Supports byte-level BPE
-    /// (`gpt2`), SentencePiece (`llama`), `gemma4`, `t5`/UGM, `plamo2` and `rwkv`; refuses WordPiece (`bert`)
-    /// and files without a vocabulary with [`ErrorKind::UnsupportedVocabulary`].
-    pub fn from_gguf(path: impl AsRef<Path>) -> Result<Vocabulary> {
-        let meta =
-            crate::load::gguf::Metadata::read_file_keys(path.as_ref(), &crate::load::text_schemes::is_vocabulary_key)?;
-        crate::load::text_schemes::vocabulary_from_gguf(&meta)
-    }
-
-    /// Like [`Vocabulary::from_gguf`], from the bytes of a GGUF file (or its metadata prefix).
-    pub fn from_gguf_bytes(bytes: &[u8]) -> Result<Vocabulary> {
-        let meta = crate::load::gguf::Metadata::read_bytes_keys(bytes, &crate::load::text_schemes::is_vocabulary_key)?;
-        crate::load::text_schemes::vocabulary_from_gguf(&meta)
     }
 
     /// Mask width: the number of token ids (including padding past the listed tokens).

@@ -43,7 +43,12 @@
 //! Per changed string: narrowing binary searches over the member list (in parallel), one walk, and the changed
 //! rows along its path (computed in parallel; the rows near the root are the large ones).
 
-use super::*;
+use crate::automaton::{Automaton, Chains, CompileOptions, Explicit, State, Step};
+use crate::compile::string_trie::NONE;
+use crate::error::{Error, ErrorKind, Result};
+use crate::util::budget::Budget;
+use crate::vocab::TokenId;
+use rayon::prelude::*;
 
 /// A table entry or target meaning "this position is gone" (distinct from `State::FINISHED`, which is `NONE`;
 /// state numbers stay below `NONE / 2`).
@@ -986,8 +991,9 @@ impl Automaton {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::vocab::TokenKind;
+    use crate::vocab::{TokenKind, Vocabulary};
     use rand::{Rng, SeedableRng};
+    use std::sync::Arc;
 
     /// Every byte a..e is a token, plus "ab", "abc", "bc"; EOG id 8 (the fast path), or without "e" (not).
     fn toy(with_e: bool) -> Arc<Vocabulary> {
