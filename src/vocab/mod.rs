@@ -480,7 +480,7 @@ impl Vocabulary {
         let valid_code =
             |c: u32| if c & MULTI != 0 { ((c & !MULTI) as usize) < n_patterns } else { (c as usize) < n_listed };
         ensure(pattern_code.iter().all(|&c| valid_code(c)), || "a pattern code is out of range".into())?;
-        let trie = TokenTrie::read(&r, &|c| c == crate::compile::string_trie::NONE || valid_code(c))?;
+        let trie = TokenTrie::read(&r, &|c| c == crate::ids::NONE || valid_code(c))?;
         let max_pattern_len = u32::try_from(meta[1]).unwrap_or(u32::MAX);
         ensure(
             pattern_len.iter().all(|&l| l > 0 && l <= max_pattern_len)
