@@ -5,9 +5,9 @@ use crate::automaton::{Automaton, CompileOptions, Segments};
 use crate::compile::freeze::{align, freeze};
 use crate::compile::string_trie::{StringTrie, NONE};
 use crate::error::{show_bytes, Error, Result};
-use crate::template::{End, Template};
 #[cfg(doc)]
 use crate::template::Render;
+use crate::template::{End, Template};
 use crate::util::budget::Budget;
 use crate::vocab::Vocabulary;
 use rayon::prelude::*;
