@@ -173,34 +173,6 @@ pub(super) unsafe fn slice_mut<'a, T>(ptr: *mut T, len: usize, what: &str) -> Re
     Ok(std::slice::from_raw_parts_mut(ptr, len))
 }
 
-pub(super) unsafe fn vocab_ref<'a>(vocab: *const trie_vocab) -> Result<&'a Vocabulary> {
-    if vocab.is_null() {
-        return Err(null("vocab"));
-    }
-    Ok(&*(vocab as *const Vocabulary))
-}
-
-/// A new strong reference to the vocabulary behind a handle.
-pub(super) unsafe fn vocab_arc(vocab: *const trie_vocab) -> Result<Arc<Vocabulary>> {
-    if vocab.is_null() {
-        return Err(null("vocab"));
-    }
-    let p = vocab as *const Vocabulary;
-    Arc::increment_strong_count(p);
-    Ok(Arc::from_raw(p))
-}
-
-pub(super) fn vocab_handle(vocab: Arc<Vocabulary>) -> *mut trie_vocab {
-    Arc::into_raw(vocab) as *mut trie_vocab
-}
-
-pub(super) unsafe fn automaton_ref<'a>(automaton: *const trie_automaton) -> Result<&'a Automaton> {
-    if automaton.is_null() {
-        return Err(null("automaton"));
-    }
-    Ok(&*(automaton as *const Automaton))
-}
-
 /// Sets `*n` to `items.len()` and copies the items (converted by `conv`) into the caller's buffer `buf`; a short
 /// buffer is `TRIE_ERR_BUFFER_TOO_SMALL` (`what()` says what is there, the message adds the buffer's size) with
 /// nothing written but `*n`. `n` must be checked non-NULL.

@@ -23,7 +23,7 @@ pub unsafe extern "C" fn trie_compile(
 ) -> trie_status {
     guard(|| {
         check_out(out)?;
-        let vocab = vocab_arc(vocab)?;
+        let vocab = try_clone_arc(vocab)?;
         let ptrs = slice(strings, n_strings, "strings")?;
         let lens = slice(lens, n_strings, "lens")?;
         let mut set: Vec<&[u8]> = Vec::with_capacity(n_strings);
@@ -32,7 +32,7 @@ pub unsafe extern "C" fn trie_compile(
         }
         let opts = trie_options::read(options)?;
         let a = Automaton::compile(vocab, &set, &opts)?;
-        out.write(Arc::into_raw(Arc::new(a)) as *mut trie_automaton);
+        out.write(arc_to_ptr(Arc::new(a)));
         Ok(())
     })
 }
@@ -66,7 +66,7 @@ pub unsafe extern "C" fn trie_automaton_with(
 ) -> trie_status {
     guard(|| {
         check_out(out)?;
-        let a = automaton_ref(automaton)?;
+        let a = try_ref(automaton)?;
         let strings = |ptrs: *const *const u8, lens: *const usize, n: usize, what: &str| -> Result<Vec<&[u8]>> {
             let ptrs = slice(ptrs, n, what)?;
             let lens = slice(lens, n, &format!("{what}_lens"))?;
@@ -76,7 +76,7 @@ pub unsafe extern "C" fn trie_automaton_with(
         let remove = strings(remove, remove_lens, n_remove, "remove")?;
         let opts = trie_options::read(options)?;
         let b = a.with_changes(&add, &remove, &opts)?;
-        out.write(Arc::into_raw(Arc::new(b)) as *mut trie_automaton);
+        out.write(arc_to_ptr(Arc::new(b)));
         Ok(())
     })
 }
@@ -92,7 +92,7 @@ pub unsafe extern "C" fn trie_automaton_with(
 #[no_mangle]
 pub unsafe extern "C" fn trie_automaton_save(automaton: *const trie_automaton, path: *const c_char) -> trie_status {
     guard(|| {
-        let a = automaton_ref(automaton)?;
+        let a = try_ref(automaton)?;
         a.save(path_str(path)?)
     })
 }
@@ -116,9 +116,9 @@ pub unsafe extern "C" fn trie_automaton_load(
 ) -> trie_status {
     guard(|| {
         check_out(out)?;
-        let vocab = vocab_arc(vocab)?;
+        let vocab = try_clone_arc(vocab)?;
         let a = Automaton::load(vocab, path_str(path)?)?;
-        out.write(Arc::into_raw(Arc::new(a)) as *mut trie_automaton);
+        out.write(arc_to_ptr(Arc::new(a)));
         Ok(())
     })
 }
@@ -144,7 +144,7 @@ pub unsafe extern "C" fn trie_compile_tokens(
 ) -> trie_status {
     guard(|| {
         check_out(out)?;
-        let vocab = vocab_arc(vocab)?;
+        let vocab = try_clone_arc(vocab)?;
         let ptrs = slice(sequences, n_sequences, "sequences")?;
         let lens = slice(lens, n_sequences, "lens")?;
         let mut seqs: Vec<Vec<TokenId>> = Vec::with_capacity(n_sequences);
@@ -171,7 +171,7 @@ pub unsafe extern "C" fn trie_compile_tokens(
         }
         let opts = trie_options::read(options)?;
         let a = Automaton::compile_tokens(vocab, &seqs, &opts)?;
-        out.write(Arc::into_raw(Arc::new(a)) as *mut trie_automaton);
+        out.write(arc_to_ptr(Arc::new(a)));
         Ok(())
     })
 }
@@ -186,10 +186,7 @@ pub unsafe extern "C" fn trie_automaton_retain(automaton: *const trie_automaton)
     if automaton.is_null() {
         return std::ptr::null_mut();
     }
-    boundary(|| {
-        Arc::increment_strong_count(automaton as *const Automaton);
-        automaton as *mut trie_automaton
-    })
+    boundary(|| try_clone_arc(automaton).map_or(std::ptr::null_mut(), arc_to_ptr))
 }
 
 /// Drops a reference to `automaton` (NULL: no-op); the last one frees it (and its reference to the vocabulary).
@@ -201,7 +198,7 @@ pub unsafe extern "C" fn trie_automaton_free(automaton: *mut trie_automaton) {
     if automaton.is_null() {
         return;
     }
-    boundary(|| drop(Arc::from_raw(automaton as *const Automaton)));
+    boundary(|| free_arc(automaton));
 }
 
 /// A new reference to the vocabulary of `automaton` (NULL for NULL); free it with [`trie_vocab_free`].
@@ -210,8 +207,8 @@ pub unsafe extern "C" fn trie_automaton_free(automaton: *mut trie_automaton) {
 /// `automaton` must be NULL or a live automaton.
 #[no_mangle]
 pub unsafe extern "C" fn trie_automaton_vocab(automaton: *const trie_automaton) -> *mut trie_vocab {
-    boundary(|| match automaton_ref(automaton) {
-        Ok(a) => vocab_handle(a.vocab().clone()),
+    boundary(|| match try_ref(automaton) {
+        Ok(a) => arc_to_ptr(a.vocab().clone()),
         Err(_) => std::ptr::null_mut(),
     })
 }
@@ -222,7 +219,7 @@ pub unsafe extern "C" fn trie_automaton_vocab(automaton: *const trie_automaton) 
 /// `automaton` must be NULL or a live automaton.
 #[no_mangle]
 pub unsafe extern "C" fn trie_automaton_n_vocab(automaton: *const trie_automaton) -> usize {
-    boundary(|| automaton_ref(automaton).map(|a| a.vocab().n_vocab()).unwrap_or(0))
+    boundary(|| try_ref(automaton).map(|a| a.vocab().n_vocab()).unwrap_or(0))
 }
 
 /// The number of 32-bit words of one bitmask row: `(n_vocab + 31) / 32`. 0 for NULL.
@@ -231,7 +228,7 @@ pub unsafe extern "C" fn trie_automaton_n_vocab(automaton: *const trie_automaton
 /// `automaton` must be NULL or a live automaton.
 #[no_mangle]
 pub unsafe extern "C" fn trie_automaton_mask_words(automaton: *const trie_automaton) -> usize {
-    boundary(|| automaton_ref(automaton).map(|a| a.mask_words()).unwrap_or(0))
+    boundary(|| try_ref(automaton).map(|a| a.mask_words()).unwrap_or(0))
 }
 
 /// The number of states (valid states are `0..n` and `TRIE_STATE_FINISHED`). 0 for NULL.
@@ -240,7 +237,7 @@ pub unsafe extern "C" fn trie_automaton_mask_words(automaton: *const trie_automa
 /// `automaton` must be NULL or a live automaton.
 #[no_mangle]
 pub unsafe extern "C" fn trie_automaton_n_states(automaton: *const trie_automaton) -> usize {
-    boundary(|| automaton_ref(automaton).map(|a| a.n_states()).unwrap_or(0))
+    boundary(|| try_ref(automaton).map(|a| a.n_states()).unwrap_or(0))
 }
 
 /// The number of distinct strings the automaton can produce (dropped ones excluded). 0 for NULL.
@@ -249,7 +246,7 @@ pub unsafe extern "C" fn trie_automaton_n_states(automaton: *const trie_automato
 /// `automaton` must be NULL or a live automaton.
 #[no_mangle]
 pub unsafe extern "C" fn trie_automaton_n_members(automaton: *const trie_automaton) -> usize {
-    boundary(|| automaton_ref(automaton).map(|a| a.n_members()).unwrap_or(0))
+    boundary(|| try_ref(automaton).map(|a| a.n_members()).unwrap_or(0))
 }
 
 /// Heap bytes held by the automaton, not counting its shared vocabulary ([`trie_vocab_memory_usage`]). 0 for NULL.
@@ -258,7 +255,7 @@ pub unsafe extern "C" fn trie_automaton_n_members(automaton: *const trie_automat
 /// `automaton` must be NULL or a live automaton.
 #[no_mangle]
 pub unsafe extern "C" fn trie_automaton_memory_usage(automaton: *const trie_automaton) -> usize {
-    boundary(|| automaton_ref(automaton).map(|a| a.memory_usage()).unwrap_or(0))
+    boundary(|| try_ref(automaton).map(|a| a.memory_usage()).unwrap_or(0))
 }
 
 /// The input indices (positions in the `strings` given to [`trie_compile`]) of the strings dropped as
@@ -279,7 +276,7 @@ pub unsafe extern "C" fn trie_automaton_dropped(
         }
         indices.write(std::ptr::null());
         n_indices.write(0);
-        let a = automaton_ref(automaton)?;
+        let a = try_ref(automaton)?;
         indices.write(a.dropped().as_ptr());
         n_indices.write(a.dropped().len());
         Ok(())

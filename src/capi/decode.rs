@@ -8,7 +8,7 @@ use super::*;
 /// `automaton` must be NULL or a live automaton.
 #[no_mangle]
 pub unsafe extern "C" fn trie_start(automaton: *const trie_automaton) -> trie_state {
-    boundary(|| automaton_ref(automaton).map(|a| a.start().0).unwrap_or(0))
+    boundary(|| try_ref(automaton).map(|a| a.start().0).unwrap_or(0))
 }
 
 /// Copies the tokens allowed in `state`, ascending, into `tokens` (room for `capacity` ids) and sets `*n_tokens`
@@ -33,7 +33,7 @@ pub unsafe extern "C" fn trie_allowed(
             return Err(null("n_tokens"));
         }
         n_tokens.write(0);
-        let a = automaton_ref(automaton)?;
+        let a = try_ref(automaton)?;
         let s = check_state(a, state)?;
         let buf = slice_mut(tokens, capacity, "tokens")?;
         let allowed = a.allowed(s);
@@ -56,7 +56,7 @@ pub unsafe extern "C" fn trie_mask(
     n_words: usize,
 ) -> trie_status {
     guard(|| {
-        let a = automaton_ref(automaton)?;
+        let a = try_ref(automaton)?;
         let s = check_state(a, state)?;
         // NULL with 0 words is an empty buffer: "too small", like any short buffer.
         let row = slice_mut(bitmask, n_words, "bitmask")?;
@@ -82,7 +82,7 @@ pub unsafe extern "C" fn trie_mask_batch(
     row_words: usize,
 ) -> trie_status {
     guard(|| {
-        let a = automaton_ref(automaton)?;
+        let a = try_ref(automaton)?;
         let states = slice(states as *const State, n_states, "states")?;
         if n_states == 0 {
             return Ok(());
@@ -127,11 +127,8 @@ pub unsafe extern "C" fn trie_mask_rows(
             return Err(null("bitmask"));
         }
         let out = slice_mut(bitmask, n_words, "bitmask")?;
-        let rows: Vec<(Option<&Automaton>, State)> = automata
-            .iter()
-            .zip(states)
-            .map(|(&a, &s)| ((!a.is_null()).then(|| &*(a as *const Automaton)), State(s)))
-            .collect();
+        let rows: Vec<(Option<&Automaton>, State)> =
+            automata.iter().zip(states).map(|(&a, &s)| (try_ref_opt(a), State(s))).collect();
         Automaton::fill_bitmask_rows(&rows, out, row_words)
     })
 }
@@ -153,7 +150,7 @@ pub unsafe extern "C" fn trie_advance(
         if next.is_null() {
             return Err(null("next"));
         }
-        let a = automaton_ref(automaton)?;
+        let a = try_ref(automaton)?;
         let s = check_state(a, state)?;
         let id = a.vocab().check_id(token as i64)?;
         let n = match a.advance(s, id)? {
@@ -172,7 +169,7 @@ pub unsafe extern "C" fn trie_advance(
 /// `automaton` must be NULL or a live automaton.
 #[no_mangle]
 pub unsafe extern "C" fn trie_is_accepting(automaton: *const trie_automaton, state: trie_state) -> bool {
-    boundary(|| automaton_ref(automaton).map(|a| a.is_accepting(State(state))).unwrap_or(false))
+    boundary(|| try_ref(automaton).map(|a| a.is_accepting(State(state))).unwrap_or(false))
 }
 
 /// The forced continuation: when exactly one string of the set remains below `state`, `*is_forced` is true,
@@ -209,7 +206,7 @@ pub unsafe extern "C" fn trie_forced(
                 return Err(null(what));
             }
         }
-        let a = automaton_ref(automaton)?;
+        let a = try_ref(automaton)?;
         let s = check_state(a, state)?;
         let byte_buf = slice_mut(bytes, bytes_cap, "bytes")?;
         let token_buf = slice_mut(tokens, tokens_cap, "tokens")?;

@@ -66,6 +66,18 @@ pub struct trie_automaton {
     _private: [u8; 0],
 }
 
+impl Castable for trie_vocab {
+    type Ownership = OwnershipArc;
+    type RustType = Vocabulary;
+    const WHAT: &'static str = "vocab";
+}
+
+impl Castable for trie_automaton {
+    type Ownership = OwnershipArc;
+    type RustType = Automaton;
+    const WHAT: &'static str = "automaton";
+}
+
 /// The result of a call. The numbers are stable and never renumbered; new codes may be added at the end.
 /// Details of the last failure on the calling thread: [`trie_last_error`].
 #[repr(C)]
@@ -336,6 +348,8 @@ mod tests {
 // (rustfmt sorts adjacent `mod` lines, hence one per group).
 mod boundary;
 
+mod handle;
+
 mod info;
 
 mod vocab;
@@ -353,5 +367,6 @@ mod template;
 use boundary::*;
 pub use compile::*;
 pub use decode::*;
+use handle::*;
 pub use info::*;
 pub use vocab::*;

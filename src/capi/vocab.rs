@@ -102,7 +102,7 @@ pub unsafe extern "C" fn trie_vocab_new_ex(
         check_out(out)?;
         let n_vocab = if n_vocab == 0 { None } else { Some(n_vocab) };
         let v = vocab_from_arrays(token_bytes, token_lens, token_kinds, n_tokens, eog_ids, n_eog, n_vocab)?;
-        out.write(vocab_handle(Arc::new(v)));
+        out.write(arc_to_ptr(Arc::new(v)));
         Ok(())
     })
 }
@@ -119,7 +119,7 @@ pub unsafe extern "C" fn trie_vocab_from_gguf(path: *const c_char, out: *mut *mu
         check_out(out)?;
         let path = path_str(path)?;
         let v = Vocabulary::from_gguf(path)?;
-        out.write(vocab_handle(Arc::new(v)));
+        out.write(arc_to_ptr(Arc::new(v)));
         Ok(())
     })
 }
@@ -163,7 +163,7 @@ pub unsafe extern "C" fn trie_vocab_from_tokenizer_json_ex(
         };
         let n_vocab = if n_vocab == 0 { None } else { Some(n_vocab) };
         let v = load_tokenizer_json(path, eog, n_vocab)?;
-        out.write(vocab_handle(Arc::new(v)));
+        out.write(arc_to_ptr(Arc::new(v)));
         Ok(())
     })
 }
@@ -197,7 +197,7 @@ pub(super) fn load_tokenizer_json(
 #[no_mangle]
 pub unsafe extern "C" fn trie_vocab_save(vocab: *const trie_vocab, path: *const c_char) -> trie_status {
     guard(|| {
-        let v = vocab_ref(vocab)?;
+        let v = try_ref(vocab)?;
         v.save(path_str(path)?)
     })
 }
@@ -214,7 +214,7 @@ pub unsafe extern "C" fn trie_vocab_fingerprint(vocab: *const trie_vocab, out: *
         if out.is_null() {
             return Err(null("out"));
         }
-        let v = vocab_ref(vocab)?;
+        let v = try_ref(vocab)?;
         std::ptr::copy_nonoverlapping(v.fingerprint().to_be_bytes().as_ptr(), out, 16);
         Ok(())
     })
@@ -236,7 +236,7 @@ pub unsafe extern "C" fn trie_vocab_load(path: *const c_char, out: *mut *mut tri
     guard(|| {
         check_out(out)?;
         let v = Vocabulary::load(path_str(path)?)?;
-        out.write(vocab_handle(Arc::new(v)));
+        out.write(arc_to_ptr(Arc::new(v)));
         Ok(())
     })
 }
@@ -247,8 +247,8 @@ pub unsafe extern "C" fn trie_vocab_load(path: *const c_char, out: *mut *mut tri
 /// `vocab` must be NULL or a live vocabulary.
 #[no_mangle]
 pub unsafe extern "C" fn trie_vocab_retain(vocab: *const trie_vocab) -> *mut trie_vocab {
-    boundary(|| match vocab_arc(vocab) {
-        Ok(v) => vocab_handle(v),
+    boundary(|| match try_clone_arc(vocab) {
+        Ok(v) => arc_to_ptr(v),
         Err(_) => std::ptr::null_mut(),
     })
 }
@@ -262,7 +262,7 @@ pub unsafe extern "C" fn trie_vocab_free(vocab: *mut trie_vocab) {
     if vocab.is_null() {
         return;
     }
-    boundary(|| drop(Arc::from_raw(vocab as *const Vocabulary)));
+    boundary(|| free_arc(vocab));
 }
 
 /// The number of token ids, which is the mask width in bits: ids are `0..n`. 0 for NULL.
@@ -271,7 +271,7 @@ pub unsafe extern "C" fn trie_vocab_free(vocab: *mut trie_vocab) {
 /// `vocab` must be NULL or a live vocabulary.
 #[no_mangle]
 pub unsafe extern "C" fn trie_vocab_n_tokens(vocab: *const trie_vocab) -> usize {
-    boundary(|| vocab_ref(vocab).map(|v| v.n_vocab()).unwrap_or(0))
+    boundary(|| try_ref(vocab).map(|v| v.n_vocab()).unwrap_or(0))
 }
 
 /// Heap bytes held by the vocabulary (its token index included). 0 for NULL.
@@ -280,7 +280,7 @@ pub unsafe extern "C" fn trie_vocab_n_tokens(vocab: *const trie_vocab) -> usize 
 /// `vocab` must be NULL or a live vocabulary.
 #[no_mangle]
 pub unsafe extern "C" fn trie_vocab_memory_usage(vocab: *const trie_vocab) -> usize {
-    boundary(|| vocab_ref(vocab).map(|v| v.memory_usage()).unwrap_or(0))
+    boundary(|| try_ref(vocab).map(|v| v.memory_usage()).unwrap_or(0))
 }
 
 /// The bytes token `token` stands for, without copying (`*len` may be 0: padding and control tokens may have
@@ -302,7 +302,7 @@ pub unsafe extern "C" fn trie_vocab_token(
         }
         bytes.write(std::ptr::null());
         len.write(0);
-        let v = vocab_ref(vocab)?;
+        let v = try_ref(vocab)?;
         let id = v.check_id(token as i64)?;
         let b = v.token_bytes(id);
         bytes.write(b.as_ptr());
@@ -328,7 +328,7 @@ pub unsafe extern "C" fn trie_vocab_eog_ids(
         }
         ids.write(std::ptr::null());
         n_ids.write(0);
-        let v = vocab_ref(vocab)?;
+        let v = try_ref(vocab)?;
         ids.write(as_i32_ptr(v.eog_ids()));
         n_ids.write(v.eog_ids().len());
         Ok(())
