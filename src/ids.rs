@@ -19,5 +19,50 @@ pub type TokenId = u32;
 pub(crate) const NONE: u32 = u32::MAX;
 
 /// Flag of an alignment edge target that is a chain position (the low 31 bits are its chain index); a target
-/// without it is an explicit node.
-pub(crate) const CHAIN: u32 = 1 << 31;
+/// without it is an explicit node. Only [`Target`] reads or writes it.
+const CHAIN: u32 = 1 << 31;
+
+/// Where an alignment edge leads: an explicit string-trie node or a chain position (one `u32`, the kind in bit 31,
+/// so the edge arrays stay flat). Node ids and chain positions are below `2^31` (the compile's limits).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(transparent)]
+pub(crate) struct Target(u32);
+
+/// A [`Target`], taken apart.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum TargetKind {
+    /// An explicit node of the string trie.
+    Node(u32),
+    /// A chain position (index into the trie's chain positions).
+    Chain(u32),
+}
+
+impl Target {
+    /// The explicit node `n`.
+    #[inline]
+    pub(crate) fn node(n: u32) -> Target {
+        debug_assert!(n & CHAIN == 0, "node {n} collides with the chain flag");
+        Target(n)
+    }
+
+    /// Chain position `p`.
+    #[inline]
+    pub(crate) fn chain(p: u32) -> Target {
+        debug_assert!(p & CHAIN == 0, "chain position {p} collides with the chain flag");
+        Target(CHAIN | p)
+    }
+
+    #[inline]
+    pub(crate) fn kind(self) -> TargetKind {
+        if self.0 & CHAIN != 0 {
+            TargetKind::Chain(self.0 & !CHAIN)
+        } else {
+            TargetKind::Node(self.0)
+        }
+    }
+
+    #[inline]
+    pub(crate) fn is_chain(self) -> bool {
+        self.0 & CHAIN != 0
+    }
+}

@@ -81,7 +81,7 @@ pub fn compile_phases<S: AsRef<[u8]> + Sync>(
     };
     p.align_ms = t.elapsed().as_secs_f64() * 1e3;
     p.edges = edges.len();
-    p.edges_into_chains = edges.targets().filter(|&t| t & crate::compile::align::CHAIN != 0).count();
+    p.edges_into_chains = edges.targets().filter(|t| t.is_chain()).count();
     p.edges_from_unary = unary.iter().map(|&n| edges.edges(n as usize).count()).sum();
     p.peak_after_align = peak_rss();
     drop(unary);

@@ -1,7 +1,7 @@
 //! The compile's last step: prune the alignment, number the states, lay out the flat arrays.
 
 use crate::automaton::{AlignmentMethod, Automaton, Chains, CompileOptions, Explicit, State};
-use crate::compile::align::{align_aho_corasick, align_token_trie, Edges, CHAIN};
+use crate::compile::align::{align_aho_corasick, align_token_trie, Edges, Target, TargetKind};
 use crate::compile::string_trie::{StringTrie, NONE};
 use crate::error::{Error, ErrorKind, Result};
 use crate::util::budget::Budget;
@@ -51,7 +51,11 @@ pub(crate) fn freeze(
     // explicit targets are descendants (larger ids).
     let mut live = vec![false; n];
     for node in (0..n).rev() {
-        live[node] = trie.end_member[node] != NONE || al.edges(node).any(|(_, t)| t & CHAIN != 0 || live[t as usize]);
+        live[node] = trie.end_member[node] != NONE
+            || al.edges(node).any(|(_, t)| match t.kind() {
+                TargetKind::Chain(_) => true,
+                TargetKind::Node(t) => live[t as usize],
+            });
     }
     // keep[n]: live and reachable from the root through live nodes; entered: chain positions some kept node's
     // token leads to.
@@ -61,10 +65,10 @@ pub(crate) fn freeze(
     for node in 0..n {
         if keep[node] {
             for (_, t) in al.edges(node) {
-                if t & CHAIN != 0 {
-                    entered[(t & !CHAIN) as usize] = true;
-                } else if live[t as usize] {
-                    keep[t as usize] = true;
+                match t.kind() {
+                    TargetKind::Chain(p) => entered[p as usize] = true,
+                    TargetKind::Node(t) if live[t as usize] => keep[t as usize] = true,
+                    TargetKind::Node(_) => {}
                 }
             }
         }
@@ -127,7 +131,10 @@ pub(crate) fn freeze(
     // Allowed tokens of every explicit state: counted in parallel blocks of states, then sorted and written in
     // place, each block into its own slice of the final arrays (the transitions are never held twice).
     const BLOCK: usize = 2048;
-    let target_of = |t: u32| if t & CHAIN != 0 { n_explicit + (t & !CHAIN) } else { state_of[t as usize] };
+    let target_of = |t: Target| match t.kind() {
+        TargetKind::Chain(p) => n_explicit + p,
+        TargetKind::Node(n) => state_of[n as usize],
+    };
     let mut offsets = vec![0u32; kept_nodes.len() + 1];
     offsets[1..].par_chunks_mut(BLOCK).zip(kept_nodes.par_chunks(BLOCK)).try_for_each(|(counts, nodes)| {
         if budget.exhausted() {

@@ -16,8 +16,8 @@ pub(super) struct Dirty<'s> {
     /// Members of the new list with this prefix: `new_lo..new_hi`.
     pub(super) new_lo: u32,
     pub(super) new_hi: u32,
-    /// Its new state (explicit number or chain state; `NONE` when gone), filled once the numbering is known.
-    pub(super) new_state: u32,
+    /// Its new state (explicit number or chain state; gone until the numbering is known, or when it is gone).
+    pub(super) new_state: Slot,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -173,7 +173,7 @@ pub(super) fn dirty_positions<'s>(
                 rank: r,
                 new_lo: nlo,
                 new_hi: nhi,
-                new_state: GONE,
+                new_state: Slot::GONE,
             });
         }
         if added != NONE {

@@ -28,7 +28,7 @@ impl Job<'_, '_> {
     /// Fills the job's parts. A clean run keeps its tokens; its targets and members go through the old-to-new
     /// tables. `false` when a target is gone (a clean row never leads to a changed position; this would be a
     /// broken old automaton).
-    fn fill(self, old: &Automaton, table: &[u32], member: &[u32]) -> bool {
+    fn fill(self, old: &Automaton, table: &[Slot], member: &[u32]) -> bool {
         match *self.piece {
             Piece::Row(r) => {
                 for ((tok, tgt), &(t, g)) in self.tokens.iter_mut().zip(self.targets.iter_mut()).zip(&r.pairs) {
@@ -47,9 +47,9 @@ impl Job<'_, '_> {
                 self.tokens.copy_from_slice(&old.tokens[ta..tb]);
                 let mut gone = false;
                 for (out, &t) in self.targets.iter_mut().zip(&old.targets[ta..tb]) {
-                    let v = if t == State::FINISHED.0 { t } else { table[t as usize] };
-                    gone |= v == GONE;
-                    *out = v;
+                    let v = if t == State::FINISHED.0 { Some(t) } else { table[t as usize].get() };
+                    gone |= v.is_none();
+                    *out = v.unwrap_or(0);
                 }
                 let shift = self.trans_at.wrapping_sub(ta as u32);
                 for (out, &o) in self.offsets.iter_mut().zip(&old.offsets[a + 1..=b]) {
@@ -84,7 +84,7 @@ pub(super) fn layout(
     this: &Automaton,
     dirty: &[Dirty],
     rows: &[Option<NewRow>],
-    table: &[u32],
+    table: &[Slot],
     n_explicit: u32,
     old_to_new: &[u32],
     budget: &Budget,

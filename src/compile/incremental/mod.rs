@@ -57,9 +57,29 @@ mod members;
 mod number;
 mod rows;
 
-/// A table entry or target meaning "this position is gone" (distinct from `State::FINISHED`, which is `NONE`;
-/// state numbers stay below `NONE / 2`).
-const GONE: u32 = NONE - 1;
+/// A new state number, or "this position is gone": an entry of the old-to-new state table and the new state of a
+/// position being computed. Its own type, so "gone" is never mixed up with a target: `State::FINISHED` (a real
+/// target, never stored here) or `NONE`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(transparent)]
+struct Slot(u32);
+
+impl Slot {
+    const GONE: Slot = Slot(u32::MAX);
+
+    /// New state `s` (explicit or chain; below `State::FINISHED`).
+    #[inline]
+    fn state(s: u32) -> Slot {
+        debug_assert!(s != u32::MAX, "FINISHED is not a table entry");
+        Slot(s)
+    }
+
+    /// The new state, `None` when gone.
+    #[inline]
+    fn get(self) -> Option<u32> {
+        (self != Slot::GONE).then_some(self.0)
+    }
+}
 
 /// A sorted list of distinct members: `bytes[offsets[i]..offsets[i + 1]]`.
 struct List<'a> {

@@ -5,10 +5,10 @@ use super::chains::ChainLayout;
 use super::dirty::{Dirty, NewKind};
 use super::*;
 
-/// The new numbering: `table[old state]` is its new state ([`GONE`] for a position that is gone), and the number
+/// The new numbering: `table[old state]` is its new state ([`Slot::GONE`] for a position that is gone), and the number
 /// of explicit states of the new automaton.
 pub(super) struct Numbering {
-    pub(super) table: Vec<u32>,
+    pub(super) table: Vec<Slot>,
     pub(super) n_explicit: u32,
 }
 
@@ -21,7 +21,7 @@ pub(super) fn number(
     options: &CompileOptions,
 ) -> Result<Option<Numbering>> {
     let n_explicit_old = this.n_explicit() as u32;
-    let mut table = vec![GONE; this.n_states()];
+    let mut table = vec![Slot::GONE; this.n_states()];
     let mut next = 0u32;
     let mut s = 0u32;
     for d in dirty.iter_mut() {
@@ -29,17 +29,17 @@ pub(super) fn number(
             return Ok(None);
         }
         for t in s..d.rank {
-            table[t as usize] = next;
+            table[t as usize] = Slot::state(next);
             next += 1;
         }
         s = d.rank + d.old_explicit as u32;
         if d.new == NewKind::Explicit {
-            d.new_state = next;
+            d.new_state = Slot::state(next);
             next += 1;
         }
     }
     for t in s..n_explicit_old {
-        table[t as usize] = next;
+        table[t as usize] = Slot::state(next);
         next += 1;
     }
     let n_explicit = next;
@@ -48,7 +48,7 @@ pub(super) fn number(
     for d in dirty.iter_mut() {
         if let NewKind::Chain(m) = d.new {
             match chains.state(n_explicit, m, d.path.len()) {
-                Some(s) => d.new_state = s,
+                Some(s) => d.new_state = Slot::state(s),
                 None => return Ok(None),
             }
         }
@@ -59,7 +59,7 @@ pub(super) fn number(
     for &(lo, hi, at) in &chains.runs {
         let first = n_explicit + at;
         for (i, slot) in table[e + lo as usize..e + hi as usize].iter_mut().enumerate() {
-            *slot = first + i as u32;
+            *slot = Slot::state(first + i as u32);
         }
     }
     for &(k, nk) in &chains.moved {
@@ -70,7 +70,7 @@ pub(super) fn number(
         let skip = f_new.saturating_sub(f_old).min(b - a);
         let first = n_explicit + chains.base[nk] + (f_old + skip - f_new) as u32;
         for (i, slot) in table[e + a + skip..e + b].iter_mut().enumerate() {
-            *slot = first + i as u32;
+            *slot = Slot::state(first + i as u32);
         }
     }
     for d in dirty.iter() {

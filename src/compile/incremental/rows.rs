@@ -42,8 +42,8 @@ pub(super) fn rows(inputs: &RowInputs) -> Option<Vec<Option<NewRow>>> {
 }
 
 /// The new state of every prefix of every added string (explicit ones are dirty, the others chain states).
-fn add_states(i: &RowInputs) -> Vec<Vec<u32>> {
-    let mut add_states: Vec<Vec<u32>> = Vec::with_capacity(i.adding.len());
+fn add_states(i: &RowInputs) -> Vec<Vec<Slot>> {
+    let mut add_states: Vec<Vec<Slot>> = Vec::with_capacity(i.adding.len());
     for (ai, c) in i.adding.iter().enumerate() {
         let mut v = Vec::with_capacity(c.len() + 1);
         for dep in 0..=c.len() {
@@ -51,7 +51,7 @@ fn add_states(i: &RowInputs) -> Vec<Vec<u32>> {
             let st = if e != NONE && i.dirty[e as usize].new == NewKind::Explicit {
                 i.dirty[e as usize].new_state
             } else {
-                i.chains.state(i.numbering.n_explicit, i.added_at[ai], dep).unwrap_or(GONE)
+                i.chains.state(i.numbering.n_explicit, i.added_at[ai], dep).map_or(Slot::GONE, Slot::state)
             };
             v.push(st);
         }
@@ -62,7 +62,7 @@ fn add_states(i: &RowInputs) -> Vec<Vec<u32>> {
 
 struct Rows<'a, 'b, 's> {
     i: &'b RowInputs<'a, 's>,
-    add_states: Vec<Vec<u32>>,
+    add_states: Vec<Vec<Slot>>,
 }
 
 impl Rows<'_, '_, '_> {
@@ -70,7 +70,7 @@ impl Rows<'_, '_, '_> {
     fn find_dirty(&self, path: &[u8]) -> Option<u32> {
         let dirty = self.i.dirty;
         let i = dirty.binary_search_by(|d| d.path.cmp(path)).ok()?;
-        (dirty[i].new == NewKind::Explicit).then_some(dirty[i].new_state)
+        (dirty[i].new == NewKind::Explicit).then_some(dirty[i].new_state)?.get()
     }
 
     /// The new state of position `m[..d]` of new member `m` (explicit ones are dirty).
@@ -100,12 +100,9 @@ impl Rows<'_, '_, '_> {
         let mut align = |m: u32, pairs: &mut Vec<(u32, u32)>| {
             if let Ok(ai) = added_at.binary_search(&m) {
                 let states = &self.add_states[ai];
-                prefix_codes(&adding[ai][e..], &mut |code, len| {
-                    let t = states[e + len];
-                    if t == GONE {
-                        failed = true;
-                    }
-                    pairs.extend(idx.code_tokens(&code).iter().map(|&tok| (tok, t)));
+                prefix_codes(&adding[ai][e..], &mut |code, len| match states[e + len].get() {
+                    Some(t) => pairs.extend(idx.code_tokens(&code).iter().map(|&tok| (tok, t))),
+                    None => failed = true,
                 });
             } else {
                 prefix_codes(&new.get(m as usize)[e..], &mut |code, len| match self.position(m, e + len) {
@@ -119,16 +116,9 @@ impl Rows<'_, '_, '_> {
             // strings below (positions they create, or that a removed string held).
             for i in this.range(d.old_state as usize) {
                 let t = this.targets[i];
-                let t = if t == State::FINISHED.0 {
-                    if is_member {
-                        t
-                    } else {
-                        GONE
-                    }
-                } else {
-                    table[t as usize]
-                };
-                if t != GONE {
+                // FINISHED stays where the position is still a member; other targets go through the table.
+                let t = if t == State::FINISHED.0 { is_member.then_some(t) } else { table[t as usize].get() };
+                if let Some(t) = t {
                     pairs.push((this.tokens[i], t));
                 }
             }
