@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""Fails when a module of src/ imports from a layer above its own (ARCHITECTURE.md: the layers and why).
+"""Fails when a module of src/ imports from a layer above its own (ARCHITECTURE.md: the layers and why), or when a
+file of src/ grows past MAX_FILE_LINES or a function past MAX_FN_LINES (files a reader can hold in mind).
 
-  scripts/check-layers.py          prints each broken import (file:line, from -> to) and exits 1 if there is one
+  scripts/check-layers.py          prints each broken import (file:line, from -> to) or oversized item, exits 1
 
 Reads every `crate::name` path in code (comments and doc comments are skipped, so intra-doc links may point
 anywhere), including `crate::{A, B}` lists and the crate root's re-exports (`crate::Automaton` is automaton). A
@@ -27,6 +28,9 @@ LAYERS = [
     ["capi"],
     ["profile"],
 ]
+MAX_FILE_LINES = 800
+MAX_FN_LINES = 160
+
 RANK = {m: i for i, layer in enumerate(LAYERS) for m in layer}
 
 # The crate root's re-exports (src/lib.rs), by the module they come from.
@@ -56,6 +60,21 @@ def targets(code):
             yield ROOT_NAMES.get(name, name)
 
 
+def oversized(path, text):
+    """Messages for a file over MAX_FILE_LINES and its functions over MAX_FN_LINES (a function ends at the first
+    line that is its own indentation followed by `}`, which rustfmt guarantees)."""
+    lines = text.splitlines()
+    if len(lines) > MAX_FILE_LINES:
+        yield f"{path}: {len(lines)} lines (at most {MAX_FILE_LINES}): split it by concern"
+    for i, line in enumerate(lines):
+        m = re.match(r'^(\s*)(?:pub(?:\([\w: ]+\))? )?(?:const )?(?:unsafe )?(?:extern "C" )?fn (\w+)', line)
+        if not m or line.rstrip().endswith(";"):
+            continue
+        end = next((j for j in range(i + 1, len(lines)) if lines[j] == m.group(1) + "}"), i)
+        if end - i + 1 > MAX_FN_LINES:
+            yield f"{path}:{i + 1}: fn {m.group(2)} is {end - i + 1} lines (at most {MAX_FN_LINES}): split it"
+
+
 def main():
     files = sorted(p for p in SRC.rglob("*.rs") if p.name != "lib.rs")
     broken, unknown = [], set()
@@ -65,7 +84,9 @@ def main():
         if module not in RANK:
             unknown.add(module)
             continue
-        for n, code in code_lines(path.read_text()):
+        text = path.read_text()
+        broken.extend(oversized(f"src/{rel}", text))
+        for n, code in code_lines(text):
             for to in targets(code):
                 if to == module:
                     continue
@@ -74,15 +95,15 @@ def main():
                         unknown.add(to)
                     continue
                 if RANK[to] >= RANK[module]:
-                    broken.append(f"src/{rel}:{n}: {module} -> {to}")
+                    broken.append(f"src/{rel}:{n}: a lower layer imports a higher one: {module} -> {to}")
     if unknown:
         print(f"check-layers: modules missing from the LAYERS table of {__file__}: {', '.join(sorted(unknown))}",
               file=sys.stderr)
     for b in broken:
-        print(f"check-layers: a lower layer imports a higher one: {b}", file=sys.stderr)
+        print(f"check-layers: {b}", file=sys.stderr)
     if broken or unknown:
         sys.exit(1)
-    print(f"check-layers: {len(files)} files, every import points down ({' < '.join('/'.join(l) for l in LAYERS)})")
+    print(f"check-layers: {len(files)} files, files and functions within {MAX_FILE_LINES} / {MAX_FN_LINES} lines, every import points down ({' < '.join('/'.join(l) for l in LAYERS)})")
 
 
 if __name__ == "__main__":

@@ -47,8 +47,48 @@ pub(crate) fn freeze(
     let n = trie.n_nodes();
     let n_chain = trie.n_chain_positions();
     budget.charge(n * 9 + n_chain / 8, "pruning")?;
-    // live[n]: some member can be completed from explicit node n with tokens. Chain positions are all live;
-    // explicit targets are descendants (larger ids).
+    let (keep, chain_entered) = prune(&trie, &al);
+    let (dropped, n_dropped_members) = dropped_members(&trie, &keep, &chain_entered, options)?;
+
+    // State numbering: kept explicit nodes in preorder, then the chain positions.
+    let mut state_of = vec![NONE; n];
+    let mut kept_nodes = Vec::new();
+    for node in (0..n).filter(|&node| keep[node]) {
+        state_of[node] = kept_nodes.len() as u32;
+        kept_nodes.push(node as u32);
+    }
+    let (offsets, tokens, targets) = transitions(&trie, &al, &kept_nodes, &state_of, &vocab, budget, open)?;
+    drop(al);
+
+    // Accepting states, depths, and the single member below each explicit state.
+    let mut accepting = vec![0u64; kept_nodes.len().div_ceil(64)];
+    let mut depth = Vec::with_capacity(kept_nodes.len());
+    for (s, &node) in kept_nodes.iter().enumerate() {
+        if trie.end_member[node as usize] != NONE {
+            accepting[s / 64] |= 1 << (s % 64);
+        }
+        depth.push(trie.depth[node as usize]);
+    }
+    let single_member = single_members(&trie, &keep, &chain_entered, &kept_nodes);
+    let chain_first_depth: Vec<u32> = trie.chain_member.iter().map(|&m| trie.explicit_depth[m as usize] + 1).collect();
+
+    Ok(Automaton::assemble(
+        vocab,
+        Explicit { offsets, tokens, targets, accepting, depth, single_member },
+        Chains { base: trie.chain_base, member: trie.chain_member, first_depth: chain_first_depth },
+        trie.member_offsets.into_iter().map(|o| o as u64).collect(),
+        trie.member_bytes,
+        dropped,
+        n_dropped_members,
+    ))
+}
+
+/// Pruning: `keep[n]` for the explicit nodes that are live (some member can be completed from them with tokens)
+/// and reachable from the root through live nodes; `chain_entered[k]` for the chains some kept node's token leads
+/// into. Chain positions are all live; explicit targets are descendants (larger ids).
+fn prune(trie: &StringTrie, al: &Edges) -> (Vec<bool>, Vec<bool>) {
+    let n = trie.n_nodes();
+    let n_chain = trie.n_chain_positions();
     let mut live = vec![false; n];
     for node in (0..n).rev() {
         live[node] = trie.end_member[node] != NONE
@@ -78,6 +118,18 @@ pub(crate) fn freeze(
         .map(|k| entered[trie.chain_base[k] as usize..trie.chain_base[k + 1] as usize].contains(&true))
         .collect();
     drop(entered);
+    (keep, chain_entered)
+}
+
+/// The members pruning left unreachable: an error naming them (unless `drop_unreachable` and some remain), else
+/// every input index of a dropped member (duplicates included, ascending) and the number of dropped members.
+fn dropped_members(
+    trie: &StringTrie,
+    keep: &[bool],
+    chain_entered: &[bool],
+    options: &CompileOptions,
+) -> Result<(Vec<usize>, usize)> {
+    let n = trie.n_nodes();
     // Members that cannot be produced: their end node is not kept, or their chain is never entered.
     let mut reachable = vec![false; trie.n_members()];
     for node in 0..n {
@@ -88,7 +140,7 @@ pub(crate) fn freeze(
     for (k, &m) in trie.chain_member.iter().enumerate() {
         reachable[m as usize] = chain_entered[k];
     }
-    let mut unreachable: Vec<usize> = (0..trie.n_members()).filter(|&m| !reachable[m]).collect();
+    let unreachable: Vec<usize> = (0..trie.n_members()).filter(|&m| !reachable[m]).collect();
     drop(reachable);
     if !unreachable.is_empty() && (!options.drop_unreachable || unreachable.len() == trie.n_members()) {
         let names: Vec<String> = unreachable.iter().take(5).map(|&m| trie.describe_member(m)).collect();
@@ -115,15 +167,21 @@ pub(crate) fn freeze(
     }
     dropped.sort_unstable();
     let n_dropped_members = unreachable.len();
-    unreachable.clear();
 
-    // State numbering: kept explicit nodes in preorder, then the chain positions.
-    let mut state_of = vec![NONE; n];
-    let mut kept_nodes = Vec::new();
-    for node in (0..n).filter(|&node| keep[node]) {
-        state_of[node] = kept_nodes.len() as u32;
-        kept_nodes.push(node as u32);
-    }
+    Ok((dropped, n_dropped_members))
+}
+
+/// The transitions of the kept nodes (`state_of`: node to state, `NONE` if pruned): CSR offsets, tokens ascending
+/// per state and their targets. `open`: no end-of-generation tokens where a member ends.
+fn transitions(
+    trie: &StringTrie,
+    al: &Edges,
+    kept_nodes: &[u32],
+    state_of: &[u32],
+    vocab: &Vocabulary,
+    budget: &Budget,
+    open: bool,
+) -> Result<(Vec<u32>, Vec<TokenId>, Vec<u32>)> {
     let n_explicit = kept_nodes.len() as u32;
     let eog = vocab.eog_ids();
     let idx = &vocab.index;
@@ -204,29 +262,7 @@ pub(crate) fn freeze(
             at += pairs.len();
         }
     });
-    drop(al);
-
-    // Accepting states, depths, and the single member below each explicit state.
-    let mut accepting = vec![0u64; kept_nodes.len().div_ceil(64)];
-    let mut depth = Vec::with_capacity(kept_nodes.len());
-    for (s, &node) in kept_nodes.iter().enumerate() {
-        if trie.end_member[node as usize] != NONE {
-            accepting[s / 64] |= 1 << (s % 64);
-        }
-        depth.push(trie.depth[node as usize]);
-    }
-    let single_member = single_members(&trie, &keep, &chain_entered, &kept_nodes);
-    let chain_first_depth: Vec<u32> = trie.chain_member.iter().map(|&m| trie.explicit_depth[m as usize] + 1).collect();
-
-    Ok(Automaton::assemble(
-        vocab,
-        Explicit { offsets, tokens, targets, accepting, depth, single_member },
-        Chains { base: trie.chain_base, member: trie.chain_member, first_depth: chain_first_depth },
-        trie.member_offsets.into_iter().map(|o| o as u64).collect(),
-        trie.member_bytes,
-        dropped,
-        n_dropped_members,
-    ))
+    Ok((offsets, tokens, targets))
 }
 
 /// For each kept explicit node: the only reachable member below it (ending there, ending at a kept descendant, or

@@ -83,6 +83,69 @@ fn common_prefix(a: &[u8], b: &[u8]) -> usize {
     i
 }
 
+/// The members of a compile: the distinct strings in byte order, copied into one buffer, with the input index of
+/// each (its first copy) and the later copies of duplicates as `(member, input index)`.
+struct Sorted {
+    member_offsets: Vec<usize>,
+    member_bytes: Vec<u8>,
+    order: Vec<u32>,
+    duplicates: Vec<(u32, u32)>,
+}
+
+/// Sorts and merges `strings` (which all share their first `shared` bytes); refuses strings over the 32-bit limit.
+fn sorted_members<S: AsRef<[u8]>>(strings: &[S], shared: usize, budget: &Budget) -> Result<Sorted> {
+    // One pass in input order (the order the caller's strings usually lie in memory) copies them into one
+    // buffer; sorting, merging and the members then read only that.
+    let mut total = 0usize;
+    for (i, s) in strings.iter().enumerate() {
+        let len = s.as_ref().len();
+        if len >= NONE as usize {
+            return Err(Error::limit(format!("string {i} is {len} bytes long, over the limit of {} bytes", NONE - 1)));
+        }
+        total = total.saturating_add(len);
+    }
+    budget.charge(
+        total.saturating_add(strings.len().saturating_mul(std::mem::size_of::<(&[u8], usize)>() + 4)),
+        "sorting the strings",
+    )?;
+    let mut input_bytes = Vec::with_capacity(total);
+    let mut input_ends = Vec::with_capacity(strings.len());
+    for s in strings {
+        input_bytes.extend_from_slice(s.as_ref());
+        input_ends.push(input_bytes.len());
+    }
+    let views: Vec<&[u8]> =
+        (0..strings.len()).map(|i| &input_bytes[if i == 0 { 0 } else { input_ends[i - 1] }..input_ends[i]]).collect();
+    drop(input_ends);
+    let sorted = if shared == 0 {
+        sorted_order(&views)
+    } else {
+        sorted_order(&views.iter().map(|v| &v[shared..]).collect::<Vec<_>>())
+    };
+    // Merge duplicates, remembering the later input indices of each member; copy the members in order.
+    let mut duplicates = Vec::new();
+    budget.charge(total.saturating_add(strings.len().saturating_mul(MEMBER_BYTES)), "copying the strings")?;
+    let mut member_offsets = Vec::with_capacity(strings.len() + 1);
+    let mut member_bytes = Vec::with_capacity(total);
+    let mut order: Vec<u32> = Vec::with_capacity(strings.len());
+    member_offsets.push(0);
+    let mut last: Option<&[u8]> = None;
+    for i in sorted {
+        let s = views[i as usize];
+        if last == Some(s) {
+            duplicates.push(((order.len() - 1) as u32, i));
+            continue;
+        }
+        last = Some(s);
+        member_bytes.extend_from_slice(s);
+        member_offsets.push(member_bytes.len());
+        order.push(i);
+    }
+    drop(views);
+    drop(input_bytes);
+    Ok(Sorted { member_offsets, member_bytes, order, duplicates })
+}
+
 impl StringTrie {
     /// Builds the trie of `strings` (duplicates merged). `single_byte[b]` tells whether byte `b` is a text token
     /// of the vocabulary on its own (tails made only of such bytes become chains). Charges its memory to
@@ -112,59 +175,7 @@ impl StringTrie {
         if strings.len() >= NONE as usize {
             return Err(Error::limit(format!("{} strings exceed the limit of {}", strings.len(), NONE - 1)));
         }
-        // One pass in input order (the order the caller's strings usually lie in memory) copies them into one
-        // buffer; sorting, merging and the members then read only that.
-        let mut total = 0usize;
-        for (i, s) in strings.iter().enumerate() {
-            let len = s.as_ref().len();
-            if len >= NONE as usize {
-                return Err(Error::limit(format!(
-                    "string {i} is {len} bytes long, over the limit of {} bytes",
-                    NONE - 1
-                )));
-            }
-            total = total.saturating_add(len);
-        }
-        budget.charge(
-            total.saturating_add(strings.len().saturating_mul(std::mem::size_of::<(&[u8], usize)>() + 4)),
-            "sorting the strings",
-        )?;
-        let mut input_bytes = Vec::with_capacity(total);
-        let mut input_ends = Vec::with_capacity(strings.len());
-        for s in strings {
-            input_bytes.extend_from_slice(s.as_ref());
-            input_ends.push(input_bytes.len());
-        }
-        let views: Vec<&[u8]> = (0..strings.len())
-            .map(|i| &input_bytes[if i == 0 { 0 } else { input_ends[i - 1] }..input_ends[i]])
-            .collect();
-        drop(input_ends);
-        let sorted = if shared == 0 {
-            sorted_order(&views)
-        } else {
-            sorted_order(&views.iter().map(|v| &v[shared..]).collect::<Vec<_>>())
-        };
-        // Merge duplicates, remembering the later input indices of each member; copy the members in order.
-        let mut duplicates = Vec::new();
-        budget.charge(total.saturating_add(strings.len().saturating_mul(MEMBER_BYTES)), "copying the strings")?;
-        let mut member_offsets = Vec::with_capacity(strings.len() + 1);
-        let mut member_bytes = Vec::with_capacity(total);
-        let mut order: Vec<u32> = Vec::with_capacity(strings.len());
-        member_offsets.push(0);
-        let mut last: Option<&[u8]> = None;
-        for i in sorted {
-            let s = views[i as usize];
-            if last == Some(s) {
-                duplicates.push(((order.len() - 1) as u32, i));
-                continue;
-            }
-            last = Some(s);
-            member_bytes.extend_from_slice(s);
-            member_offsets.push(member_bytes.len());
-            order.push(i);
-        }
-        drop(views);
-        drop(input_bytes);
+        let Sorted { member_offsets, member_bytes, order, duplicates } = sorted_members(strings, shared, budget)?;
         let k = order.len();
         let member = |m: usize| &member_bytes[member_offsets[m]..member_offsets[m + 1]];
         let lcp: Vec<u32> = (0..k)
