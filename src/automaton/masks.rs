@@ -40,14 +40,9 @@ impl Automaton {
             Kind::Chain(m, d) => {
                 row.fill(0);
                 let rest = &self.member(m)[d..];
-                let set = |row: &mut [u32], ids: &[TokenId]| {
-                    for &t in ids {
-                        row[(t >> 5) as usize] |= 1u32 << (t & 31);
-                    }
-                };
-                self.prefix_tokens(rest, |t, _| set(row, t));
+                self.prefix_tokens(rest, |t, _| set_bits(t, row));
                 if rest.is_empty() && !self.is_open() {
-                    set(row, self.vocab.eog_ids());
+                    set_bits(self.vocab.eog_ids(), row);
                 }
             }
         }

@@ -20,7 +20,7 @@ use crate::error::{show_bytes, Error, ErrorKind, Result};
 use crate::format::{ensure, Kind as FileKind, Reader, Writer};
 use crate::ids::NONE;
 use crate::util::array::Array;
-use crate::util::mask::fill_sparse;
+use crate::util::mask::{fill_sparse, set_bits};
 use crate::vocab::{TokenId, Vocabulary};
 use rayon::prelude::*;
 use std::path::Path;

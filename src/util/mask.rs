@@ -7,6 +7,12 @@ use crate::ids::TokenId;
 #[inline]
 pub(crate) fn fill_sparse(tokens: &[TokenId], row: &mut [u32]) {
     row.fill(0);
+    set_bits(tokens, row);
+}
+
+/// Sets the bits of `tokens` in `row` (the one bit-setting loop; every token below `32 * row.len()`).
+#[inline]
+pub(crate) fn set_bits(tokens: &[TokenId], row: &mut [u32]) {
     for &t in tokens {
         row[(t >> 5) as usize] |= 1u32 << (t & 31);
     }
