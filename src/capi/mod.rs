@@ -1,4 +1,6 @@
-//! The C ABI (see `include/trie.h`, generated from this file by cbindgen: `scripts/gen-header.sh`).
+//! The C ABI (see `include/trie.h`, generated from the files of this folder by cbindgen: `scripts/gen-header.sh`).
+//! This file holds the types, the status table and the options; `boundary` the panic boundary and argument checks;
+//! `handle` the typed handles; the other files one object family each, declared below in the header's order.
 //!
 //! Rules every function follows:
 //! - no panic crosses the boundary: each call runs under one `catch_unwind` (`boundary`), and a panic returns the
@@ -7,8 +9,9 @@
 //! - every pointer is checked for NULL (a NULL array with a zero length is accepted) and every length for
 //!   overflow; a buffer that is too short gets [`trie_status::TRIE_ERR_BUFFER_TOO_SMALL`] and nothing is written into it;
 //! - a failing call stores a message for its thread, read with [`trie_last_error`];
-//! - handles are reference counted (`Arc`): an automaton keeps its vocabulary alive, `*_retain` adds a reference,
-//!   `*_free` drops one.
+//! - handles are converted only through `handle` (each C handle type names its Rust type and ownership);
+//!   vocabularies and automata are reference counted (`Arc`): an automaton keeps its vocabulary alive, `*_retain`
+//!   adds a reference, `*_free` drops one; set caches and recognized sets are owned (`Box`), freed once.
 #![allow(non_camel_case_types, clippy::enum_variant_names)]
 
 use crate::error::{Error, ErrorKind, Result};
