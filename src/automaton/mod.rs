@@ -43,7 +43,7 @@ pub(crate) use segments::Segments;
 /// The number is public on purpose (`State(n)`, `.0`): it is what the C ABI's `trie_state` and every binding pass
 /// around, stored and restored by callers. A forged or stale number is harmless: every query checks it against
 /// the automaton (`0..n_states()` or [`State::FINISHED`]) and refuses others with
-/// [`ErrorKind::InvalidState`](crate::ErrorKind::InvalidState); it never indexes out of bounds. What it cannot
+/// [`ErrorKind::InvalidState`]; it never indexes out of bounds. What it cannot
 /// say is which automaton it belongs to: a valid number of another automaton is a valid state of this one.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[repr(transparent)]
