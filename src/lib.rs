@@ -21,6 +21,9 @@
 //! }
 //! # Ok::<(), trie::Error>(())
 //! ```
+//!
+//! The source is laid out by concept in one-way layers (`ids`/`error` < `util` < `format` < `template` < `vocab` <
+//! `load` < `automaton` < `compile` < `sets` < `capi`): see `ARCHITECTURE.md`, checked by `scripts/check-layers.py`.
 #![deny(missing_docs)]
 #![deny(rustdoc::broken_intra_doc_links)]
 

@@ -383,6 +383,47 @@ mod tests {
         (0..rng.gen_range(0..6)).map(|_| b"abcde"[rng.gen_range(0..5)]).collect()
     }
 
+    /// The phases on their own: the member list keeps old members in runs around the changes, and the numbering
+    /// maps every old state that survives to a distinct new one, GONE only for positions that went away.
+    #[test]
+    fn phases_on_their_own() {
+        let v = toy(true);
+        let old_set: Vec<&[u8]> = vec![b"ab", b"abd", b"bcd", b"c", b"dd"];
+        let a = Automaton::compile(v.clone(), &old_set, &CompileOptions::new()).unwrap();
+        let old = List { offsets: &a.member_offsets, bytes: &a.member_bytes };
+        let adding: Vec<&[u8]> = vec![b"abc", b"e"];
+        let ins = insertion_points(&old, &adding);
+        assert_eq!(ins, [1, 5]);
+        let removed = [3usize]; // "c"
+        let n_bytes = a.member_bytes.len() + 4 - 1;
+        let m = members::members(&a, &adding, &ins, &removed, n_bytes);
+        let list = m.list();
+        let got: Vec<&[u8]> = (0..list.len()).map(|i| list.get(i)).collect();
+        assert_eq!(got, [&b"ab"[..], b"abc", b"abd", b"bcd", b"dd", b"e"]);
+        assert_eq!(m.added_at, [1, 5]);
+        assert_eq!(m.old_to_new, [0, 2, 3, NONE, 4]);
+        assert_eq!(m.runs, [(0, 1, 0), (1, 3, 2), (4, 5, 4)]);
+
+        let budget = Budget::new(None);
+        let chains = chains::chains(&a, &old, &m, &removed, &budget).unwrap().unwrap();
+        let (mut dirty, _) = dirty::dirty_positions(&a, &old, &adding, &removed).unwrap();
+        let numbering = number::number(&a, &mut dirty, &chains, &CompileOptions::new()).unwrap().unwrap();
+        let full = Automaton::compile(v, &got, &CompileOptions::new()).unwrap();
+        assert_eq!(numbering.n_explicit as usize, full.n_explicit());
+        let mut seen: Vec<u32> = numbering.table.iter().filter_map(|s| s.get()).collect();
+        let n_live = seen.len();
+        seen.sort_unstable();
+        seen.dedup();
+        assert_eq!(seen.len(), n_live, "two old states numbered alike");
+        assert!(seen.iter().all(|&s| (s as usize) < full.n_states()));
+        assert!(numbering.table.contains(&Slot::GONE), "the removed member's position is gone");
+    }
+
+    #[test]
+    fn rows_merge_sorted_and_distinct() {
+        assert_eq!(rows::merge(vec![(1, 5), (4, 2)], vec![(3, 1), (1, 5), (9, 0)]), [(1, 5), (3, 1), (4, 2), (9, 0)]);
+    }
+
     #[test]
     fn fast_path_equals_full_compile() {
         let mut rng = rand::rngs::SmallRng::seed_from_u64(11);

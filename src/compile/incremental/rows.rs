@@ -152,7 +152,7 @@ impl Rows<'_, '_, '_> {
 
 /// The pairs of a row: the old row's `pairs` (sorted through the table) with the few new `extra` ones merged in.
 /// A full compile's pairs are distinct (one target per token code, one pair per EOG id) and sorted.
-fn merge(pairs: Vec<(u32, u32)>, mut extra: Vec<(u32, u32)>) -> Vec<(u32, u32)> {
+pub(super) fn merge(pairs: Vec<(u32, u32)>, mut extra: Vec<(u32, u32)>) -> Vec<(u32, u32)> {
     extra.sort_unstable();
     extra.dedup();
     let mut merged = Vec::with_capacity(pairs.len() + extra.len());
