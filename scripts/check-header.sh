@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Fails when include/trie.h differs from what the pinned cbindgen generates from src/ffi.rs (run in CI), or when
+# Fails when include/trie.h differs from what the pinned cbindgen generates from src/capi/ (run in CI), or when
 # the status tables of the Python and Swift bindings differ from the header's `trie_status`.
 # Fix with scripts/gen-header.sh (then scripts/gen-status.py) and commit the results.
 set -euo pipefail

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Regenerates include/trie.h from src/ffi.rs with a pinned cbindgen.
+# Regenerates include/trie.h from src/capi/ with a pinned cbindgen.
 #
 #   scripts/gen-header.sh            # writes include/trie.h
 #   scripts/gen-header.sh OUT.h      # writes OUT.h instead (scripts/check-header.sh uses this)

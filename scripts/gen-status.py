@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Generates the status tables of the Python and Swift bindings from include/trie.h (its `enum trie_status`, which
-cbindgen writes from the one Rust table in src/ffi.rs), between the GENERATED markers of:
+cbindgen writes from the one Rust table in src/capi/mod.rs), between the GENERATED markers of:
 
   python/libtrie/__init__.py        the members of `class Status(enum.IntEnum)`
   bindings/swift/Sources/Trie/Trie.swift   the cases of `TrieError`, its two switches and its message case list

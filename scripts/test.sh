@@ -31,6 +31,7 @@ scripts/fetch-tokenizers.sh
 set +e
 
 stage "rustfmt" cargo fmt --check
+stage "layers and sizes (src/ imports point down, files and functions stay small: ARCHITECTURE.md)" python3 scripts/check-layers.py
 stage "clippy (all targets, warnings are errors)" cargo clippy --release --all-targets -q -- -D warnings
 # The API docs build without warnings (broken or private intra-doc links, bad code blocks), public and private items.
 stage "rustdoc (warnings are errors)" bash -c 'RUSTDOCFLAGS="-D warnings" cargo doc --no-deps -q &&

@@ -21,29 +21,32 @@
 //! }
 //! # Ok::<(), trie::Error>(())
 //! ```
+//!
+//! The source is laid out by concept in one-way layers (`ids`/`error` < `util` < `format` < `template` < `vocab` <
+//! `load` < `automaton` < `compile` < `sets` < `capi`): see `ARCHITECTURE.md`, checked by `scripts/check-layers.py`.
 #![deny(missing_docs)]
 #![deny(rustdoc::broken_intra_doc_links)]
 
-mod align;
-mod array;
 pub mod automaton;
-mod budget;
-mod canonical;
-mod decode;
+mod compile;
 pub mod error;
-pub mod ffi;
-mod file;
-pub mod gguf;
-#[cfg(feature = "hf")]
-pub mod hf;
-mod mask;
+mod format;
+mod ids;
+mod load;
 #[doc(hidden)]
 pub mod profile;
 pub mod sets;
-mod string_trie;
 pub mod template;
-mod token_trie;
+mod util;
 pub mod vocab;
+
+pub mod capi;
+/// The C ABI's Rust items under their former path (`trie::ffi`); new code names [`capi`].
+#[doc(hidden)]
+pub use capi as ffi;
+pub use load::gguf;
+#[cfg(feature = "hf")]
+pub use load::hf;
 
 pub use automaton::{AlignmentMethod, Allowed, Automaton, CompileOptions, Forced, State, Step};
 pub use error::{Error, ErrorKind, Result};

@@ -1,9 +1,10 @@
 //! Compilation split into its phases, timed, for the size and speed benchmarks (not a stable API).
 
-use crate::align::{align_aho_corasick, align_token_trie};
-use crate::automaton::{freeze, AlignmentMethod, Automaton, CompileOptions};
-use crate::budget::Budget;
-use crate::string_trie::StringTrie;
+use crate::automaton::{AlignmentMethod, Automaton, CompileOptions};
+use crate::compile::align::{align_aho_corasick, align_token_trie};
+use crate::compile::freeze::freeze;
+use crate::compile::string_trie::StringTrie;
+use crate::util::budget::Budget;
 use crate::vocab::Vocabulary;
 use crate::Result;
 use std::sync::Arc;
@@ -66,7 +67,7 @@ pub fn compile_phases<S: AsRef<[u8]> + Sync>(
     p.members = trie.n_members();
     p.explicit_nodes = trie.n_nodes();
     let unary: Vec<u32> = (0..trie.n_nodes() as u32)
-        .filter(|&n| trie.end_member[n as usize] == crate::string_trie::NONE && trie.children(n).count() == 1)
+        .filter(|&n| trie.end_member[n as usize] == crate::compile::string_trie::NONE && trie.children(n).count() == 1)
         .filter(|&n| trie.hanging(n).is_empty())
         .collect();
     p.unary_explicit_nodes = unary.len();
@@ -80,7 +81,7 @@ pub fn compile_phases<S: AsRef<[u8]> + Sync>(
     };
     p.align_ms = t.elapsed().as_secs_f64() * 1e3;
     p.edges = edges.len();
-    p.edges_into_chains = edges.targets().filter(|&t| t & crate::align::CHAIN != 0).count();
+    p.edges_into_chains = edges.targets().filter(|t| t.is_chain()).count();
     p.edges_from_unary = unary.iter().map(|&n| edges.edges(n as usize).count()).sum();
     p.peak_after_align = peak_rss();
     drop(unary);

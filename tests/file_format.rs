@@ -252,7 +252,7 @@ fn accepts_string(a: &Automaton, s: &[u8]) -> bool {
     matches!(a.advance(state, 259), Ok(trie::Step::Finished))
 }
 
-/// The checksum of a saved file as `src/file.rs` computes it (xxh3-64 of the header with its checksum field
+/// The checksum of a saved file as `src/format.rs` computes it (xxh3-64 of the header with its checksum field
 /// zeroed and of the xxh3-64 of each 1 MiB block), so a test can craft a file with a valid one.
 fn fix_checksum(file: &mut [u8]) {
     use xxhash_rust::xxh3::{xxh3_64, Xxh3};

@@ -499,7 +499,7 @@ fn degenerate_vocabularies_and_sets() {
 }
 
 // ---------------------------------------------------------------------------------------------------------------
-// Bad GGUF files beyond truncation (src/gguf.rs tests cover truncation and huge counts).
+// Bad GGUF files beyond truncation (src/load/gguf.rs tests cover truncation and huge counts).
 
 const T_U32: u32 = 4;
 const T_I32: u32 = 5;

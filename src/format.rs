@@ -15,8 +15,8 @@
 //! file, aligned, with the element size the reader expects. What the arrays mean is checked by their owner
 //! ([`crate::vocab`], [`crate::automaton`]).
 
-use crate::array::{Array, Mapping};
 use crate::error::{Error, ErrorKind, Result};
+use crate::util::array::{Array, Mapping};
 use bytemuck::Pod;
 use std::path::Path;
 use std::sync::Arc;

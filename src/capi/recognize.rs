@@ -13,6 +13,7 @@
 //! }
 //! ```
 
+use super::handle::{box_to_ptr, free_box, try_ref, Castable, OwnershipBox};
 use super::template::{TRIE_END_EOG, TRIE_END_OPEN, TRIE_RENDER_JSON_STRING, TRIE_RENDER_JSON_TEXT, TRIE_RENDER_RAW};
 use super::{boundary, guard, null, put, slice, trie_status};
 use crate::error::{Error, Result};
@@ -39,7 +40,7 @@ pub struct trie_recognized {
     _private: [u8; 0],
 }
 
-struct Handle {
+pub(super) struct Handle {
     set: Recognized,
     ptrs: Vec<*const u8>,
     lens: Vec<usize>,
@@ -53,11 +54,10 @@ fn set_reason(reason: &str) {
     super::store_message(&REASON, reason);
 }
 
-unsafe fn handle<'a>(r: *const trie_recognized) -> Result<&'a Handle> {
-    if r.is_null() {
-        return Err(null("recognized"));
-    }
-    Ok(&*(r as *const Handle))
+impl Castable for trie_recognized {
+    type Ownership = OwnershipBox;
+    type RustType = Handle;
+    const WHAT: &'static str = "recognized";
 }
 
 /// Reads `text` (`len` bytes, UTF-8) as the request shape `kind` (`TRIE_RECOGNIZE_*`). On `TRIE_OK`, `*out` is
@@ -91,7 +91,7 @@ pub unsafe extern "C" fn trie_recognize(
             Recognition::Set(set) => {
                 let ptrs = set.members.iter().map(|m| m.as_ptr()).collect();
                 let lens = set.members.iter().map(Vec::len).collect();
-                out.write(Box::into_raw(Box::new(Handle { set, ptrs, lens })) as *mut trie_recognized);
+                out.write(box_to_ptr(Handle { set, ptrs, lens }));
             }
         }
         Ok(())
@@ -112,9 +112,7 @@ pub extern "C" fn trie_recognize_reason() -> *const c_char {
 #[no_mangle]
 pub unsafe extern "C" fn trie_recognized_free(r: *mut trie_recognized) {
     boundary(|| {
-        if !r.is_null() {
-            drop(Box::from_raw(r as *mut Handle));
-        }
+        free_box(r);
     })
 }
 
@@ -124,7 +122,7 @@ pub unsafe extern "C" fn trie_recognized_free(r: *mut trie_recognized) {
 /// `r` must be NULL or a live set.
 #[no_mangle]
 pub unsafe extern "C" fn trie_recognized_n_members(r: *const trie_recognized) -> usize {
-    boundary(|| handle(r).map_or(0, |h| h.set.members.len()))
+    boundary(|| try_ref(r).map_or(0, |h| h.set.members.len()))
 }
 
 /// All members as the arrays [`super::trie_compile`] takes: `*strings` (n pointers) and `*lens` (n lengths),
@@ -144,7 +142,7 @@ pub unsafe extern "C" fn trie_recognized_members(
         }
         strings.write(std::ptr::null());
         lens.write(std::ptr::null());
-        let h = handle(r)?;
+        let h = try_ref(r)?;
         strings.write(h.ptrs.as_ptr());
         lens.write(h.lens.as_ptr());
         Ok(())
@@ -186,7 +184,7 @@ pub unsafe extern "C" fn trie_recognized_member(
     len: *mut usize,
 ) -> trie_status {
     view(bytes, len, || {
-        let h = handle(r)?;
+        let h = try_ref(r)?;
         let m = h.set.members.get(i).ok_or_else(|| index_error(i, h.set.members.len(), "member"))?;
         Ok((m.as_ptr(), m.len()))
     })
@@ -202,7 +200,7 @@ pub unsafe extern "C" fn trie_recognized_prefix(
     bytes: *mut *const u8,
     len: *mut usize,
 ) -> trie_status {
-    view(bytes, len, || handle(r).map(|h| (h.set.template.prefix.as_ptr(), h.set.template.prefix.len())))
+    view(bytes, len, || try_ref(r).map(|h| (h.set.template.prefix.as_ptr(), h.set.template.prefix.len())))
 }
 
 /// The template's suffix (bytes after every member; may be empty).
@@ -215,7 +213,7 @@ pub unsafe extern "C" fn trie_recognized_suffix(
     bytes: *mut *const u8,
     len: *mut usize,
 ) -> trie_status {
-    view(bytes, len, || handle(r).map(|h| (h.set.template.suffix.as_ptr(), h.set.template.suffix.len())))
+    view(bytes, len, || try_ref(r).map(|h| (h.set.template.suffix.as_ptr(), h.set.template.suffix.len())))
 }
 
 /// How members are written: `TRIE_RENDER_*` (RAW for NULL).
@@ -225,7 +223,7 @@ pub unsafe extern "C" fn trie_recognized_suffix(
 #[no_mangle]
 pub unsafe extern "C" fn trie_recognized_render(r: *const trie_recognized) -> u32 {
     boundary(|| {
-        handle(r).map_or(TRIE_RENDER_RAW, |h| match h.set.template.render {
+        try_ref(r).map_or(TRIE_RENDER_RAW, |h| match h.set.template.render {
             Render::Raw => TRIE_RENDER_RAW,
             Render::JsonString => TRIE_RENDER_JSON_STRING,
             Render::JsonText => TRIE_RENDER_JSON_TEXT,
@@ -240,7 +238,7 @@ pub unsafe extern "C" fn trie_recognized_render(r: *const trie_recognized) -> u3
 #[no_mangle]
 pub unsafe extern "C" fn trie_recognized_end(r: *const trie_recognized) -> u32 {
     boundary(|| {
-        handle(r).map_or(TRIE_END_EOG, |h| match h.set.template.end {
+        try_ref(r).map_or(TRIE_END_EOG, |h| match h.set.template.end {
             End::Eog => TRIE_END_EOG,
             End::Open => TRIE_END_OPEN,
         })
@@ -254,7 +252,7 @@ pub unsafe extern "C" fn trie_recognized_end(r: *const trie_recognized) -> u32 {
 /// `r` must be NULL or a live set.
 #[no_mangle]
 pub unsafe extern "C" fn trie_recognized_trailing_whitespace(r: *const trie_recognized) -> bool {
-    boundary(|| handle(r).is_ok_and(|h| h.set.trailing_whitespace))
+    boundary(|| try_ref(r).is_ok_and(|h| h.set.trailing_whitespace))
 }
 
 /// Whether the members carry payloads (a `tools` list: each tool's `parameters`); false for NULL.
@@ -263,7 +261,7 @@ pub unsafe extern "C" fn trie_recognized_trailing_whitespace(r: *const trie_reco
 /// `r` must be NULL or a live set.
 #[no_mangle]
 pub unsafe extern "C" fn trie_recognized_has_payloads(r: *const trie_recognized) -> bool {
-    boundary(|| handle(r).is_ok_and(|h| h.set.payloads.is_some()))
+    boundary(|| try_ref(r).is_ok_and(|h| h.set.payloads.is_some()))
 }
 
 /// The payload of member `i` (JSON text, a view into `r`, not NUL-terminated). A set without payloads gives
@@ -279,7 +277,7 @@ pub unsafe extern "C" fn trie_recognized_payload(
     len: *mut usize,
 ) -> trie_status {
     view(json, len, || {
-        let h = handle(r)?;
+        let h = try_ref(r)?;
         let p = h.set.payloads.as_ref().ok_or_else(|| Error::invalid("this set has no payloads"))?;
         let s = p.get(i).ok_or_else(|| index_error(i, p.len(), "payload"))?;
         Ok((s.as_ptr(), s.len()))

@@ -116,7 +116,7 @@ pub unsafe extern "C" fn trie_compile_template(
 ) -> trie_status {
     guard(|| {
         check_out(out)?;
-        let vocab = vocab_arc(vocab)?;
+        let vocab = try_clone_arc(vocab)?;
         let ptrs = slice(strings, n_strings, "strings")?;
         let lens = slice(lens, n_strings, "lens")?;
         let set: Vec<&[u8]> = ptrs
@@ -128,7 +128,7 @@ pub unsafe extern "C" fn trie_compile_template(
         let t = read_template(template)?;
         let opts = trie_options::read(options)?;
         let a = Automaton::compile_template(vocab, &set, &t, &opts)?;
-        out.write(Arc::into_raw(Arc::new(a)) as *mut trie_automaton);
+        out.write(arc_to_ptr(Arc::new(a)));
         Ok(())
     })
 }
@@ -139,7 +139,7 @@ pub unsafe extern "C" fn trie_compile_template(
 /// `automaton` must be NULL or a live automaton.
 #[no_mangle]
 pub unsafe extern "C" fn trie_automaton_is_open(automaton: *const trie_automaton) -> bool {
-    boundary(|| automaton_ref(automaton).map(|a| a.is_open()).unwrap_or(false))
+    boundary(|| try_ref(automaton).map(|a| a.is_open()).unwrap_or(false))
 }
 
 /// Sets `*member` to the member whose segment is complete in `state` (where [`trie_is_accepting`] holds): its
@@ -159,7 +159,7 @@ pub unsafe extern "C" fn trie_member(
             return Err(null("member"));
         }
         member.write(usize::MAX);
-        let a = automaton_ref(automaton)?;
+        let a = try_ref(automaton)?;
         let s = check_state(a, state)?;
         member.write(a.member_at(s).unwrap_or(usize::MAX));
         Ok(())
@@ -187,7 +187,7 @@ pub unsafe extern "C" fn trie_possible_members(
             return Err(null("n_members"));
         }
         n_members.write(0);
-        let a = automaton_ref(automaton)?;
+        let a = try_ref(automaton)?;
         let s = check_state(a, state)?;
         let buf = slice_mut(members, capacity, "members")?;
         let ids = a.possible_members(s);
@@ -232,7 +232,7 @@ pub unsafe extern "C" fn trie_crossing(
             return Err(null("n"));
         }
         n.write(0);
-        let a = automaton_ref(automaton)?;
+        let a = try_ref(automaton)?;
         let s = check_state(a, state)?;
         let (tb, ob, mb) = (
             slice_mut(tokens, capacity, "tokens")?,
@@ -279,7 +279,7 @@ pub unsafe extern "C" fn trie_cross(
         }
         member.write(usize::MAX);
         overflow.write(0);
-        let a = automaton_ref(automaton)?;
+        let a = try_ref(automaton)?;
         let s = check_state(a, state)?;
         let token = TokenId::try_from(token).map_err(|_| Error::invalid(format!("token id {token} is negative")))?;
         let c = a.cross(s, token)?;

@@ -1,12 +1,12 @@
 //! The C ABI of the request-set front end (`crate::sets`): `trie_set_cache_*`.
 
-use super::{boundary, check_out, guard, null, put, slice, trie_automaton, trie_status, trie_vocab, vocab_arc};
+use super::handle::{arc_to_ptr, box_to_ptr, free_box, try_clone_arc, try_ref, Castable, OwnershipBox};
+use super::{boundary, check_out, guard, null, put, slice, trie_automaton, trie_status, trie_vocab};
 use crate::error::{Error, Result};
 use crate::sets::{Options, SetCache};
 use std::ffi::{c_char, CStr, OsStr};
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
-use std::sync::Arc;
 
 /// A request-set front end over one vocabulary: it checks a request's set spec (JSON) against the operator's
 /// rules, compiles the set once and keeps it in an LRU shared by every request (see [`trie_set_cache_get`]).
@@ -141,11 +141,10 @@ pub unsafe extern "C" fn trie_set_config_init(config: *mut trie_set_config) -> t
     })
 }
 
-unsafe fn cache_ref<'a>(cache: *const trie_set_cache) -> Result<&'a SetCache> {
-    if cache.is_null() {
-        return Err(null("cache"));
-    }
-    Ok(&*(cache as *const SetCache))
+impl Castable for trie_set_cache {
+    type Ownership = OwnershipBox;
+    type RustType = SetCache;
+    const WHAT: &'static str = "cache";
 }
 
 /// Creates a set cache for `vocab` under the rules of `config` (NULL: the defaults). `vocab` may be NULL: the
@@ -165,9 +164,9 @@ pub unsafe extern "C" fn trie_set_cache_new(
 ) -> trie_status {
     guard(|| {
         check_out(out)?;
-        let vocab = if vocab.is_null() { None } else { Some(vocab_arc(vocab)?) };
+        let vocab = if vocab.is_null() { None } else { Some(try_clone_arc(vocab)?) };
         let cache = SetCache::new(vocab, trie_set_config::read(config)?)?;
-        out.write(Box::into_raw(Box::new(cache)) as *mut trie_set_cache);
+        out.write(box_to_ptr(cache));
         Ok(())
     })
 }
@@ -184,7 +183,7 @@ pub unsafe extern "C" fn trie_set_cache_check(
     spec: *const u8,
     len: usize,
 ) -> trie_status {
-    guard(|| cache_ref(cache)?.check(slice(spec, len, "spec")?))
+    guard(|| try_ref(cache)?.check(slice(spec, len, "spec")?))
 }
 
 /// The compiled set a request's spec names. `spec` is `len` bytes of UTF-8 JSON, one of:
@@ -218,7 +217,7 @@ pub unsafe extern "C" fn trie_set_cache_get(
 ) -> trie_status {
     guard(|| {
         check_out(out)?;
-        let got = cache_ref(cache)?.get(slice(spec, len, "spec")?)?;
+        let got = try_ref(cache)?.get(slice(spec, len, "spec")?)?;
         if !info.is_null() {
             let mut what = [0 as c_char; 256];
             let mut n = got.what.len().min(what.len() - 1);
@@ -230,7 +229,7 @@ pub unsafe extern "C" fn trie_set_cache_get(
             }
             put(info, trie_set_info { compiled: got.compiled, seconds: got.seconds, what });
         }
-        out.write(Arc::into_raw(got.automaton) as *mut trie_automaton);
+        out.write(arc_to_ptr(got.automaton));
         Ok(())
     })
 }
@@ -251,8 +250,8 @@ pub unsafe extern "C" fn trie_set_cache_lookup(
 ) -> trie_status {
     guard(|| {
         check_out(out)?;
-        if let Some(got) = cache_ref(cache)?.lookup(slice(spec, len, "spec")?)? {
-            out.write(Arc::into_raw(got.automaton) as *mut trie_automaton);
+        if let Some(got) = try_ref(cache)?.lookup(slice(spec, len, "spec")?)? {
+            out.write(arc_to_ptr(got.automaton));
         }
         Ok(())
     })
@@ -268,7 +267,7 @@ pub unsafe extern "C" fn trie_set_cache_stats(cache: *const trie_set_cache, out:
         if out.is_null() {
             return Err(null("out"));
         }
-        let s = cache_ref(cache)?.stats();
+        let s = try_ref(cache)?.stats();
         out.write(trie_set_stats { compiles: s.compiles, hits: s.hits, entries: s.entries, loaded: s.loaded });
         Ok(())
     })
@@ -283,7 +282,7 @@ pub unsafe extern "C" fn trie_set_cache_free(cache: *mut trie_set_cache) {
     if cache.is_null() {
         return;
     }
-    boundary(|| drop(Box::from_raw(cache as *mut SetCache)));
+    boundary(|| free_box(cache));
 }
 
 #[cfg(test)]
@@ -292,7 +291,7 @@ mod tests {
         trie_automaton_free, trie_automaton_n_members, trie_last_error, trie_vocab_new, TRIE_TOKEN_NORMAL,
     };
     use super::*;
-    use crate::ffi::trie_status::*;
+    use crate::capi::trie_status::*;
 
     unsafe fn vocab() -> *mut trie_vocab {
         let toks: Vec<Vec<u8>> = (0u8..128).map(|b| vec![b]).collect();
@@ -319,7 +318,7 @@ mod tests {
             cfg.max_inline_strings = 3;
             let mut cache = std::ptr::null_mut();
             assert_eq!(trie_set_cache_new(v, &cfg, &mut cache), TRIE_OK);
-            crate::ffi::trie_vocab_free(v); // the cache keeps its own reference
+            crate::capi::trie_vocab_free(v); // the cache keeps its own reference
             let spec = br#"["red", "green"]"#;
             let mut a = std::ptr::null_mut();
             let mut info = std::mem::zeroed::<trie_set_info>();

@@ -13,16 +13,14 @@
 //!   ancestor at depth `e - L` down to depth `e`: an edge when that ancestor is explicit. Walks are split across
 //!   threads by ranges of members; edges are then counting-sorted by source.
 
-use crate::budget::Budget;
-use crate::string_trie::{StringTrie, NONE};
+use crate::compile::string_trie::{StringTrie, NONE};
+use crate::util::budget::Budget;
 use crate::vocab::Vocabulary;
 use aho_corasick::automaton::Automaton as _;
 use aho_corasick::Anchored;
 use rayon::prelude::*;
 
-/// Marks an edge target that is a chain position (the low bits are its chain index); other targets are
-/// explicit nodes.
-pub(crate) const CHAIN: u32 = 1 << 31;
+pub(crate) use crate::ids::{Target, TargetKind};
 
 /// Edges grouped by source node (CSR), in pieces of consecutive source nodes (the token-trie method keeps the
 /// pieces its threads made rather than concatenating them, so its edges are never held twice): node `n` is in
@@ -39,12 +37,12 @@ pub(crate) struct Edges {
 pub(crate) struct EdgePiece {
     pub(crate) offsets: Vec<u32>,
     pub(crate) code: Vec<u32>,
-    pub(crate) target: Vec<u32>,
+    pub(crate) target: Vec<Target>,
 }
 
 impl Edges {
     #[inline]
-    pub(crate) fn edges(&self, node: usize) -> impl Iterator<Item = (u32, u32)> + '_ {
+    pub(crate) fn edges(&self, node: usize) -> impl Iterator<Item = (u32, Target)> + '_ {
         let p = &self.pieces[node / self.piece_nodes];
         let i = node % self.piece_nodes;
         let r = p.offsets[i] as usize..p.offsets[i + 1] as usize;
@@ -57,7 +55,7 @@ impl Edges {
     }
 
     /// All targets, in no particular order.
-    pub(crate) fn targets(&self) -> impl Iterator<Item = u32> + '_ {
+    pub(crate) fn targets(&self) -> impl Iterator<Item = Target> + '_ {
         self.pieces.iter().flat_map(|p| p.target.iter().copied())
     }
 }
@@ -66,7 +64,7 @@ impl Edges {
 struct Found {
     source: Vec<u32>,
     pattern: Vec<u32>,
-    target: Vec<u32>,
+    target: Vec<Target>,
 }
 
 /// Members per parallel work unit.
@@ -86,7 +84,7 @@ pub(crate) fn align_token_trie(trie: &StringTrie, vocab: &Vocabulary, budget: &B
     let tt = &vocab.index.trie;
     let n = trie.n_nodes();
     let blocks: Vec<(usize, usize)> = (0..n).step_by(CHUNK_NODES).map(|a| (a, (a + CHUNK_NODES).min(n))).collect();
-    let walk_block = |&(a, b): &(usize, usize)| -> crate::Result<(Vec<u32>, Vec<u32>, Vec<u32>)> {
+    let walk_block = |&(a, b): &(usize, usize)| -> crate::Result<(Vec<u32>, Vec<u32>, Vec<Target>)> {
         if budget.exhausted() {
             return Err(crate::Error::limit("compiling stopped: max_bytes was exceeded"));
         }
@@ -103,7 +101,7 @@ pub(crate) fn align_token_trie(trie: &StringTrie, vocab: &Vocabulary, budget: &B
                     let p = tt.code(u);
                     if p != NONE {
                         pattern.push(p);
-                        target.push(m);
+                        target.push(Target::node(m));
                     }
                 }
                 for c in trie.children(m) {
@@ -126,7 +124,7 @@ pub(crate) fn align_token_trie(trie: &StringTrie, vocab: &Vocabulary, budget: &B
                         let p = tt.code(v);
                         if p != NONE {
                             pattern.push(p);
-                            target.push(CHAIN | chain_position(trie, k, d + 1));
+                            target.push(Target::chain(chain_position(trie, k, d + 1)));
                         }
                     }
                 }
@@ -136,7 +134,7 @@ pub(crate) fn align_token_trie(trie: &StringTrie, vocab: &Vocabulary, budget: &B
         budget.charge(counts.len() * 4 + pattern.len() * 8, "the alignment's edges")?;
         Ok((counts, pattern, target))
     };
-    let found: Vec<(Vec<u32>, Vec<u32>, Vec<u32>)> = if n > CHUNK_NODES {
+    let found: Vec<(Vec<u32>, Vec<u32>, Vec<Target>)> = if n > CHUNK_NODES {
         blocks.par_iter().map(walk_block).collect::<crate::Result<_>>()?
     } else {
         blocks.iter().map(walk_block).collect::<crate::Result<_>>()?
@@ -189,7 +187,7 @@ pub(crate) fn align_aho_corasick(trie: &StringTrie, vocab: &Vocabulary, budget: 
     }
     let mut cursor = offsets.clone();
     let mut pattern = vec![0u32; total];
-    let mut target = vec![0u32; total];
+    let mut target = vec![Target::node(0); total];
     for f in found {
         for i in 0..f.source.len() {
             let c = &mut cursor[f.source[i] as usize];
@@ -244,7 +242,7 @@ fn walk(trie: &StringTrie, vocab: &Vocabulary, ac: &aho_corasick::nfa::contiguou
             }
             let end = d + 1;
             let target =
-                if end <= h { path[end] } else { crate::align::CHAIN | (chain.unwrap() + (end - h - 1) as u32) };
+                if end <= h { Target::node(path[end]) } else { Target::chain(chain.unwrap() + (end - h - 1) as u32) };
             for i in 0..ac.match_len(st) {
                 let p = ac.match_pattern(st, i).as_u32();
                 let len = plen[p as usize] as usize;

@@ -6,10 +6,10 @@
 //! range); the root's children are also in the dense table `root`; `nodes[u].code` is the *token code* of the
 //! pattern that ends at `u` (see [`crate::vocab::TokenIndex::code_tokens`]), or `NONE`. A node's record and its edges are each contiguous, so a step costs about two cache lines.
 
-use crate::array::Array;
 use crate::error::Result;
-use crate::file::{ensure, Reader, Writer};
-use crate::string_trie::NONE;
+use crate::format::{ensure, Reader, Writer};
+use crate::ids::NONE;
+use crate::util::array::Array;
 use bytemuck::{Pod, Zeroable};
 
 #[derive(Clone, Copy, Pod, Zeroable)]

@@ -24,8 +24,8 @@
 //! (`WordPiece`, `CTC`, `BPE` with an end-of-word suffix, or no decoder at all) are refused with
 //! [`ErrorKind::UnsupportedVocabulary`].
 
-use crate::decode::{byte_level_decode, parse_byte_token, EOG_NAMES};
 use crate::error::{Error, ErrorKind, Result};
+use crate::load::text_schemes::{byte_level_decode, parse_byte_token, EOG_NAMES};
 use crate::vocab::{TokenId, TokenKind, Vocabulary};
 use rayon::prelude::*;
 use serde_json::Value;

@@ -9,8 +9,9 @@
 //! llama.cpp's `special_eog_ids`.
 
 use crate::error::{Error, Result};
-use crate::gguf::{Metadata, StrArray, Value};
+use crate::load::gguf::{Metadata, StrArray, Value};
 use crate::vocab::{TokenId, TokenKind, Vocabulary};
+use std::path::Path;
 
 /// How token texts map to bytes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -19,6 +20,22 @@ enum TextScheme {
     SentencePiece,
     Plamo,
     Rwkv,
+}
+
+impl Vocabulary {
+    /// Reads the tokenizer of a GGUF file (a full model or a vocab-only file). Supports byte-level BPE
+    /// (`gpt2`), SentencePiece (`llama`), `gemma4`, `t5`/UGM, `plamo2` and `rwkv`; refuses WordPiece (`bert`)
+    /// and files without a vocabulary with [`ErrorKind::UnsupportedVocabulary`](crate::ErrorKind::UnsupportedVocabulary).
+    pub fn from_gguf(path: impl AsRef<Path>) -> Result<Vocabulary> {
+        let meta = Metadata::read_file_keys(path.as_ref(), &is_vocabulary_key)?;
+        vocabulary_from_gguf(&meta)
+    }
+
+    /// Like [`Vocabulary::from_gguf`], from the bytes of a GGUF file (or its metadata prefix).
+    pub fn from_gguf_bytes(bytes: &[u8]) -> Result<Vocabulary> {
+        let meta = Metadata::read_bytes_keys(bytes, &is_vocabulary_key)?;
+        vocabulary_from_gguf(&meta)
+    }
 }
 
 /// Control-token texts that end generation in real vocabularies (llama.cpp's list).

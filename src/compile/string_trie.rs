@@ -16,12 +16,12 @@
 //! Chain positions are numbered by the *chain index*: chain `k` (of member `chain_member[k]`) holds indices
 //! `chain_base[k] .. chain_base[k + 1]`, the position at depth `d` being `chain_base[k] + d - explicit_depth - 1`.
 
-use crate::budget::Budget;
 use crate::error::{show_bytes, Error, ErrorKind, Result};
+use crate::util::budget::Budget;
 use rayon::prelude::*;
 
-/// Node or member index that means "none".
-pub(crate) const NONE: u32 = u32::MAX;
+pub(crate) use crate::ids::NONE;
+use crate::util::sort::sorted_order;
 
 /// Heap bytes per explicit node (parent, depth, end member, byte, subtree end, hanging list).
 const NODE_BYTES: usize = 21;
@@ -83,91 +83,67 @@ fn common_prefix(a: &[u8], b: &[u8]) -> usize {
     i
 }
 
-/// The big-endian key of `s[off..off + 8]` (zero-padded, so keys order like the bytes) and how many of those 8
-/// bytes `s` has.
-#[inline]
-fn chunk(s: &[u8], off: usize) -> (u64, u32) {
-    let n = s.len().saturating_sub(off).min(8);
-    let mut b = [0u8; 8];
-    b[..n].copy_from_slice(&s[off..off + n]);
-    (u64::from_be_bytes(b), n as u32)
+/// The members of a compile: the distinct strings in byte order, copied into one buffer, with the input index of
+/// each (its first copy) and the later copies of duplicates as `(member, input index)`.
+struct Sorted {
+    member_offsets: Vec<usize>,
+    member_bytes: Vec<u8>,
+    order: Vec<u32>,
+    duplicates: Vec<(u32, u32)>,
 }
 
-/// The input indices of `strings` in byte order (equal strings by index): a stable LSD radix sort on the first
-/// 8 bytes (big-endian, zero-padded, which orders like the bytes themselves), then each run of equal keys is
-/// refined 8 bytes at a time (sorting small `(bytes in the chunk, next chunk, index)` keys, most-significant
-/// chunk first), so strings are read chunk by chunk and never compared whole.
-pub(crate) fn sorted_order<S: AsRef<[u8]>>(strings: &[S]) -> Vec<u32> {
-    let mut items: Vec<(u64, u32)> =
-        strings.iter().enumerate().map(|(i, s)| (chunk(s.as_ref(), 0).0, i as u32)).collect();
-    if items.len() < 1024 {
-        items.sort_unstable();
+/// Sorts and merges `strings` (which all share their first `shared` bytes); refuses strings over the 32-bit limit.
+fn sorted_members<S: AsRef<[u8]>>(strings: &[S], shared: usize, budget: &Budget) -> Result<Sorted> {
+    // One pass in input order (the order the caller's strings usually lie in memory) copies them into one
+    // buffer; sorting, merging and the members then read only that.
+    let mut total = 0usize;
+    for (i, s) in strings.iter().enumerate() {
+        let len = s.as_ref().len();
+        if len >= NONE as usize {
+            return Err(Error::limit(format!("string {i} is {len} bytes long, over the limit of {} bytes", NONE - 1)));
+        }
+        total = total.saturating_add(len);
+    }
+    budget.charge(
+        total.saturating_add(strings.len().saturating_mul(std::mem::size_of::<(&[u8], usize)>() + 4)),
+        "sorting the strings",
+    )?;
+    let mut input_bytes = Vec::with_capacity(total);
+    let mut input_ends = Vec::with_capacity(strings.len());
+    for s in strings {
+        input_bytes.extend_from_slice(s.as_ref());
+        input_ends.push(input_bytes.len());
+    }
+    let views: Vec<&[u8]> =
+        (0..strings.len()).map(|i| &input_bytes[if i == 0 { 0 } else { input_ends[i - 1] }..input_ends[i]]).collect();
+    drop(input_ends);
+    let sorted = if shared == 0 {
+        sorted_order(&views)
     } else {
-        let mut counts = vec![[0u32; 256]; 8];
-        for &(key, _) in &items {
-            for (digit, c) in counts.iter_mut().enumerate() {
-                c[(key >> (8 * digit)) as u8 as usize] += 1;
-            }
+        sorted_order(&views.iter().map(|v| &v[shared..]).collect::<Vec<_>>())
+    };
+    // Merge duplicates, remembering the later input indices of each member; copy the members in order.
+    let mut duplicates = Vec::new();
+    budget.charge(total.saturating_add(strings.len().saturating_mul(MEMBER_BYTES)), "copying the strings")?;
+    let mut member_offsets = Vec::with_capacity(strings.len() + 1);
+    let mut member_bytes = Vec::with_capacity(total);
+    let mut order: Vec<u32> = Vec::with_capacity(strings.len());
+    member_offsets.push(0);
+    let mut last: Option<&[u8]> = None;
+    for i in sorted {
+        let s = views[i as usize];
+        if last == Some(s) {
+            duplicates.push(((order.len() - 1) as u32, i));
+            continue;
         }
-        let mut scratch = vec![(0u64, 0u32); items.len()];
-        for (digit, c) in counts.iter().enumerate() {
-            if c.iter().any(|&n| n as usize == items.len()) {
-                continue; // every key has the same byte here
-            }
-            let mut start = [0u32; 256];
-            for b in 1..256 {
-                start[b] = start[b - 1] + c[b - 1];
-            }
-            for &item in &items {
-                let b = (item.0 >> (8 * digit)) as u8 as usize;
-                scratch[start[b] as usize] = item;
-                start[b] += 1;
-            }
-            std::mem::swap(&mut items, &mut scratch);
-        }
+        last = Some(s);
+        member_bytes.extend_from_slice(s);
+        member_offsets.push(member_bytes.len());
+        order.push(i);
     }
-    // (a, b, off): items[a..b] (ascending by index) agree on their zero-padded bytes 0..off + 8 and are all at
-    // least `off` bytes long.
-    let mut work: Vec<(usize, usize, usize)> = Vec::new();
-    let mut a = 0;
-    while a < items.len() {
-        let mut b = a + 1;
-        while b < items.len() && items[b].0 == items[a].0 {
-            b += 1;
-        }
-        if b - a > 1 {
-            work.push((a, b, 0));
-        }
-        a = b;
-    }
-    let mut keys: Vec<(u32, u64, u32)> = Vec::new();
-    while let Some((a, b, off)) = work.pop() {
-        // Within the run, shorter strings (fewer bytes in this chunk) come first: their missing bytes are the
-        // zeros of the padding, so they are prefixes of the longer ones. Strings with all 8 bytes here go on
-        // to the next chunk.
-        keys.clear();
-        keys.extend(items[a..b].iter().map(|&(_, i)| {
-            let s = strings[i as usize].as_ref();
-            let n = chunk(s, off).1;
-            (n, if n == 8 { chunk(s, off + 8).0 } else { 0 }, i)
-        }));
-        keys.sort_unstable();
-        let mut x = 0;
-        while x < keys.len() {
-            let mut y = x + 1;
-            while y < keys.len() && keys[y].0 == keys[x].0 && keys[y].1 == keys[x].1 {
-                y += 1;
-            }
-            if y - x > 1 && keys[x].0 == 8 {
-                work.push((a + x, a + y, off + 8));
-            }
-            x = y;
-        }
-        for (item, k) in items[a..b].iter_mut().zip(&keys) {
-            *item = (k.1, k.2);
-        }
-    }
-    items.into_iter().map(|(_, i)| i).collect()
+    drop(views);
+    drop(input_bytes);
+    Ok(Sorted { member_offsets, member_bytes, order, duplicates })
 }
 
 impl StringTrie {
@@ -199,59 +175,7 @@ impl StringTrie {
         if strings.len() >= NONE as usize {
             return Err(Error::limit(format!("{} strings exceed the limit of {}", strings.len(), NONE - 1)));
         }
-        // One pass in input order (the order the caller's strings usually lie in memory) copies them into one
-        // buffer; sorting, merging and the members then read only that.
-        let mut total = 0usize;
-        for (i, s) in strings.iter().enumerate() {
-            let len = s.as_ref().len();
-            if len >= NONE as usize {
-                return Err(Error::limit(format!(
-                    "string {i} is {len} bytes long, over the limit of {} bytes",
-                    NONE - 1
-                )));
-            }
-            total = total.saturating_add(len);
-        }
-        budget.charge(
-            total.saturating_add(strings.len().saturating_mul(std::mem::size_of::<(&[u8], usize)>() + 4)),
-            "sorting the strings",
-        )?;
-        let mut input_bytes = Vec::with_capacity(total);
-        let mut input_ends = Vec::with_capacity(strings.len());
-        for s in strings {
-            input_bytes.extend_from_slice(s.as_ref());
-            input_ends.push(input_bytes.len());
-        }
-        let views: Vec<&[u8]> = (0..strings.len())
-            .map(|i| &input_bytes[if i == 0 { 0 } else { input_ends[i - 1] }..input_ends[i]])
-            .collect();
-        drop(input_ends);
-        let sorted = if shared == 0 {
-            sorted_order(&views)
-        } else {
-            sorted_order(&views.iter().map(|v| &v[shared..]).collect::<Vec<_>>())
-        };
-        // Merge duplicates, remembering the later input indices of each member; copy the members in order.
-        let mut duplicates = Vec::new();
-        budget.charge(total.saturating_add(strings.len().saturating_mul(MEMBER_BYTES)), "copying the strings")?;
-        let mut member_offsets = Vec::with_capacity(strings.len() + 1);
-        let mut member_bytes = Vec::with_capacity(total);
-        let mut order: Vec<u32> = Vec::with_capacity(strings.len());
-        member_offsets.push(0);
-        let mut last: Option<&[u8]> = None;
-        for i in sorted {
-            let s = views[i as usize];
-            if last == Some(s) {
-                duplicates.push(((order.len() - 1) as u32, i));
-                continue;
-            }
-            last = Some(s);
-            member_bytes.extend_from_slice(s);
-            member_offsets.push(member_bytes.len());
-            order.push(i);
-        }
-        drop(views);
-        drop(input_bytes);
+        let Sorted { member_offsets, member_bytes, order, duplicates } = sorted_members(strings, shared, budget)?;
         let k = order.len();
         let member = |m: usize| &member_bytes[member_offsets[m]..member_offsets[m + 1]];
         let lcp: Vec<u32> = (0..k)

@@ -1,5 +1,5 @@
 //! Read-only arrays that either own their elements or borrow them from a shared file mapping, so a vocabulary or
-//! an automaton loaded from a file ([`crate::file`]) is its frozen arrays in place: no copy, and the pages are
+//! an automaton loaded from a file ([`crate::format`]) is its frozen arrays in place: no copy, and the pages are
 //! shared by every process that maps the same file.
 //!
 //! Invariant: `ptr` and `len` describe memory kept alive by `owner` for as long as the array lives (a `Vec`'s

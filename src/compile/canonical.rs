@@ -8,9 +8,9 @@
 //! reached two ways.
 
 use crate::automaton::{Automaton, Chains, CompileOptions, Explicit, State};
-use crate::budget::Budget;
+use crate::compile::string_trie::NONE;
 use crate::error::{Error, ErrorKind, Result};
-use crate::string_trie::NONE;
+use crate::util::budget::Budget;
 use crate::vocab::{TokenId, Vocabulary};
 use std::sync::Arc;
 

@@ -8,16 +8,17 @@
 //!   only text tokens move through the trie, and only EOG ids end a member;
 //! - Control, Unknown and Unused tokens, and padding, never appear in any mask.
 
-use crate::array::Array;
+pub(crate) mod token_trie;
+
 use crate::error::{Error, ErrorKind, Result};
-use crate::file::{ensure, Kind, Reader, Writer};
-use crate::token_trie::TokenTrie;
+use crate::format::{ensure, Kind, Reader, Writer};
+use crate::util::array::Array;
+use crate::vocab::token_trie::TokenTrie;
 use aho_corasick::nfa::contiguous;
 use std::path::Path;
 use std::sync::OnceLock;
 
-/// A token id (`0..n_vocab`).
-pub type TokenId = u32;
+pub use crate::ids::TokenId;
 
 /// The kind of a token, numbered as in GGUF's `tokenizer.ggml.token_type` (and the C ABI's `TRIE_TOKEN_*`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -258,7 +259,7 @@ impl Vocabulary {
         let text_ids: Vec<TokenId> = (0..self.n_listed() as TokenId).filter(|&id| self.is_text_token(id)).collect();
         let texts: Vec<&[u8]> = text_ids.iter().map(|&id| self.token_bytes(id)).collect();
         let ids: Vec<TokenId> =
-            crate::string_trie::sorted_order(&texts).into_iter().map(|i| text_ids[i as usize]).collect();
+            crate::util::sort::sorted_order(&texts).into_iter().map(|i| text_ids[i as usize]).collect();
         let mut patterns: Vec<&[u8]> = Vec::new();
         let mut pattern_offsets = vec![0u32];
         let mut pattern_len = Vec::new();
@@ -318,20 +319,6 @@ impl Vocabulary {
             })
             .as_ref()
             .map_err(|e| Error::limit(e.clone()))
-    }
-
-    /// Reads the tokenizer of a GGUF file (a full model or a vocab-only file). Supports byte-level BPE
-    /// (`gpt2`), SentencePiece (`llama`), `gemma4`, `t5`/UGM, `plamo2` and `rwkv`; refuses WordPiece (`bert`)
-    /// and files without a vocabulary with [`ErrorKind::UnsupportedVocabulary`].
-    pub fn from_gguf(path: impl AsRef<Path>) -> Result<Vocabulary> {
-        let meta = crate::gguf::Metadata::read_file_keys(path.as_ref(), &crate::decode::is_vocabulary_key)?;
-        crate::decode::vocabulary_from_gguf(&meta)
-    }
-
-    /// Like [`Vocabulary::from_gguf`], from the bytes of a GGUF file (or its metadata prefix).
-    pub fn from_gguf_bytes(bytes: &[u8]) -> Result<Vocabulary> {
-        let meta = crate::gguf::Metadata::read_bytes_keys(bytes, &crate::decode::is_vocabulary_key)?;
-        crate::decode::vocabulary_from_gguf(&meta)
     }
 
     /// Mask width: the number of token ids (including padding past the listed tokens).
@@ -493,7 +480,7 @@ impl Vocabulary {
         let valid_code =
             |c: u32| if c & MULTI != 0 { ((c & !MULTI) as usize) < n_patterns } else { (c as usize) < n_listed };
         ensure(pattern_code.iter().all(|&c| valid_code(c)), || "a pattern code is out of range".into())?;
-        let trie = TokenTrie::read(&r, &|c| c == crate::string_trie::NONE || valid_code(c))?;
+        let trie = TokenTrie::read(&r, &|c| c == crate::ids::NONE || valid_code(c))?;
         let max_pattern_len = u32::try_from(meta[1]).unwrap_or(u32::MAX);
         ensure(
             pattern_len.iter().all(|&l| l > 0 && l <= max_pattern_len)

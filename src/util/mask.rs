@@ -1,12 +1,18 @@
 //! Next-token bitmasks in the layout engines share (XGrammar, LLGuidance, vLLM, SGLang): 32-bit words,
 //! `ceil(V / 32)` per row, token `t` is bit `t % 32` of word `t / 32`, 1 = allowed, bits at and past V zero.
 
-use crate::vocab::TokenId;
+use crate::ids::TokenId;
 
 /// Writes the row for the sorted token list `tokens` into `row` (every word of `row` is written).
 #[inline]
 pub(crate) fn fill_sparse(tokens: &[TokenId], row: &mut [u32]) {
     row.fill(0);
+    set_bits(tokens, row);
+}
+
+/// Sets the bits of `tokens` in `row` (the one bit-setting loop; every token below `32 * row.len()`).
+#[inline]
+pub(crate) fn set_bits(tokens: &[TokenId], row: &mut [u32]) {
     for &t in tokens {
         row[(t >> 5) as usize] |= 1u32 << (t & 31);
     }

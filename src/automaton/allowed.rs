@@ -1,0 +1,95 @@
+//! [`Allowed`]: the tokens of one state, borrowed or inline.
+
+use super::*;
+
+/// The tokens allowed in a state, ascending: borrowed from the automaton for explicit states, computed for chain
+/// states (a handful of ids, kept inline). Dereferences to `[TokenId]`.
+#[derive(Clone, Debug)]
+pub struct Allowed<'a>(pub(super) AllowedRepr<'a>);
+
+#[derive(Clone, Debug)]
+pub(super) enum AllowedRepr<'a> {
+    Borrowed(&'a [TokenId]),
+    Inline([TokenId; INLINE], u8),
+    Heap(Vec<TokenId>),
+}
+
+/// Allowed lists of chain states up to this long are kept inline.
+const INLINE: usize = 30;
+
+impl<'a> Allowed<'a> {
+    pub(super) fn collect(mut ids: Vec<TokenId>) -> Allowed<'a> {
+        ids.sort_unstable();
+        if ids.len() <= INLINE {
+            let mut inline = [0; INLINE];
+            inline[..ids.len()].copy_from_slice(&ids);
+            Allowed(AllowedRepr::Inline(inline, ids.len() as u8))
+        } else {
+            Allowed(AllowedRepr::Heap(ids))
+        }
+    }
+}
+
+impl std::ops::Deref for Allowed<'_> {
+    type Target = [TokenId];
+    #[inline]
+    fn deref(&self) -> &[TokenId] {
+        match &self.0 {
+            AllowedRepr::Borrowed(s) => s,
+            AllowedRepr::Inline(a, n) => &a[..*n as usize],
+            AllowedRepr::Heap(v) => v,
+        }
+    }
+}
+
+impl PartialEq<[TokenId]> for Allowed<'_> {
+    fn eq(&self, other: &[TokenId]) -> bool {
+        **self == *other
+    }
+}
+
+impl<const N: usize> PartialEq<&[TokenId; N]> for Allowed<'_> {
+    fn eq(&self, other: &&[TokenId; N]) -> bool {
+        **self == other[..]
+    }
+}
+
+impl<const N: usize> PartialEq<[TokenId; N]> for Allowed<'_> {
+    fn eq(&self, other: &[TokenId; N]) -> bool {
+        **self == other[..]
+    }
+}
+
+impl PartialEq<Vec<TokenId>> for Allowed<'_> {
+    fn eq(&self, other: &Vec<TokenId>) -> bool {
+        **self == other[..]
+    }
+}
+
+impl PartialEq<&[TokenId]> for Allowed<'_> {
+    fn eq(&self, other: &&[TokenId]) -> bool {
+        **self == **other
+    }
+}
+
+impl PartialEq<Allowed<'_>> for Vec<TokenId> {
+    fn eq(&self, other: &Allowed<'_>) -> bool {
+        self[..] == **other
+    }
+}
+
+impl PartialEq for Allowed<'_> {
+    fn eq(&self, other: &Allowed<'_>) -> bool {
+        **self == **other
+    }
+}
+
+impl Eq for Allowed<'_> {}
+
+impl<'b> IntoIterator for &'b Allowed<'_> {
+    type Item = &'b TokenId;
+    type IntoIter = std::slice::Iter<'b, TokenId>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.iter()
+    }
+}

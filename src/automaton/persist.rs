@@ -1,0 +1,205 @@
+//! Saving, loading and validating automata: the container sections of an automaton file.
+
+use super::*;
+
+// Section tags of a saved automaton.
+const A_META: u32 = 1;
+const A_OFFSETS: u32 = 2;
+const A_TOKENS: u32 = 3;
+const A_TARGETS: u32 = 4;
+const A_ACCEPTING: u32 = 5;
+const A_DEPTH: u32 = 6;
+const A_SINGLE: u32 = 7;
+const A_DENSE_STATES: u32 = 8;
+const A_DENSE_ROWS: u32 = 9;
+const A_CHAIN_BASE: u32 = 10;
+const A_CHAIN_MEMBER: u32 = 11;
+const A_CHAIN_DEPTH: u32 = 12;
+const A_MEMBER_OFFSETS: u32 = 13;
+const A_MEMBER_BYTES: u32 = 14;
+const A_DROPPED: u32 = 15;
+
+impl Automaton {
+    /// Saves the automaton to `path` (written atomically: a temporary file renamed into place). The file is the
+    /// frozen arrays themselves, tagged with the vocabulary's [`Vocabulary::fingerprint`]: [`Automaton::load`]
+    /// maps it back in milliseconds, and processes loading the same file share its pages.
+    pub fn save(&self, path: impl AsRef<Path>) -> Result<()> {
+        self.writer().write(path.as_ref())
+    }
+
+    /// The saved form of the automaton, in memory.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        self.writer().to_bytes()
+    }
+
+    pub(super) fn writer(&self) -> Writer {
+        let mut w = Writer::new(FileKind::Automaton, self.vocab.fingerprint());
+        let dropped: Vec<u64> = self.dropped.iter().map(|&d| d as u64).collect();
+        w.section(A_META, &[self.vocab.n_vocab() as u64, self.n_dropped_members as u64]);
+        w.section(A_OFFSETS, &self.offsets);
+        w.section(A_TOKENS, &self.tokens);
+        w.section(A_TARGETS, &self.targets);
+        w.section(A_ACCEPTING, &self.accepting);
+        w.section(A_DEPTH, &self.depth);
+        w.section(A_SINGLE, &self.single_member);
+        w.section(A_DENSE_STATES, &self.dense_states);
+        w.section(A_DENSE_ROWS, &self.dense_rows);
+        w.section(A_CHAIN_BASE, &self.chain_base);
+        w.section(A_CHAIN_MEMBER, &self.chain_member);
+        w.section(A_CHAIN_DEPTH, &self.chain_first_depth);
+        w.section(A_MEMBER_OFFSETS, &self.member_offsets);
+        w.section(A_MEMBER_BYTES, &self.member_bytes);
+        w.section(A_DROPPED, &dropped);
+        if let Some(seg) = &self.segments {
+            seg.write(&mut w);
+        }
+        w
+    }
+
+    /// Whether the automaton's arrays live in a file mapping ([`Automaton::load`]) rather than on the heap.
+    pub fn is_mapped(&self) -> bool {
+        self.tokens.is_mapped()
+    }
+
+    /// Loads an automaton saved by [`Automaton::save`] for use with `vocab`: the file is memory-mapped and checked
+    /// (header, checksum, and every array against the others, so that no lookup can leave its bounds), not
+    /// rebuilt. Errors: [`ErrorKind::Io`]; [`ErrorKind::MalformedFile`] (truncated, corrupt, another format
+    /// version or byte order, not an automaton); [`ErrorKind::VocabularyMismatch`] when the file was compiled
+    /// against another vocabulary. The file must not change while loaded (truncating it raises SIGBUS; see the
+    /// README's "Limits"): replace it by renaming a new file over it, as [`Automaton::save`] does.
+    pub fn load(vocab: Arc<Vocabulary>, path: impl AsRef<Path>) -> Result<Automaton> {
+        let path = path.as_ref();
+        Self::from_reader(vocab, Reader::open(path, FileKind::Automaton)?)
+            .map_err(|e| Error::new(e.kind(), format!("{}: {}", path.display(), e.message())))
+    }
+
+    /// Like [`Automaton::load`], from the bytes of a saved automaton (copied).
+    pub fn from_bytes(vocab: Arc<Vocabulary>, bytes: &[u8]) -> Result<Automaton> {
+        Self::from_reader(vocab, Reader::from_bytes(bytes, FileKind::Automaton)?)
+    }
+
+    pub(super) fn from_reader(vocab: Arc<Vocabulary>, r: Reader) -> Result<Automaton> {
+        if r.fingerprint() != vocab.fingerprint() {
+            return Err(Error::new(
+                ErrorKind::VocabularyMismatch,
+                format!(
+                    "the automaton was compiled against another vocabulary (fingerprint {:032x}, this one is \
+                     {:032x}): compile the set again for this vocabulary",
+                    r.fingerprint(),
+                    vocab.fingerprint()
+                ),
+            ));
+        }
+        let meta: Array<u64> = r.array(A_META)?;
+        ensure(meta.len() == 2 && meta[0] == vocab.n_vocab() as u64, || "automaton metadata".into())?;
+        let a = Automaton {
+            offsets: r.array(A_OFFSETS)?,
+            tokens: r.array(A_TOKENS)?,
+            targets: r.array(A_TARGETS)?,
+            accepting: r.array(A_ACCEPTING)?,
+            depth: r.array(A_DEPTH)?,
+            single_member: r.array(A_SINGLE)?,
+            dense_states: r.array(A_DENSE_STATES)?,
+            dense_rows: r.array(A_DENSE_ROWS)?,
+            chain_base: r.array(A_CHAIN_BASE)?,
+            chain_member: r.array(A_CHAIN_MEMBER)?,
+            chain_first_depth: r.array(A_CHAIN_DEPTH)?,
+            member_offsets: r.array(A_MEMBER_OFFSETS)?,
+            member_bytes: r.array(A_MEMBER_BYTES)?,
+            dropped: r.array::<u64>(A_DROPPED)?.iter().map(|&d| usize::try_from(d).unwrap_or(usize::MAX)).collect(),
+            n_dropped_members: usize::try_from(meta[1]).unwrap_or(usize::MAX),
+            segments: Segments::read(&r)?,
+            vocab,
+        };
+        a.validate()?;
+        Ok(a)
+    }
+
+    /// Checks a loaded automaton's arrays against each other and its vocabulary: every index used when decoding
+    /// is in bounds, so a crafted or damaged file is an error and never a crash.
+    pub(super) fn validate(&self) -> Result<()> {
+        let n_members = self.member_offsets.len().checked_sub(1);
+        ensure(n_members.is_some() && self.member_offsets[0] == 0, || "member offsets".into())?;
+        let n_members = n_members.unwrap();
+        ensure(
+            self.member_offsets.windows(2).all(|w| w[0] <= w[1])
+                && self.member_offsets[n_members] == self.member_bytes.len() as u64
+                && self.n_dropped_members <= n_members,
+            || "member offsets are not ascending within the member bytes".into(),
+        )?;
+        // Members sorted and distinct: `with_changes` binary-searches them.
+        let unsorted =
+            (1..n_members).into_par_iter().with_min_len(1 << 14).find_any(|&i| self.member(i - 1) >= self.member(i));
+        ensure(unsorted.is_none(), || {
+            format!("members {} and {} are not ascending and distinct", unsorted.unwrap() - 1, unsorted.unwrap())
+        })?;
+        let e = self.depth.len();
+        ensure(
+            e >= 1
+                && self.offsets.len() == e + 1
+                && self.single_member.len() == e
+                && self.accepting.len() == e.div_ceil(64)
+                && self.offsets[0] == 0
+                && self.offsets.windows(2).all(|w| w[0] <= w[1])
+                && self.offsets[e] as usize == self.tokens.len()
+                && self.targets.len() == self.tokens.len(),
+            || "explicit state tables of inconsistent sizes".into(),
+        )?;
+        let k = self.chain_member.len();
+        ensure(
+            self.chain_base.len() == k + 1
+                && self.chain_first_depth.len() == k
+                && self.chain_base[0] == 0
+                && self.chain_base.windows(2).all(|w| w[0] < w[1])
+                && self.chain_member.windows(2).all(|w| w[0] < w[1])
+                && self.chain_member.iter().all(|&m| (m as usize) < n_members),
+            || "chain tables".into(),
+        )?;
+        let bad_chain = (0..k).into_par_iter().with_min_len(1 << 14).find_any(|&i| {
+            let m = self.chain_member[i] as usize;
+            let len = self.member_offsets[m + 1] - self.member_offsets[m];
+            let (first, n) = (self.chain_first_depth[i] as u64, (self.chain_base[i + 1] - self.chain_base[i]) as u64);
+            !(first >= 1 && first + n - 1 == len)
+        });
+        ensure(bad_chain.is_none(), || format!("chain {} does not end at its member's end", bad_chain.unwrap()))?;
+        let n_states = e as u64 + self.chain_base[k] as u64;
+        ensure(n_states < State::FINISHED.0 as u64, || "too many states".into())?;
+        // The transitions, in parallel blocks of states: ids of the vocabulary, ascending within each state, and
+        // targets inside the automaton.
+        let n_vocab = self.vocab.n_vocab() as u64;
+        const BLOCK: usize = 1 << 14;
+        let bad = (0..e.div_ceil(BLOCK)).into_par_iter().find_any(|&b| {
+            (b * BLOCK..((b + 1) * BLOCK).min(e)).any(|s| {
+                let r = self.range(s);
+                let toks = &self.tokens[r.clone()];
+                !(toks.windows(2).all(|w| w[0] < w[1])
+                    && toks.last().map_or(true, |&t| (t as u64) < n_vocab)
+                    && self.targets[r].iter().all(|&t| t == State::FINISHED.0 || (t as u64) < n_states))
+            })
+        });
+        ensure(bad.is_none(), || "a state's tokens are not ascending ids of the vocabulary, or lead outside".into())?;
+        ensure(self.depth.iter().all(|&d| (d as usize) <= self.member_bytes.len()), || "state depths".into())?;
+        ensure(self.single_member.iter().all(|&m| m == NONE || (m as usize) < n_members), || "single members".into())?;
+        let words = self.mask_words();
+        ensure(
+            self.dense_states.windows(2).all(|w| w[0] < w[1])
+                && self.dense_states.iter().all(|&s| (s as usize) < e)
+                && self.dense_rows.len() == self.dense_states.len() * words,
+            || "dense rows".into(),
+        )?;
+        // A precomputed row must be its state's allowed list (masks and allowed lists never disagree).
+        let bad_row = (0..self.dense_states.len()).into_par_iter().find_any(|&i| {
+            let allowed = &self.tokens[self.range(self.dense_states[i] as usize)];
+            let row = &self.dense_rows[i * words..(i + 1) * words];
+            row.iter().map(|w| w.count_ones() as usize).sum::<usize>() != allowed.len()
+                || !allowed.iter().all(|&t| row[(t >> 5) as usize] >> (t & 31) & 1 == 1)
+        });
+        ensure(bad_row.is_none(), || {
+            format!("dense row {} differs from its state's allowed tokens", bad_row.unwrap())
+        })?;
+        if let Some(seg) = &self.segments {
+            seg.validate(self)?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,294 @@
+//! The compile's last step: prune the alignment, number the states, lay out the flat arrays.
+
+use crate::automaton::{AlignmentMethod, Automaton, Chains, CompileOptions, Explicit, State};
+use crate::compile::align::{align_aho_corasick, align_token_trie, Edges, Target, TargetKind};
+use crate::compile::string_trie::{StringTrie, NONE};
+use crate::error::{Error, ErrorKind, Result};
+use crate::util::budget::Budget;
+use crate::vocab::{TokenId, Vocabulary};
+use rayon::prelude::*;
+use std::sync::Arc;
+
+impl Automaton {
+    /// Compiles `strings` (arbitrary bytes; duplicates and prefixes allowed; the empty string allowed) against
+    /// `vocab`. Errors: an empty set ([`ErrorKind::EmptySet`]); a string no token sequence can produce
+    /// ([`ErrorKind::UnreachableString`], naming it, unless `options.drop_unreachable`); sizes over the 32-bit
+    /// limits or the options' bounds ([`ErrorKind::LimitExceeded`]).
+    pub fn compile<S: AsRef<[u8]> + Sync>(
+        vocab: Arc<Vocabulary>,
+        strings: &[S],
+        options: &CompileOptions,
+    ) -> Result<Automaton> {
+        let budget = Budget::new(options.max_bytes);
+        let trie = StringTrie::build(strings, &vocab.index.single_byte, &budget, options.max_states)?;
+        let edges = align(&trie, &vocab, options, &budget)?;
+        freeze(vocab, trie, edges, options, &budget, false)
+    }
+}
+
+/// The alignment of `trie` with the vocabulary by the options' method.
+pub(crate) fn align(trie: &StringTrie, vocab: &Vocabulary, options: &CompileOptions, budget: &Budget) -> Result<Edges> {
+    match options.alignment {
+        AlignmentMethod::TokenTrie => align_token_trie(trie, vocab, budget),
+        AlignmentMethod::AhoCorasick => align_aho_corasick(trie, vocab, budget),
+    }
+}
+
+/// Prunes the alignment to live, reachable explicit nodes, numbers the states and lays out the flat arrays.
+/// `open`: no end-of-generation tokens where a member ends (a template's [`crate::End::Open`]).
+pub(crate) fn freeze(
+    vocab: Arc<Vocabulary>,
+    trie: StringTrie,
+    al: Edges,
+    options: &CompileOptions,
+    budget: &Budget,
+    open: bool,
+) -> Result<Automaton> {
+    let n = trie.n_nodes();
+    let n_chain = trie.n_chain_positions();
+    budget.charge(n * 9 + n_chain / 8, "pruning")?;
+    let (keep, chain_entered) = prune(&trie, &al);
+    let (dropped, n_dropped_members) = dropped_members(&trie, &keep, &chain_entered, options)?;
+
+    // State numbering: kept explicit nodes in preorder, then the chain positions.
+    let mut state_of = vec![NONE; n];
+    let mut kept_nodes = Vec::new();
+    for node in (0..n).filter(|&node| keep[node]) {
+        state_of[node] = kept_nodes.len() as u32;
+        kept_nodes.push(node as u32);
+    }
+    let (offsets, tokens, targets) = transitions(&trie, &al, &kept_nodes, &state_of, &vocab, budget, open)?;
+    drop(al);
+
+    // Accepting states, depths, and the single member below each explicit state.
+    let mut accepting = vec![0u64; kept_nodes.len().div_ceil(64)];
+    let mut depth = Vec::with_capacity(kept_nodes.len());
+    for (s, &node) in kept_nodes.iter().enumerate() {
+        if trie.end_member[node as usize] != NONE {
+            accepting[s / 64] |= 1 << (s % 64);
+        }
+        depth.push(trie.depth[node as usize]);
+    }
+    let single_member = single_members(&trie, &keep, &chain_entered, &kept_nodes);
+    let chain_first_depth: Vec<u32> = trie.chain_member.iter().map(|&m| trie.explicit_depth[m as usize] + 1).collect();
+
+    Ok(Automaton::assemble(
+        vocab,
+        Explicit { offsets, tokens, targets, accepting, depth, single_member },
+        Chains { base: trie.chain_base, member: trie.chain_member, first_depth: chain_first_depth },
+        trie.member_offsets.into_iter().map(|o| o as u64).collect(),
+        trie.member_bytes,
+        dropped,
+        n_dropped_members,
+    ))
+}
+
+/// Pruning: `keep[n]` for the explicit nodes that are live (some member can be completed from them with tokens)
+/// and reachable from the root through live nodes; `chain_entered[k]` for the chains some kept node's token leads
+/// into. Chain positions are all live; explicit targets are descendants (larger ids).
+fn prune(trie: &StringTrie, al: &Edges) -> (Vec<bool>, Vec<bool>) {
+    let n = trie.n_nodes();
+    let n_chain = trie.n_chain_positions();
+    let mut live = vec![false; n];
+    for node in (0..n).rev() {
+        live[node] = trie.end_member[node] != NONE
+            || al.edges(node).any(|(_, t)| match t.kind() {
+                TargetKind::Chain(_) => true,
+                TargetKind::Node(t) => live[t as usize],
+            });
+    }
+    // keep[n]: live and reachable from the root through live nodes; entered: chain positions some kept node's
+    // token leads to.
+    let mut keep = vec![false; n];
+    let mut entered = vec![false; n_chain];
+    keep[0] = live[0];
+    for node in 0..n {
+        if keep[node] {
+            for (_, t) in al.edges(node) {
+                match t.kind() {
+                    TargetKind::Chain(p) => entered[p as usize] = true,
+                    TargetKind::Node(t) if live[t as usize] => keep[t as usize] = true,
+                    TargetKind::Node(_) => {}
+                }
+            }
+        }
+    }
+    drop(live);
+    let chain_entered: Vec<bool> = (0..trie.chain_member.len())
+        .map(|k| entered[trie.chain_base[k] as usize..trie.chain_base[k + 1] as usize].contains(&true))
+        .collect();
+    drop(entered);
+    (keep, chain_entered)
+}
+
+/// The members pruning left unreachable: an error naming them (unless `drop_unreachable` and some remain), else
+/// every input index of a dropped member (duplicates included, ascending) and the number of dropped members.
+fn dropped_members(
+    trie: &StringTrie,
+    keep: &[bool],
+    chain_entered: &[bool],
+    options: &CompileOptions,
+) -> Result<(Vec<usize>, usize)> {
+    let n = trie.n_nodes();
+    // Members that cannot be produced: their end node is not kept, or their chain is never entered.
+    let mut reachable = vec![false; trie.n_members()];
+    for node in 0..n {
+        if keep[node] && trie.end_member[node] != NONE {
+            reachable[trie.end_member[node] as usize] = true;
+        }
+    }
+    for (k, &m) in trie.chain_member.iter().enumerate() {
+        reachable[m as usize] = chain_entered[k];
+    }
+    let unreachable: Vec<usize> = (0..trie.n_members()).filter(|&m| !reachable[m]).collect();
+    drop(reachable);
+    if !unreachable.is_empty() && (!options.drop_unreachable || unreachable.len() == trie.n_members()) {
+        let names: Vec<String> = unreachable.iter().take(5).map(|&m| trie.describe_member(m)).collect();
+        let more = if unreachable.len() > 5 { format!(" and {} more", unreachable.len() - 5) } else { String::new() };
+        let all = if unreachable.len() == trie.n_members() { " (no member of the set can be produced)" } else { "" };
+        return Err(Error::new(
+            ErrorKind::UnreachableString,
+            format!(
+                "no sequence of tokens of this vocabulary produces {}{more}{all}: the vocabulary lacks tokens for \
+                 some of its bytes; remove or rewrite these strings, or compile with drop_unreachable",
+                names.join(", ")
+            ),
+        ));
+    }
+    // Every input index of a dropped member, duplicates included.
+    let mut dropped: Vec<usize> = unreachable.iter().map(|&m| trie.member_input[m] as usize).collect();
+    if !unreachable.is_empty() {
+        dropped.extend(
+            trie.duplicates
+                .iter()
+                .filter(|&&(m, _)| unreachable.binary_search(&(m as usize)).is_ok())
+                .map(|&(_, input)| input as usize),
+        );
+    }
+    dropped.sort_unstable();
+    let n_dropped_members = unreachable.len();
+
+    Ok((dropped, n_dropped_members))
+}
+
+/// The transitions of the kept nodes (`state_of`: node to state, `NONE` if pruned): CSR offsets, tokens ascending
+/// per state and their targets. `open`: no end-of-generation tokens where a member ends.
+fn transitions(
+    trie: &StringTrie,
+    al: &Edges,
+    kept_nodes: &[u32],
+    state_of: &[u32],
+    vocab: &Vocabulary,
+    budget: &Budget,
+    open: bool,
+) -> Result<(Vec<u32>, Vec<TokenId>, Vec<u32>)> {
+    let n_explicit = kept_nodes.len() as u32;
+    let eog = vocab.eog_ids();
+    let idx = &vocab.index;
+
+    // Allowed tokens of every explicit state: counted in parallel blocks of states, then sorted and written in
+    // place, each block into its own slice of the final arrays (the transitions are never held twice).
+    const BLOCK: usize = 2048;
+    let target_of = |t: Target| match t.kind() {
+        TargetKind::Chain(p) => n_explicit + p,
+        TargetKind::Node(n) => state_of[n as usize],
+    };
+    let mut offsets = vec![0u32; kept_nodes.len() + 1];
+    offsets[1..].par_chunks_mut(BLOCK).zip(kept_nodes.par_chunks(BLOCK)).try_for_each(|(counts, nodes)| {
+        if budget.exhausted() {
+            return Err(Error::limit("compiling stopped: max_bytes was exceeded"));
+        }
+        let mut n_block = 0usize;
+        for (count, &node) in counts.iter_mut().zip(nodes) {
+            let node = node as usize;
+            let mut n = 0usize;
+            for (code, t) in al.edges(node) {
+                if target_of(t) != NONE {
+                    n += idx.code_tokens(&code).len();
+                }
+            }
+            if trie.end_member[node] != NONE && !open {
+                n += eog.len();
+            }
+            *count = u32::try_from(n).unwrap_or(u32::MAX);
+            n_block += n;
+        }
+        // Charged twice, as when the blocks were copied into the final arrays.
+        budget.charge(counts.len() * 8 + n_block * 16, "the automaton's transitions")
+    })?;
+    let total: usize = offsets.par_iter().map(|&c| c as usize).sum();
+    if total >= u32::MAX as usize {
+        return Err(Error::limit(format!(
+            "the automaton needs {total} transitions, over the limit of {}",
+            u32::MAX - 1
+        )));
+    }
+    for s in 0..kept_nodes.len() {
+        offsets[s + 1] += offsets[s];
+    }
+    let mut tokens: Vec<TokenId> = vec![0; total];
+    let mut targets = vec![0u32; total];
+    let mut pieces = Vec::with_capacity(kept_nodes.len().div_ceil(BLOCK));
+    let (mut tok_rest, mut tgt_rest) = (&mut tokens[..], &mut targets[..]);
+    for a in (0..kept_nodes.len()).step_by(BLOCK) {
+        let b = (a + BLOCK).min(kept_nodes.len());
+        let n = (offsets[b] - offsets[a]) as usize;
+        let (tok, rest) = std::mem::take(&mut tok_rest).split_at_mut(n);
+        tok_rest = rest;
+        let (tgt, rest) = std::mem::take(&mut tgt_rest).split_at_mut(n);
+        tgt_rest = rest;
+        pieces.push((a, b, tok, tgt));
+    }
+    pieces.into_par_iter().for_each(|(a, b, tok, tgt)| {
+        let mut pairs: Vec<(u32, u32)> = Vec::new();
+        let mut at = 0;
+        for &node in &kept_nodes[a..b] {
+            let node = node as usize;
+            pairs.clear();
+            for (code, t) in al.edges(node) {
+                let target = target_of(t);
+                if target != NONE {
+                    pairs.extend(idx.code_tokens(&code).iter().map(|&tok| (tok, target)));
+                }
+            }
+            if trie.end_member[node] != NONE && !open {
+                pairs.extend(eog.iter().map(|&e| (e, State::FINISHED.0)));
+            }
+            pairs.sort_unstable();
+            for (i, &(token, target)) in pairs.iter().enumerate() {
+                tok[at + i] = token;
+                tgt[at + i] = target;
+            }
+            at += pairs.len();
+        }
+    });
+    Ok((offsets, tokens, targets))
+}
+
+/// For each kept explicit node: the only reachable member below it (ending there, ending at a kept descendant, or
+/// in an entered chain hanging below), or `NONE`.
+fn single_members(trie: &StringTrie, keep: &[bool], chain_entered: &[bool], kept_nodes: &[u32]) -> Vec<u32> {
+    let n = trie.n_nodes();
+    // count (saturated at 2) of reachable members per subtree, and one of them.
+    let mut count = vec![0u8; n];
+    let mut some = vec![NONE; n];
+    for node in (0..n).rev() {
+        let m = trie.end_member[node];
+        if m != NONE && keep[node] {
+            count[node] = (count[node] + 1).min(2);
+            some[node] = m;
+        }
+        for &k in trie.hanging(node as u32) {
+            if chain_entered[k as usize] {
+                count[node] = (count[node] + 1).min(2);
+                some[node] = trie.chain_member[k as usize];
+            }
+        }
+        let p = trie.parent[node];
+        if p != NONE && count[node] > 0 {
+            count[p as usize] = (count[p as usize] + count[node]).min(2);
+            some[p as usize] = some[node];
+        }
+    }
+    kept_nodes.iter().map(|&node| if count[node as usize] == 1 { some[node as usize] } else { NONE }).collect()
+}

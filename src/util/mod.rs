@@ -1,0 +1,7 @@
+//! Building blocks with no knowledge of vocabularies or automata: arrays that are owned or mapped from a file,
+//! the compile's memory budget, the bitmask layout, and sorting byte strings.
+
+pub(crate) mod array;
+pub(crate) mod budget;
+pub(crate) mod mask;
+pub(crate) mod sort;
