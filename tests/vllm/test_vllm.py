@@ -527,6 +527,92 @@ class EngineSchedulerTest(EngineTest):
         self.assertIn(outs[1].outputs[0].text, ["yes", "no"])
 
 
+def engine_scheduler(llm):
+    """The TrieScheduler of an in-process engine core (VLLM_ENABLE_V1_MULTIPROCESSING=0)."""
+    return llm.llm_engine.engine_core.engine_core.scheduler
+
+
+class RouteEngineTest(unittest.TestCase):
+    """Routing (LIBTRIE_VLLM_ROUTE=1 with TrieScheduler): the structured outputs users already send, with no libtrie
+    field, are served by libtrie when they are finite sets and by vLLM's own backend (xgrammar, backend "auto")
+    otherwise. The engine core runs in this process so that the scheduler's counter of routed requests is read."""
+
+    @classmethod
+    def setUpClass(cls):
+        from vllm import LLM
+
+        cls.env = Env(LIBTRIE_VLLM_ROUTE=1, VLLM_ENABLE_V1_MULTIPROCESSING=0, LIBTRIE_MAX_INLINE_STRINGS=20_000,
+                      LIBTRIE_MAX_INLINE_BYTES=4 << 20)
+        cls.env.__enter__()
+        from libtrie.vllm import route
+        route.register()  # the general plugin (vLLM loaded it before the switch was set in this test process)
+        cls.llm = LLM(model=str(MODEL), enforce_eager=True, max_model_len=512, max_num_seqs=8, seed=0,
+                      scheduler_cls=TrieScheduler)
+        cls.sched = engine_scheduler(cls.llm)
+        cls.tools = read_set("tools-10000")
+        cls.cities = read_set("cities-1000")
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.llm.llm_engine.engine_core.shutdown()
+        del cls.llm
+        cls.env.__exit__()
+
+    def run_one(self, prompt, so, n=1, **kw):
+        from vllm.sampling_params import StructuredOutputsParams
+
+        before = self.sched.trie_routed
+        params = SamplingParams(max_tokens=48, temperature=kw.pop("temperature", 0.0), n=n,
+                                structured_outputs=StructuredOutputsParams(**so), **kw)
+        outs = self.llm.generate([prompt], [params], use_tqdm=False)[0].outputs
+        for o in outs:
+            self.assertEqual(o.finish_reason, "stop", o.text)
+        return [o.text for o in outs], self.sched.trie_routed - before
+
+    def test_choice_is_served_by_libtrie(self):
+        # 10,000 tool names: XGrammar needs over a second to compile this alternation on this machine kind.
+        texts, routed = self.run_one("Which tool should handle my request? Tool:", {"choice": self.tools},
+                                     n=4, temperature=1.0, seed=3)
+        self.assertEqual(routed, 1)
+        for t in texts:
+            self.assertIn(t, self.tools)
+
+    def test_enum_schema_and_literal_grammar_and_regex_are_served_by_libtrie(self):
+        texts, routed = self.run_one("Name a city:", {"json": {"type": "string", "enum": self.cities}})
+        self.assertEqual(routed, 1)
+        self.assertIn(json.loads(texts[0]), self.cities)
+        self.assertEqual(texts[0], json.dumps(json.loads(texts[0]), ensure_ascii=False))
+        texts, routed = self.run_one("Yes or no?", {"grammar": 'root ::= "yes" | "no" | "maybe later"'})
+        self.assertEqual((routed, texts[0] in ("yes", "no", "maybe later")), (1, True), texts)
+        texts, routed = self.run_one("Pick a letter name:", {"regex": "(alpha|beta|gamma)"})
+        self.assertEqual((routed, texts[0] in ("alpha", "beta", "gamma")), (1, True), texts)
+
+    def test_other_structured_outputs_go_to_vllms_backend(self):
+        schema = {"type": "object", "properties": {"age": {"type": "integer"}}, "required": ["age"],
+                  "additionalProperties": False}
+        texts, routed = self.run_one("A person as JSON:", {"json": schema})
+        self.assertEqual(routed, 0)
+        self.assertEqual(set(json.loads(texts[0])), {"age"})
+        texts, routed = self.run_one("A number:", {"regex": "[0-9]{3}"})
+        self.assertEqual(routed, 0)
+        self.assertRegex(texts[0], "^[0-9]{3}$")
+
+    def test_bad_sets_are_refused_at_admission(self):
+        from vllm.sampling_params import StructuredOutputsParams
+
+        def refused(so, reason):
+            before = self.sched.trie_routed
+            with self.assertRaisesRegex(ValueError, reason):
+                self.llm.generate(["x"], [SamplingParams(max_tokens=4, structured_outputs=StructuredOutputsParams(**so))],
+                                  use_tqdm=False)
+            self.assertEqual(self.sched.trie_routed, before)
+
+        refused({"choice": ["a", "b", "a"]}, 'lists "a" twice')
+        refused({"choice": ["a", ""]}, "member 1 is empty")
+        refused({"choice": [f"item {i}" for i in range(20_001)]}, "LIBTRIE_MAX_INLINE_STRINGS")
+        self.assertIn(self.run_one("Yes or no?", {"choice": ["yes", "no"]})[0][0], ["yes", "no"])  # it goes on
+
+
 class ServerTest(unittest.TestCase):
     """vLLM's OpenAI-compatible server as an operator would run it for remote clients: the processor registered by
     the package's entry point only, TrieScheduler (`--scheduler-cls`), a set directory, a bound on inline sets. Sets
@@ -553,7 +639,7 @@ class ServerTest(unittest.TestCase):
         # RAYON_NUM_THREADS: a compile on one core, the other left to the model (the CPU serving advice of the README;
         # on 2 cores a compile on both slows every forward pass of the model several times over).
         env = dict(os.environ, LIBTRIE_SET_DIR=str(cls.sets), LIBTRIE_MAX_INLINE_STRINGS=str(cls.MAX_INLINE),
-                   RAYON_NUM_THREADS=os.environ.get("RAYON_NUM_THREADS", "1"))
+                   RAYON_NUM_THREADS=os.environ.get("RAYON_NUM_THREADS", "1"), LIBTRIE_VLLM_ROUTE="1")
         sched = ["--scheduler-cls", "libtrie.vllm.TrieScheduler"]
         if os.environ.get("LIBTRIE_TEST_SCHEDULER") == "0":
             sched = []
@@ -642,6 +728,47 @@ class ServerTest(unittest.TestCase):
         else:
             self.refused({"libtrie": "empty"}, "Internal server error", 500)  # vLLM's answer to a failed grammar
         self.assertIn(self.complete({"libtrie": "tools-1000"})["text"], read_set("tools-1000"))
+
+    def served_by_libtrie(self):
+        self.log.flush()
+        return Path(self.log.name).read_text(errors="replace").count("is served by libtrie")
+
+    def test_structured_outputs_users_send_are_routed(self):
+        if os.environ.get("LIBTRIE_TEST_SCHEDULER") == "0":
+            self.skipTest("routing needs TrieScheduler")
+        tools = read_set("tools-1000")
+        before = self.served_by_libtrie()
+        c = self.post({"prompt": "Which tool should I call? Tool:", "structured_outputs": {"choice": tools}})
+        self.assertIn(c["text"], tools)
+        cities = read_set("cities-1000")[:200]
+        body = {"model": str(MODEL), "max_tokens": 64, "temperature": 0,
+                "messages": [{"role": "user", "content": "Name a city."}],
+                "response_format": {"type": "json_schema",
+                                    "json_schema": {"name": "city", "schema": {"type": "string", "enum": cities}}}}
+        req = urllib.request.Request(f"http://127.0.0.1:{self.port}/v1/chat/completions", json.dumps(body).encode(),
+                                     {"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=300) as r:
+            content = json.load(r)["choices"][0]["message"]["content"]
+        self.assertIn(json.loads(content), cities)
+        time.sleep(0.5)  # the engine core's log lines reach the file
+        self.assertEqual(self.served_by_libtrie() - before, 2, "both requests were served by libtrie")
+        schema = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
+        c = self.post({"prompt": "JSON:", "structured_outputs": {"json": schema}})
+        self.assertIsInstance(json.loads(c["text"])["n"], int)
+        time.sleep(0.5)
+        self.assertEqual(self.served_by_libtrie() - before, 2, "a schema that is not a set went to xgrammar")
+
+    def test_bad_structured_outputs_are_refused(self):
+        for so, reason in (({"choice": ["a", "b", "a"]}, "lists .{1,2}a.{1,2} twice"),
+                           ({"choice": [f"x{i}" for i in range(self.MAX_INLINE + 1)]}, "LIBTRIE_MAX_INLINE_STRINGS"),
+                           ({"choice": ["a", ""]}, "member 1 is empty")):
+            with self.assertRaises(urllib.error.HTTPError) as ctx:
+                self.post({"prompt": "x", "structured_outputs": so})
+            body = ctx.exception.read().decode()
+            self.assertEqual(ctx.exception.code, 400, body)
+            self.assertRegex(body, reason)
+        self.assertIn(self.post({"prompt": "Yes?", "structured_outputs": {"choice": ["yes", "no"]}})["text"],
+                      ["yes", "no"])
 
     def stream(self, times, stop, prompt="Tell me a long story about a lighthouse keeper."):
         """A streamed unconstrained completion: the arrival time of each chunk into `times`, until `stop` is set."""

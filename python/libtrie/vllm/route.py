@@ -1,0 +1,220 @@
+"""Routing the structured outputs users already send to libtrie (``LIBTRIE_VLLM_ROUTE=1`` with
+``--scheduler-cls libtrie.vllm.TrieScheduler``): no client change.
+
+A request's ``structured_outputs`` reaches the engine core as a key ``(type, text)`` (vLLM's
+``get_structured_output_key``): ``CHOICE`` (a JSON list; the guidance backend keeps it), ``GRAMMAR`` (the xgrammar
+and ``auto`` backends have already turned a choice into ``root ::= "a" | "b" | ...`` in the frontend), ``JSON``
+(a schema) or ``REGEX``. :func:`set_strings` reads such a key with libtrie's recognizers: when its language is
+exactly a finite set (a choice, a string ``enum`` / ``const`` / ``anyOf`` schema, a literal alternation), the request
+is served by libtrie (:class:`TrieGrammar`, compiled through the scheduler's set cache); anything else goes to vLLM's
+own backend untouched. Routing keeps vLLM's structured-output machinery: the request waits for its compile off the
+engine loop, the grammar bitmask is filled by the engine core and applied by the model runner, and rollback and
+speculative-decoding validation go through :class:`TrieGrammar`.
+
+Three places, one switch (``LIBTRIE_VLLM_ROUTE=1`` in the server's environment):
+
+- the engine core (:class:`~libtrie.vllm.TrieScheduler`): the structured-output manager's grammar factory is
+  wrapped, recognized keys get a :class:`TrieGrammar`;
+- admission (:meth:`~libtrie.vllm.TrieLogitsProcessor.validate_params`, after vLLM's own checks): a recognized set
+  beyond the operator's inline bounds (``LIBTRIE_MAX_INLINE_STRINGS`` / ``LIBTRIE_MAX_INLINE_BYTES``), a choice list
+  with a duplicate or empty member, or a string that is not valid Unicode is an HTTP 400 naming the problem;
+- the frontend (the ``vllm.general_plugins`` entry point :func:`register`): vLLM's xgrammar validation parses every
+  choice list as a grammar (``xgr.Grammar.from_ebnf``) in the API server process; for a request libtrie recognizes
+  the parse is skipped (the request keeps the form vLLM would give it, so an engine without routing still serves it
+  with xgrammar).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from typing import Any, List, Optional, Sequence, Set, Tuple
+
+from .. import FINISHED, Automaton, TrieError, recognize
+from ..sets import SetError, Status, parse_spec
+
+log = logging.getLogger("libtrie.vllm")
+
+__all__ = ["enabled", "set_strings", "check_admission", "register", "TrieGrammar"]
+
+#: vLLM's request types (``StructuredOutputOptions`` names) that a recognizer may read, and the recognizer's kind.
+KINDS = {"CHOICE": "choices", "GRAMMAR": "grammar", "JSON": "json_schema", "REGEX": "regex"}
+
+
+def enabled() -> bool:
+    """Whether the operator switched routing on (``LIBTRIE_VLLM_ROUTE=1``)."""
+    return os.environ.get("LIBTRIE_VLLM_ROUTE", "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def _render(render: str, member: bytes) -> bytes:
+    if render == "json_string":
+        return json.dumps(member.decode("utf-8"), ensure_ascii=False).encode("utf-8")
+    return member  # raw, json_text
+
+
+def set_strings(request_type: str, spec: str) -> Optional[List[bytes]]:
+    """The exact strings of the key ``(request_type, spec)`` when its language is a finite set libtrie serves (every
+    string then end-of-generation), else ``None`` (vLLM's backend serves it). Raises :class:`SetError` for a
+    choice list libtrie refuses (a duplicate member; a choice list is never handed back to vLLM half-read)."""
+    kind = KINDS.get(request_type)
+    if kind is None:
+        return None
+    try:
+        r = recognize(kind, spec)
+    except TrieError as e:
+        if kind == "choices":
+            raise SetError(e.status, f"structured_outputs.choice: {e.message}") from None
+        return None  # a grammar, schema or regex the recognizers cannot read: vLLM's backend decides
+    if not r or r.end != "eog":
+        return None
+    return [r.prefix + _render(r.render, m) + r.suffix for m in r.members]
+
+
+def _key(so: Any) -> Optional[Tuple[str, str]]:
+    """The engine's key of ``StructuredOutputsParams`` as (type name, text), or None."""
+    from vllm.v1.structured_output.request import get_structured_output_key
+
+    try:
+        request_type, spec = get_structured_output_key(so)
+    except ValueError:
+        return None
+    return request_type.name, spec
+
+
+def check_admission(params: Any) -> Optional[int]:
+    """Admission of a request with structured outputs (the API server process): when routing is on and libtrie
+    recognizes the request, check its set against the operator's bounds. Returns the number of members, or None when
+    libtrie does not serve it. Raises :class:`SetError` (a ``ValueError``: HTTP 400) naming the problem."""
+    so = getattr(params, "structured_outputs", None)
+    if so is None or not enabled():
+        return None
+    key = _key(so)
+    if key is None:
+        return None
+    strings = set_strings(*key)
+    if strings is None:
+        return None
+    if key[0] == "CHOICE":
+        _no_empty(strings)
+    try:
+        texts = [s.decode("utf-8") for s in strings]
+    except UnicodeDecodeError:
+        raise SetError(Status.INVALID_ARGUMENT, "structured_outputs: a member is not valid UTF-8") from None
+    parse_spec({"strings": texts})  # the operator's inline bounds, and valid Unicode
+    return len(strings)
+
+
+def _no_empty(strings: Sequence[bytes]) -> None:
+    for i, s in enumerate(strings):
+        if not s:
+            raise SetError(Status.INVALID_ARGUMENT, f"structured_outputs.choice: member {i} is empty")
+
+
+# ---- the frontend: skip vLLM's own parse of a recognized set ---------------------------------------------------------
+
+def register() -> None:
+    """The ``vllm.general_plugins`` entry point (loaded in every vLLM process): with ``LIBTRIE_VLLM_ROUTE=1``, wrap
+    vLLM's xgrammar request validation so that a request libtrie recognizes skips xgrammar's parse of it. Idempotent;
+    nothing changes without the switch."""
+    if not enabled():
+        return
+    try:
+        from vllm.v1.structured_output import backend_xgrammar as bx
+    except ImportError:  # pragma: no cover - another vLLM layout
+        log.warning("libtrie: this vLLM has no backend_xgrammar.validate_xgrammar_grammar; the frontend parse of "
+                    "sets is not skipped")
+        return
+    original = bx.validate_xgrammar_grammar
+    if getattr(original, "_libtrie", False):
+        return
+
+    def validate_xgrammar_grammar(sampling_params: Any) -> None:
+        so = sampling_params.structured_outputs
+        if so is not None and not so.all_constraints_none():
+            key = _key(so)
+            strings = set_strings(*key) if key is not None else None  # SetError (HTTP 400): a bad choice list
+            if strings is not None:
+                if so.choice:  # the form vLLM gives a choice here, without xgrammar's parse of it
+                    _no_empty(strings)
+                    so.grammar, so.choice = bx.choice_as_grammar(so.choice), None
+                return
+        original(sampling_params)
+
+    validate_xgrammar_grammar._libtrie = True  # type: ignore[attr-defined]
+    bx.validate_xgrammar_grammar = validate_xgrammar_grammar
+
+
+# ---- the engine core: a vLLM grammar backed by an automaton -----------------------------------------------------------
+
+try:
+    from vllm.v1.structured_output.backend_types import StructuredOutputGrammar as _Grammar
+except ImportError:  # pragma: no cover - depends on the environment
+    _Grammar = object  # type: ignore[misc,assignment,unused-ignore]
+
+
+class TrieGrammar(_Grammar):  # type: ignore[misc,valid-type,unused-ignore]
+    """vLLM's ``StructuredOutputGrammar`` over a compiled set: one integer state per accepted token (kept for
+    ``rollback``), the request's stop ids allowed where a member is complete."""
+
+    def __init__(self, automaton: Automaton, stops: Set[int]) -> None:
+        self.automaton = automaton
+        self.stops = set(stops) - set(automaton.vocab.eog_ids)
+        self.states: List[int] = [automaton.start()]
+
+    def _next(self, state: int, token: int) -> Optional[int]:
+        if state == FINISHED:
+            return None
+        if token in self.stops and self.automaton.is_accepting(state):
+            return FINISHED
+        try:
+            return self.automaton.advance(state, token)
+        except TrieError:
+            return None
+
+    def accept_tokens(self, request_id: str, tokens: Sequence[int]) -> bool:
+        for t in tokens:
+            if self.states[-1] == FINISHED:
+                return True  # tokens after the end are ignored (as vLLM's xgrammar grammar does)
+            nxt = self._next(self.states[-1], t)
+            if nxt is None:
+                log.error("libtrie: request %s produced token %d, which its set does not allow", request_id, t)
+                return False
+            self.states.append(nxt)
+        return True
+
+    def validate_tokens(self, tokens: Sequence[int]) -> List[int]:
+        state, ok = self.states[-1], []
+        for t in tokens:
+            nxt = self._next(state, t)
+            if nxt is None:
+                break
+            ok.append(t)
+            state = nxt
+            if state == FINISHED:
+                break
+        return ok
+
+    def rollback(self, num_tokens: int) -> None:
+        if num_tokens > 0:
+            del self.states[-min(num_tokens, len(self.states) - 1):]
+
+    def fill_bitmask(self, bitmask: Any, idx: int) -> None:
+        state = self.states[-1]
+        row = bitmask[idx]
+        self.automaton.fill_bitmask(state, row)
+        if self.stops and self.automaton.is_accepting(state):
+            for t in self.stops:
+                if 0 <= t < row.shape[0] * 32:
+                    row[t >> 5] |= -(1 << 31) if t & 31 == 31 else 1 << (t & 31)
+
+    def is_terminated(self) -> bool:
+        return self.states[-1] == FINISHED
+
+    def reset(self) -> None:
+        self.states = [self.automaton.start()]
+
+
+def admission_error(e: Exception) -> ValueError:
+    """``e`` as the ``ValueError`` vLLM turns into an HTTP 400."""
+    return e if isinstance(e, ValueError) else ValueError(str(e))
