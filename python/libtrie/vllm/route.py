@@ -31,8 +31,8 @@ import logging
 import os
 from typing import Any, List, Optional, Sequence, Set, Tuple
 
-from .. import FINISHED, Automaton, TrieError, recognize
-from ..sets import SetError, Status, parse_spec
+from .. import FINISHED, Automaton, Status, TrieError, recognize
+from ..sets import SetError, parse_spec
 
 log = logging.getLogger("libtrie.vllm")
 
@@ -53,18 +53,48 @@ def _render(render: str, member: bytes) -> bytes:
     return member  # raw, json_text
 
 
+def choice_strings(members: Sequence[Any]) -> List[bytes]:
+    """A ``choice`` list as the set's strings, checked: strings, none empty, none twice. Raises :class:`SetError`."""
+    seen = {}
+    out = []
+    for i, m in enumerate(members):
+        if not isinstance(m, str):
+            raise SetError(Status.INVALID_ARGUMENT, f"structured_outputs.choice: member {i} is not a string")
+        if not m:
+            raise SetError(Status.INVALID_ARGUMENT, f"structured_outputs.choice: member {i} is empty")
+        if m in seen:
+            raise SetError(Status.INVALID_ARGUMENT, f"structured_outputs.choice: the choice list lists "
+                           f"{json.dumps(m, ensure_ascii=False)[:200]} twice (at {seen[m]} and {i})")
+        seen[m] = i
+        try:
+            out.append(m.encode("utf-8"))
+        except UnicodeEncodeError:
+            raise SetError(Status.INVALID_ARGUMENT, f"structured_outputs.choice: member {i} is not valid Unicode "
+                           "(a lone surrogate)") from None
+    if not out:
+        raise SetError(Status.EMPTY_SET, "structured_outputs.choice lists no member")
+    return out
+
+
 def set_strings(request_type: str, spec: str) -> Optional[List[bytes]]:
     """The exact strings of the key ``(request_type, spec)`` when its language is a finite set libtrie serves (every
-    string then end-of-generation), else ``None`` (vLLM's backend serves it). Raises :class:`SetError` for a
-    choice list libtrie refuses (a duplicate member; a choice list is never handed back to vLLM half-read)."""
+    string then end-of-generation), else ``None`` (vLLM's backend serves it). A choice list is always a set (checked
+    by :func:`choice_strings`: :class:`SetError` for a bad one); a grammar, schema or regex is read by libtrie's
+    recognizers, and one they cannot read is left to vLLM's backend."""
     kind = KINDS.get(request_type)
     if kind is None:
         return None
+    if kind == "choices":
+        try:
+            members = json.loads(spec)
+        except ValueError:
+            raise SetError(Status.INVALID_ARGUMENT, "structured_outputs.choice is not a JSON list") from None
+        if not isinstance(members, list):
+            raise SetError(Status.INVALID_ARGUMENT, "structured_outputs.choice is not a list")
+        return choice_strings(members)
     try:
         r = recognize(kind, spec)
-    except TrieError as e:
-        if kind == "choices":
-            raise SetError(e.status, f"structured_outputs.choice: {e.message}") from None
+    except TrieError:
         return None  # a grammar, schema or regex the recognizers cannot read: vLLM's backend decides
     if not r or r.end != "eog":
         return None
@@ -95,8 +125,6 @@ def check_admission(params: Any) -> Optional[int]:
     strings = set_strings(*key)
     if strings is None:
         return None
-    if key[0] == "CHOICE":
-        _no_empty(strings)
     try:
         texts = [s.decode("utf-8") for s in strings]
     except UnicodeDecodeError:
@@ -105,25 +133,28 @@ def check_admission(params: Any) -> Optional[int]:
     return len(strings)
 
 
-def _no_empty(strings: Sequence[bytes]) -> None:
-    for i, s in enumerate(strings):
-        if not s:
-            raise SetError(Status.INVALID_ARGUMENT, f"structured_outputs.choice: member {i} is empty")
 
 
 # ---- the frontend: skip vLLM's own parse of a recognized set ---------------------------------------------------------
 
 def register() -> None:
-    """The ``vllm.general_plugins`` entry point (loaded in every vLLM process): with ``LIBTRIE_VLLM_ROUTE=1``, wrap
-    vLLM's xgrammar request validation so that a request libtrie recognizes skips xgrammar's parse of it. Idempotent;
-    nothing changes without the switch."""
+    """The ``vllm.general_plugins`` entry point (loaded in every vLLM process). With ``LIBTRIE_VLLM_ROUTE=1``:
+
+    - vLLM's xgrammar request validation (frontend) lets a ``choice`` list through as a list after libtrie's own
+      checks (:func:`choice_strings`), instead of writing it as a grammar and parsing that with xgrammar, and skips
+      xgrammar's parse of a grammar, schema or regex that libtrie's recognizers read as a set;
+    - vLLM's xgrammar backend (engine core) compiles a ``choice`` list that reaches it (routing off, e.g. another
+      scheduler) as the grammar vLLM would have written, so no configuration loses a request.
+
+    Idempotent; nothing changes without the switch."""
     if not enabled():
         return
     try:
         from vllm.v1.structured_output import backend_xgrammar as bx
+        from vllm.v1.structured_output.backend_types import StructuredOutputOptions
     except ImportError:  # pragma: no cover - another vLLM layout
-        log.warning("libtrie: this vLLM has no backend_xgrammar.validate_xgrammar_grammar; the frontend parse of "
-                    "sets is not skipped")
+        log.warning("libtrie: this vLLM has no backend_xgrammar.validate_xgrammar_grammar; vLLM's frontend parses "
+                    "sets itself")
         return
     original = bx.validate_xgrammar_grammar
     if getattr(original, "_libtrie", False):
@@ -132,17 +163,26 @@ def register() -> None:
     def validate_xgrammar_grammar(sampling_params: Any) -> None:
         so = sampling_params.structured_outputs
         if so is not None and not so.all_constraints_none():
+            if so.choice is not None:
+                choice_strings(so.choice)  # SetError: HTTP 400
+                return
             key = _key(so)
-            strings = set_strings(*key) if key is not None else None  # SetError (HTTP 400): a bad choice list
-            if strings is not None:
-                if so.choice:  # the form vLLM gives a choice here, without xgrammar's parse of it
-                    _no_empty(strings)
-                    so.grammar, so.choice = bx.choice_as_grammar(so.choice), None
+            if key is not None and set_strings(*key) is not None:
                 return
         original(sampling_params)
 
     validate_xgrammar_grammar._libtrie = True  # type: ignore[attr-defined]
     bx.validate_xgrammar_grammar = validate_xgrammar_grammar
+
+    compile_grammar = bx.XgrammarBackend.compile_grammar
+
+    def compile_choice_as_grammar(self: Any, request_type: Any, grammar_spec: str, *args: Any, **kw: Any) -> Any:
+        if request_type == StructuredOutputOptions.CHOICE:
+            request_type = StructuredOutputOptions.GRAMMAR
+            grammar_spec = bx.choice_as_grammar(json.loads(grammar_spec))
+        return compile_grammar(self, request_type, grammar_spec, *args, **kw)
+
+    bx.XgrammarBackend.compile_grammar = compile_choice_as_grammar
 
 
 # ---- the engine core: a vLLM grammar backed by an automaton -----------------------------------------------------------
