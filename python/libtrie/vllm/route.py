@@ -34,7 +34,8 @@ from typing import Any, List, Optional, Sequence, Set, Tuple
 from .. import FINISHED, Automaton, Status, TrieError, recognize
 from ..sets import SetError, parse_spec
 
-log = logging.getLogger("libtrie.vllm")
+#: Under vLLM's logger (its handler and level): a line per routed request, in the server's log.
+log = logging.getLogger("vllm.libtrie")
 
 __all__ = ["enabled", "set_strings", "check_admission", "register", "TrieGrammar"]
 
@@ -151,6 +152,7 @@ def register() -> None:
         return
     try:
         from vllm.v1.structured_output import backend_xgrammar as bx
+        from vllm.exceptions import VLLMValidationError
         from vllm.v1.structured_output.backend_types import StructuredOutputOptions
     except ImportError:  # pragma: no cover - another vLLM layout
         log.warning("libtrie: this vLLM has no backend_xgrammar.validate_xgrammar_grammar; vLLM's frontend parses "
@@ -164,7 +166,10 @@ def register() -> None:
         so = sampling_params.structured_outputs
         if so is not None and not so.all_constraints_none():
             if so.choice is not None:
-                choice_strings(so.choice)  # SetError: HTTP 400
+                try:
+                    choice_strings(so.choice)
+                except SetError as e:  # vLLM's server answers 400 for its own validation error (500 for others)
+                    raise VLLMValidationError(str(e), parameter="structured_outputs") from None
                 return
             key = _key(so)
             if key is not None and set_strings(*key) is not None:

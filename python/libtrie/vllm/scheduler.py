@@ -80,12 +80,12 @@ class TrieScheduler(_VllmScheduler):  # type: ignore[misc,valid-type,unused-igno
             texts = [m.decode("utf-8") for m in strings]
             automaton = fits(self.trie_cache.get({"strings": texts}), self.trie_n_vocab)
             self.trie_routed += 1
-            log.info("libtrie: request %s (%s, %d members) is served by libtrie", request.request_id,
-                     request_type.name.lower(), len(texts))
+            route.log.info("libtrie: request %s (%s, %d members) is served by libtrie", request.request_id,
+                           request_type.name.lower(), len(texts))
             return route.TrieGrammar(automaton, stop_ids(request.sampling_params, automaton, self.trie_n_vocab))
 
         manager._create_grammar = create_grammar
-        log.info("libtrie: structured outputs that are finite sets are served by libtrie (LIBTRIE_VLLM_ROUTE=1)")
+        route.log.info("libtrie: structured outputs that are finite sets are served by libtrie (LIBTRIE_VLLM_ROUTE=1)")
 
     def add_request(self, request: Any) -> None:
         params = request.sampling_params
