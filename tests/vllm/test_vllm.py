@@ -527,6 +527,67 @@ class EngineSchedulerTest(EngineTest):
         self.assertIn(outs[1].outputs[0].text, ["yes", "no"])
 
 
+class RouteUnitTest(unittest.TestCase):
+    """libtrie.vllm.route without an engine: what a key routes to, and TrieGrammar against vLLM's grammar contract
+    (accept, validate without advancing, rollback, fill, terminate) on the real SmolLM2 vocabulary."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.vocab = libtrie.Vocab.from_tokenizer_json(MODEL / "tokenizer.json", eog_ids=[EOS])
+
+    def test_keys(self):
+        from libtrie.vllm.route import set_strings
+
+        self.assertEqual(set_strings("CHOICE", json.dumps(["yes", "no"])), [b"yes", b"no"])
+        self.assertEqual(set_strings("JSON", json.dumps({"enum": ['say "hi"', "東京"]})),
+                         [json.dumps('say "hi"').encode(), '"東京"'.encode()])
+        self.assertEqual(set_strings("GRAMMAR", r'root ::= "a\\b" | "c"'), [b"a\\b", b"c"])
+        self.assertEqual(set_strings("REGEX", "(alpha|beta)"), [b"alpha", b"beta"])
+        for key in (("JSON", '{"type": "object"}'), ("REGEX", "[0-9]+"), ("GRAMMAR", 'start: "a" | "b"'),
+                    ("JSON_OBJECT", ""), ("STRUCTURAL_TAG", "{}")):
+            self.assertIsNone(set_strings(*key), key)
+        for bad, reason in ((["a", "a"], 'lists "a" twice'), (["a", ""], "member 1 is empty"), ([], "no member"),
+                            (["a", 1], "member 1 is not a string")):
+            with self.assertRaisesRegex(ValueError, reason):
+                set_strings("CHOICE", json.dumps(bad))
+
+    def test_trie_grammar_follows_vllms_contract(self):
+        from libtrie.vllm.route import TrieGrammar
+
+        members = ["calendar.create_event", "calendar.delete_event", "mail.send"]
+        a = libtrie.compile(self.vocab, members)
+        stop = 7  # a request stop id beyond the vocabulary's EOS
+        g = TrieGrammar(a, {stop, EOS})
+        path = []
+        state = a.start()
+        target = b"calendar.delete_event"
+        done = b""
+        while done != target:  # greedy longest-token path to the member
+            t = max((t for t in a.allowed(state).tolist() if target.startswith(done + self.vocab.token_bytes(t))),
+                    key=lambda t: len(self.vocab.token_bytes(t)))
+            path.append(t)
+            done += self.vocab.token_bytes(t)
+            state = a.advance(state, t)
+        self.assertEqual(g.validate_tokens(path + [stop, 5]), path + [stop])  # stops at the end
+        self.assertFalse(g.is_terminated(), "validate_tokens does not advance")
+        self.assertTrue(g.accept_tokens("r", path[:2]))
+        self.assertEqual(g.validate_tokens([path[0]]), [], "a token the state does not allow")
+        self.assertFalse(g.accept_tokens("r", [path[0]]))
+        g.rollback(1)
+        self.assertTrue(g.accept_tokens("r", path[1:]))
+        bitmask = torch.zeros((2, (N_VOCAB + 31) // 32), dtype=torch.int32)
+        g.fill_bitmask(bitmask, 1)
+        allowed = [t for t in range(N_VOCAB) if (int(bitmask[1, t // 32]) >> (t % 32)) & 1]
+        self.assertEqual(allowed, sorted({EOS, stop}), "a complete member: the EOS and the request's stop id")
+        self.assertEqual(bitmask[0].abs().sum().item(), 0, "other rows untouched")
+        self.assertTrue(g.accept_tokens("r", [stop]))
+        self.assertTrue(g.is_terminated())
+        g.rollback(1)
+        self.assertFalse(g.is_terminated())
+        g.reset()
+        self.assertEqual(g.states, [a.start()])
+
+
 def engine_scheduler(llm):
     """The TrieScheduler of an in-process engine core (VLLM_ENABLE_V1_MULTIPROCESSING=0)."""
     return llm.llm_engine.engine_core.engine_core.scheduler
