@@ -588,6 +588,72 @@ class RouteUnitTest(unittest.TestCase):
         self.assertEqual(g.states, [a.start()])
 
 
+class ToolGrammarTest(unittest.TestCase):
+    """libtrie.vllm.tools without an engine: vLLM's schema of tool_choice="required" read back, and one call produced
+    by TrieToolGrammar: the name from the trie, then the arguments by a real XGrammar matcher (vLLM's compiler)."""
+
+    TOOLS = [{"type": "function", "function": {"name": "weather.get", "parameters": {
+        "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}},
+        {"type": "function", "function": {"name": "mail.send", "parameters": {
+            "type": "object", "properties": {"to": {"type": "string"}}, "required": ["to"]}}}]
+
+    def schema(self):
+        from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionToolsParam
+        from vllm.tool_parsers.utils import get_json_schema_from_tools
+
+        return get_json_schema_from_tools("required", [ChatCompletionToolsParam(**t) for t in self.TOOLS])
+
+    def test_vllms_schema_is_read_back(self):
+        from libtrie.vllm.tools import tool_schema
+
+        names, params, defs = tool_schema(json.dumps(self.schema()))
+        self.assertEqual(names, ["weather.get", "mail.send"])
+        self.assertEqual(params[1]["required"], ["to"])
+        self.assertIsNone(tool_schema(json.dumps({"type": "array", "items": {"type": "string"}})))
+
+    def test_one_call_name_then_arguments(self):
+        import xgrammar as xgr
+        from transformers import AutoTokenizer
+
+        from libtrie.vllm.tools import ToolCompiler, TrieToolGrammar, tool_schema
+
+        tok = AutoTokenizer.from_pretrained(MODEL)
+        vocab = libtrie.Vocab.from_tokenizer_json(MODEL / "tokenizer.json", eog_ids=[EOS])
+        backend = SimpleNamespace(compiler=xgr.GrammarCompiler(xgr.TokenizerInfo.from_huggingface(
+            tok, vocab_size=N_VOCAB)), disable_any_whitespace=False)
+        tc = ToolCompiler(vocab, lambda: backend)
+        names, params, defs = tool_schema(json.dumps(self.schema()))
+        template = tc.names(names)
+        g = TrieToolGrammar(template, lambda m: tc.arguments(params[m], defs, [EOS]))
+        head = '[{"name": "mail.send", "parameters": '.encode()
+        path, state, done = [], template.start(), b""
+        while done != head:
+            t = max((t for t in template.allowed(state).tolist()
+                     if head.startswith(done + vocab.token_bytes(t))), key=lambda t: len(vocab.token_bytes(t)))
+            path.append(t)
+            done += vocab.token_bytes(t)
+            state = template.advance(state, t)
+        args = tok.encode('{"to": "bob"}}]', add_special_tokens=False)
+        self.assertEqual(g.validate_tokens(path + args + [EOS]), path + args + [EOS])
+        self.assertFalse(g.is_terminated())
+        self.assertTrue(g.accept_tokens("r", path))
+        self.assertIsNotNone(g.matcher, "handed over at the end of the name")
+        bitmask = torch.zeros((1, (N_VOCAB + 31) // 32), dtype=torch.int32)
+        g.fill_bitmask(bitmask, 0)
+        allowed = {t for t in range(N_VOCAB) if (int(bitmask[0, t // 32]) >> (t % 32)) & 1}
+        self.assertIn(args[0], allowed)
+        self.assertNotIn(EOS, allowed)
+        self.assertTrue(g.accept_tokens("r", args[:2]))
+        g.rollback(3)  # back across the hand-over: into the name
+        self.assertIsNone(g.matcher)
+        self.assertTrue(g.accept_tokens("r", path[-1:] + args + [EOS]))
+        self.assertTrue(g.is_terminated())
+        self.assertEqual(tc.arg_compiles, 1, "mail.send's arguments compiled once, when it was chosen")
+        wrong = tok.encode('{"city": "Paris"}}]', add_special_tokens=False)
+        g.reset()
+        self.assertLess(len(g.validate_tokens(path + wrong)), len(path + wrong), "weather's arguments for mail")
+
+
 def engine_scheduler(llm):
     """The TrieScheduler of an in-process engine core (VLLM_ENABLE_V1_MULTIPROCESSING=0)."""
     return llm.llm_engine.engine_core.engine_core.scheduler

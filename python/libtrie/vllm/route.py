@@ -124,6 +124,11 @@ def check_admission(params: Any) -> Optional[int]:
     if key is None:
         return None
     strings = set_strings(*key)
+    if strings is None and key[0] == "JSON":
+        from .tools import tool_schema
+
+        found = tool_schema(key[1])
+        strings = [n.encode("utf-8", "surrogatepass") for n in found[0]] if found else None
     if strings is None:
         return None
     try:

@@ -11,6 +11,7 @@ from .. import Automaton, bitmask_words, fill_bitmask_rows
 from ..masks import bit
 from ..sets import Settings
 from . import route
+from .tools import ToolCompiler, TrieToolGrammar, tool_schema
 from ._common import EXTRA_KEY, Row, fits, log, shared_cache, stop_ids
 
 try:  # the V1 engine core's scheduler (vLLM 0.32)
@@ -72,8 +73,23 @@ class TrieScheduler(_VllmScheduler):  # type: ignore[misc,valid-type,unused-igno
         manager = self.structured_output_manager
         original = manager._create_grammar
 
+        compiler: Optional[ToolCompiler] = None
+
         def create_grammar(request: Any) -> Any:
+            nonlocal compiler
             request_type, spec = request.structured_output_request.structured_output_key
+            found = tool_schema(spec) if request_type.name == "JSON" else None
+            if found is not None:  # tools with tool_choice="required": the name from a trie, then its arguments
+                names, params, defs = found
+                if compiler is None:
+                    compiler = ToolCompiler(self.trie_cache.vocab, lambda: manager.backend)
+                tc = compiler
+                stops = sorted(request.sampling_params.all_stop_token_ids or ())
+                template = tc.names(names)
+                self.trie_routed += 1
+                route.log.info("libtrie: request %s (tools, %d names) is served by libtrie", request.request_id,
+                               len(names))
+                return TrieToolGrammar(template, lambda m: tc.arguments(params[m], defs, stops))
             strings = route.set_strings(request_type.name, spec)
             if strings is None:
                 return original(request)
