@@ -776,7 +776,8 @@ class ServerTest(unittest.TestCase):
             # distribution named "vllm"); the server module is the same server.
             [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(MODEL), "--host", "127.0.0.1",
              "--port", str(cls.port), "--enforce-eager", "--max-model-len", "512", "--max-num-seqs", "8", "--seed", "0",
-             *sched],
+             # a tool parser whose tool_choice="required" is vLLM's JSON schema of the tools (no structural tag)
+             "--enable-auto-tool-choice", "--tool-call-parser", "xlam", *sched],
             env=env, stdout=cls.log, stderr=subprocess.STDOUT)
         deadline = time.time() + 300
         while time.time() < deadline:
@@ -885,6 +886,34 @@ class ServerTest(unittest.TestCase):
         self.assertIsInstance(json.loads(c["text"])["n"], int)
         time.sleep(0.5)
         self.assertEqual(self.served_by_libtrie() - before, 2, "a schema that is not a set went to xgrammar")
+
+    def test_a_required_tool_call_is_routed(self):
+        if os.environ.get("LIBTRIE_TEST_SCHEDULER") == "0":
+            self.skipTest("routing needs TrieScheduler")
+        import jsonschema
+
+        kinds = [{"city": {"type": "string"}}, {"to": {"type": "string"}, "urgent": {"type": "boolean"}},
+                 {"day": {"enum": ["mon", "tue", "wed"]}}]
+        names = read_set("tools-1000")[:30]
+        tools = [{"type": "function", "function": {"name": n, "description": f"tool {n}", "parameters": {
+            "type": "object", "properties": kinds[i % 3], "required": sorted(kinds[i % 3]),
+            "additionalProperties": False}}} for i, n in enumerate(names)]
+        before = self.served_by_libtrie()
+        body = {"model": str(MODEL), "max_tokens": 160, "temperature": 0, "tools": tools, "tool_choice": "required",
+                "messages": [{"role": "user", "content": "Book the meeting for Tuesday."}]}
+        req = urllib.request.Request(f"http://127.0.0.1:{self.port}/v1/chat/completions", json.dumps(body).encode(),
+                                     {"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=300) as r:
+            choice = json.load(r)["choices"][0]
+        calls = choice["message"]["tool_calls"]
+        self.assertEqual(len(calls), 1, choice)
+        name = calls[0]["function"]["name"]
+        self.assertIn(name, names)
+        jsonschema.validate(json.loads(calls[0]["function"]["arguments"]),
+                            tools[names.index(name)]["function"]["parameters"])
+        time.sleep(0.5)
+        self.assertEqual(self.served_by_libtrie() - before, 1, "the call was served by libtrie")
+        self.assertIn("(tools, 30 names) is served by libtrie", Path(self.log.name).read_text(errors="replace"))
 
     def test_bad_structured_outputs_are_refused(self):
         for so, reason in (({"choice": ["a", "b", "a"]}, "lists .{1,2}a.{1,2} twice"),
