@@ -59,7 +59,7 @@ def main():
             if cold is None:
                 cold, _ = run(1, 1)
             ttft = [run(1)[0] for _ in range(a.rounds)]
-            walls, n_valid, n_out, n_tokens = [], 0, 0, 0
+            walls, n_valid, n_out, n_tokens, finish = [], 0, 0, 0, {}
             for _ in range(a.rounds):
                 w, outs = run(64)
                 walls.append(w)
@@ -67,7 +67,9 @@ def main():
                     n_out += 1
                     n_valid += o.outputs[0].text in members[k]
                     n_tokens += len(o.outputs[0].token_ids)
-            row = {"engine": a.engine, "k": k, "batch": b, "rounds": a.rounds, "cold_ttft_s": cold,
+                    reason = str(o.outputs[0].finish_reason)
+                    finish[reason] = finish.get(reason, 0) + 1
+            row = {"finish": finish, "engine": a.engine, "k": k, "batch": b, "rounds": a.rounds, "cold_ttft_s": cold,
                    "ttft_s": statistics.mean(ttft), "req_per_s": a.rounds * b / sum(walls),
                    "tokens_per_req": n_tokens / n_out, "valid_pct": 100.0 * n_valid / n_out, "engine_load_s": load_s,
                    "loadavg": os.getloadavg()[0], "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}

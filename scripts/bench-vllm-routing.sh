@@ -29,7 +29,7 @@ for engine in libtrie xgrammar guidance; do
   route=0; [[ $engine == libtrie ]] && route=1
   LIBTRIE_VLLM_ROUTE=$route LIBTRIE_MAX_INLINE_STRINGS=200000 LIBTRIE_MAX_INLINE_BYTES=$((16 << 20)) \
     "$PY" "$REPO/bench/vllm_routing_bench.py" --engine "$engine" --model "$MODEL" --sets "$CACHE/bench-sets" \
-    --ks "$KS" --batches "$BATCHES" --rounds "$ROUNDS" --out "$RUN" 2>>"$LOG" | grep '^{' || {
+    --ks "$KS" --batches "$BATCHES" --rounds "$ROUNDS" --out "$RUN" 2>>"$LOG" | tee -a "$LOG" | grep "^{" || {
       echo "{\"engine\": \"$engine\", \"failed\": true}" >> "$RUN"; echo "$engine failed: see $LOG" >&2; }
 done
 "$PY" "$REPO/bench/vllm_frontend_cost.py" --sets "$CACHE/bench-sets" --ks "$FRONT_KS" > "$CACHE/frontend.jsonl" 2>>"$LOG"

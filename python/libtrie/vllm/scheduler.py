@@ -100,7 +100,15 @@ class TrieScheduler(_VllmScheduler):  # type: ignore[misc,valid-type,unused-igno
                            request_type.name.lower(), len(texts))
             return route.TrieGrammar(automaton, stop_ids(request.sampling_params, automaton, self.trie_n_vocab))
 
-        manager._create_grammar = create_grammar
+        def create_grammar_logged(request: Any) -> Any:
+            try:
+                return create_grammar(request)
+            except Exception:  # the request ends with an error (vLLM's own factory logs its failures the same way)
+                route.log.exception("libtrie: the structured output of request %s cannot be served",
+                                    request.request_id)
+                raise
+
+        manager._create_grammar = create_grammar_logged
         route.log.info("libtrie: structured outputs that are finite sets are served by libtrie (LIBTRIE_VLLM_ROUTE=1)")
 
     def add_request(self, request: Any) -> None:
