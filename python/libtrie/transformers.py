@@ -38,7 +38,7 @@ from __future__ import annotations
 import logging
 import os
 import tempfile
-from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
 from . import FINISHED, Automaton, TrieError, Vocab, bitmask_words, fill_bitmask_rows
 
@@ -72,7 +72,7 @@ def _logits_width(model: Any) -> int:
     try:
         return int(model.get_output_embeddings().weight.shape[0])
     except Exception:
-        config = getattr(model, "config", None)
+        config: Any = getattr(model, "config", None)
         text = config.get_text_config() if hasattr(config, "get_text_config") else config
         return int(getattr(text, "vocab_size", 0) or 0)
 
@@ -228,7 +228,8 @@ class TrieLogitsProcessor:
         bitmask = torch.zeros((n, words), dtype=torch.int32)
         if bitmask.shape[1] < self.automaton.mask_words:
             raise ValueError(f"the logits have {width} columns, fewer than the vocabulary's {self.automaton.n_vocab} ids")
-        trie_rows, unconstrained = [], set()
+        trie_rows: List[Tuple[Optional[Automaton], int]] = []
+        unconstrained: Set[int] = set()
         for i, r in enumerate(rows):
             if r.done:
                 trie_rows.append((self.automaton, FINISHED))

@@ -29,15 +29,15 @@ from __future__ import annotations
 import json
 import logging
 import os
-from typing import Any, List, Optional, Sequence, Set, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
-from .. import FINISHED, Automaton, Status, TrieError, recognize
+from .. import FINISHED, Automaton, Recognized, Status, TrieError, recognize
 from ..sets import SetError, parse_spec
 
 #: Under vLLM's logger (its handler and level): a line per routed request, in the server's log.
 log = logging.getLogger("vllm.libtrie")
 
-__all__ = ["enabled", "set_strings", "check_admission", "register", "TrieGrammar"]
+__all__ = ["enabled", "set_strings", "choice_strings", "check_admission", "register", "TrieGrammar", "Grammar", "log"]
 
 #: vLLM's request types (``StructuredOutputOptions`` names) that a recognizer may read, and the recognizer's kind.
 KINDS = {"CHOICE": "choices", "GRAMMAR": "grammar", "JSON": "json_schema", "REGEX": "regex"}
@@ -56,8 +56,8 @@ def _render(render: str, member: bytes) -> bytes:
 
 def choice_strings(members: Sequence[Any]) -> List[bytes]:
     """A ``choice`` list as the set's strings, checked: strings, none empty, none twice. Raises :class:`SetError`."""
-    seen = {}
-    out = []
+    seen: Dict[str, int] = {}
+    out: List[bytes] = []
     for i, m in enumerate(members):
         if not isinstance(m, str):
             raise SetError(Status.INVALID_ARGUMENT, f"structured_outputs.choice: member {i} is not a string")
@@ -97,7 +97,7 @@ def set_strings(request_type: str, spec: str) -> Optional[List[bytes]]:
         r = recognize(kind, spec)
     except TrieError:
         return None  # a grammar, schema or regex the recognizers cannot read: vLLM's backend decides
-    if not r or r.end != "eog":
+    if not isinstance(r, Recognized) or r.end != "eog":
         return None
     return [r.prefix + _render(r.render, m) + r.suffix for m in r.members]
 
@@ -198,12 +198,12 @@ def register() -> None:
 # ---- the engine core: a vLLM grammar backed by an automaton -----------------------------------------------------------
 
 try:
-    from vllm.v1.structured_output.backend_types import StructuredOutputGrammar as _Grammar
+    from vllm.v1.structured_output.backend_types import StructuredOutputGrammar as Grammar
 except ImportError:  # pragma: no cover - depends on the environment
-    _Grammar = object  # type: ignore[misc,assignment,unused-ignore]
+    Grammar = object  # type: ignore[misc,assignment,unused-ignore]
 
 
-class TrieGrammar(_Grammar):  # type: ignore[misc,valid-type,unused-ignore]
+class TrieGrammar(Grammar):  # type: ignore[misc,valid-type,unused-ignore]
     """vLLM's ``StructuredOutputGrammar`` over a compiled set: one integer state per accepted token (kept for
     ``rollback``), the request's stop ids allowed where a member is complete."""
 

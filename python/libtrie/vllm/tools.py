@@ -19,7 +19,7 @@ from collections import OrderedDict
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from .. import Automaton, TrieError, Vocab
-from .route import _Grammar, log
+from .route import Grammar, log
 
 __all__ = ["tool_schema", "TrieToolGrammar", "ToolCompiler", "PREFIX", "SUFFIX", "CLOSE"]
 
@@ -49,7 +49,7 @@ def tool_schema(spec: str) -> Optional[Tuple[List[str], List[Any], Dict[str, Any
         params.append(props["parameters"])
     if len(set(names)) != len(names) or any(not n for n in names):
         return None  # vLLM's own backend decides (a registry with a duplicate or empty name is not a set)
-    defs = s.get("$defs") if isinstance(s.get("$defs"), dict) else {}
+    defs: Dict[str, Any] = s["$defs"] if isinstance(s.get("$defs"), dict) else {}
     return names, params, defs
 
 
@@ -108,7 +108,7 @@ class ToolCompiler:
         return xgr.GrammarMatcher(ctx, override_stop_tokens=list(stops) if stops else None)
 
 
-class TrieToolGrammar(_Grammar):  # type: ignore[misc,valid-type,unused-ignore]
+class TrieToolGrammar(Grammar):  # type: ignore[misc,valid-type,unused-ignore]
     """vLLM's ``StructuredOutputGrammar`` for one required tool call: the name from ``template`` (an open template:
     ``[{"name": "NAME", "parameters": ``), then, from the token that completes it, the arguments of that tool by
     an xgrammar matcher made by ``arguments(member)``. Rollback across the hand-over drops the matcher."""
