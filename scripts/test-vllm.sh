@@ -2,7 +2,9 @@
 # The opt-in vLLM test (not part of scripts/test.sh): a real vLLM 0.32 engine on CPU with libtrie's logits
 # processor, plus the Python package's tests run against the pip-installed package with torch and numpy present.
 # First run: ~6 GB of pinned wheels and a model conversion (scripts/setup-vllm.sh); then about 5 minutes (two offline
-# engines, one with TrieScheduler, and the OpenAI-compatible server with it: set directory, bounds, a 1M-string compile).
+# engines, one with TrieScheduler, and the OpenAI-compatible server with it: set directory, bounds, a 1M-string compile),
+# plus the routing of the structured outputs users send (LIBTRIE_VLLM_ROUTE=1: an in-process engine and the server).
+# The transformers processor has its own opt-in test on the same environment: scripts/test-transformers.sh.
 set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$REPO"

@@ -301,7 +301,9 @@ class SetCache:
         address = out.value or 0
         with self._lock:
             a = self._wrappers.get(address)
-            if a is None:
+            # A wrapper being collected is still in the weak dictionary while its __del__ runs (CPython calls
+            # finalizers before clearing weak references), and its close() releases the GIL: never hand it out.
+            if a is None or a._closing:
                 a = Automaton.__new__(Automaton)
                 a._adopt(self.vocab, out)
                 self._wrappers[address] = a

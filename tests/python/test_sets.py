@@ -226,6 +226,40 @@ class SetCacheTest(SetDir):
         self.assertEqual(cache.compiles, 1, "a lookup compiles nothing")
 
 
+class SetCacheCollectTest(unittest.TestCase):
+    def test_a_set_collected_on_one_thread_is_never_handed_out_closed_on_another(self):
+        # vLLM's engine loop drops the last reference to a finished request's set while its grammar threads get the
+        # same set for new requests. The wrapper's __del__ runs while the weak dictionary still holds it and its
+        # close() releases the GIL: a get() then returned the closed wrapper ("this Automaton was closed"; found by
+        # the vLLM routing benchmark, thousands of times in this loop before the fix).
+        cache = SetCache(ascii_vocab(), settings=Settings())
+        spec = {"strings": ["red", "ab"]}
+        errors, stop = [], threading.Event()
+
+        def engine_loop():
+            while not stop.is_set():
+                a = cache.get(spec)
+                del a  # the last reference: collected here, on this thread
+
+        def grammar_thread():
+            for _ in range(5000):
+                try:
+                    cache.get(spec).start()
+                except ValueError as e:
+                    errors.append(str(e))
+
+        loop = threading.Thread(target=engine_loop)
+        loop.start()
+        getters = [threading.Thread(target=grammar_thread) for _ in range(2)]
+        for t in getters:
+            t.start()
+        for t in getters:
+            t.join()
+        stop.set()
+        loop.join()
+        self.assertEqual(errors[:1], [])
+
+
 class HandleGuardTest(unittest.TestCase):
     """B11: close() while another thread is inside a native call on the object (ctypes releases the GIL)."""
 

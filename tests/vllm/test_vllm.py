@@ -527,6 +527,220 @@ class EngineSchedulerTest(EngineTest):
         self.assertIn(outs[1].outputs[0].text, ["yes", "no"])
 
 
+class RouteUnitTest(unittest.TestCase):
+    """libtrie.vllm.route without an engine: what a key routes to, and TrieGrammar against vLLM's grammar contract
+    (accept, validate without advancing, rollback, fill, terminate) on the real SmolLM2 vocabulary."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.vocab = libtrie.Vocab.from_tokenizer_json(MODEL / "tokenizer.json", eog_ids=[EOS])
+
+    def test_keys(self):
+        from libtrie.vllm.route import set_strings
+
+        self.assertEqual(set_strings("CHOICE", json.dumps(["yes", "no"])), [b"yes", b"no"])
+        self.assertEqual(set_strings("JSON", json.dumps({"enum": ['say "hi"', "東京"]})),
+                         [json.dumps('say "hi"').encode(), '"東京"'.encode()])
+        self.assertEqual(set_strings("GRAMMAR", r'root ::= "a\\b" | "c"'), [b"a\\b", b"c"])
+        self.assertEqual(set_strings("REGEX", "(alpha|beta)"), [b"alpha", b"beta"])
+        for key in (("JSON", '{"type": "object"}'), ("REGEX", "[0-9]+"), ("GRAMMAR", 'start: "a" | "b"'),
+                    ("JSON_OBJECT", ""), ("STRUCTURAL_TAG", "{}")):
+            self.assertIsNone(set_strings(*key), key)
+        for bad, reason in ((["a", "a"], 'lists "a" twice'), (["a", ""], "member 1 is empty"), ([], "no member"),
+                            (["a", 1], "member 1 is not a string")):
+            with self.assertRaisesRegex(ValueError, reason):
+                set_strings("CHOICE", json.dumps(bad))
+
+    def test_trie_grammar_follows_vllms_contract(self):
+        from libtrie.vllm.route import TrieGrammar
+
+        members = ["calendar.create_event", "calendar.delete_event", "mail.send"]
+        a = libtrie.compile(self.vocab, members)
+        stop = 7  # a request stop id beyond the vocabulary's EOS
+        g = TrieGrammar(a, {stop, EOS})
+        path = []
+        state = a.start()
+        target = b"calendar.delete_event"
+        done = b""
+        while done != target:  # greedy longest-token path to the member
+            t = max((t for t in a.allowed(state).tolist() if target.startswith(done + self.vocab.token_bytes(t))),
+                    key=lambda t: len(self.vocab.token_bytes(t)))
+            path.append(t)
+            done += self.vocab.token_bytes(t)
+            state = a.advance(state, t)
+        self.assertEqual(g.validate_tokens(path + [stop, 5]), path + [stop])  # stops at the end
+        self.assertFalse(g.is_terminated(), "validate_tokens does not advance")
+        self.assertTrue(g.accept_tokens("r", path[:2]))
+        self.assertEqual(g.validate_tokens([path[0]]), [], "a token the state does not allow")
+        self.assertFalse(g.accept_tokens("r", [path[0]]))
+        g.rollback(1)
+        self.assertTrue(g.accept_tokens("r", path[1:]))
+        bitmask = torch.zeros((2, (N_VOCAB + 31) // 32), dtype=torch.int32)
+        g.fill_bitmask(bitmask, 1)
+        allowed = [t for t in range(N_VOCAB) if (int(bitmask[1, t // 32]) >> (t % 32)) & 1]
+        self.assertEqual(allowed, sorted({EOS, stop}), "a complete member: the EOS and the request's stop id")
+        self.assertEqual(bitmask[0].abs().sum().item(), 0, "other rows untouched")
+        self.assertTrue(g.accept_tokens("r", [stop]))
+        self.assertTrue(g.is_terminated())
+        g.rollback(1)
+        self.assertFalse(g.is_terminated())
+        g.reset()
+        self.assertEqual(g.states, [a.start()])
+
+
+class ToolGrammarTest(unittest.TestCase):
+    """libtrie.vllm.tools without an engine: vLLM's schema of tool_choice="required" read back, and one call produced
+    by TrieToolGrammar: the name from the trie, then the arguments by a real XGrammar matcher (vLLM's compiler)."""
+
+    TOOLS = [{"type": "function", "function": {"name": "weather.get", "parameters": {
+        "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}},
+        {"type": "function", "function": {"name": "mail.send", "parameters": {
+            "type": "object", "properties": {"to": {"type": "string"}}, "required": ["to"]}}}]
+
+    def schema(self):
+        from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionToolsParam
+        from vllm.tool_parsers.utils import get_json_schema_from_tools
+
+        return get_json_schema_from_tools("required", [ChatCompletionToolsParam(**t) for t in self.TOOLS])
+
+    def test_vllms_schema_is_read_back(self):
+        from libtrie.vllm.tools import tool_schema
+
+        names, params, defs = tool_schema(json.dumps(self.schema()))
+        self.assertEqual(names, ["weather.get", "mail.send"])
+        self.assertEqual(params[1]["required"], ["to"])
+        self.assertIsNone(tool_schema(json.dumps({"type": "array", "items": {"type": "string"}})))
+
+    def test_one_call_name_then_arguments(self):
+        import xgrammar as xgr
+        from transformers import AutoTokenizer
+
+        from libtrie.vllm.tools import ToolCompiler, TrieToolGrammar, tool_schema
+
+        tok = AutoTokenizer.from_pretrained(MODEL)
+        vocab = libtrie.Vocab.from_tokenizer_json(MODEL / "tokenizer.json", eog_ids=[EOS])
+        backend = SimpleNamespace(compiler=xgr.GrammarCompiler(xgr.TokenizerInfo.from_huggingface(
+            tok, vocab_size=N_VOCAB)), disable_any_whitespace=False)
+        tc = ToolCompiler(vocab, lambda: backend)
+        names, params, defs = tool_schema(json.dumps(self.schema()))
+        template = tc.names(names)
+        g = TrieToolGrammar(template, lambda m: tc.arguments(params[m], defs, [EOS]))
+        head = '[{"name": "mail.send", "parameters": '.encode()
+        path, state, done = [], template.start(), b""
+        while done != head:
+            t = max((t for t in template.allowed(state).tolist()
+                     if head.startswith(done + vocab.token_bytes(t))), key=lambda t: len(vocab.token_bytes(t)))
+            path.append(t)
+            done += vocab.token_bytes(t)
+            state = template.advance(state, t)
+        args = tok.encode('{"to": "bob"}}]', add_special_tokens=False)
+        self.assertEqual(g.validate_tokens(path + args + [EOS]), path + args + [EOS])
+        self.assertFalse(g.is_terminated())
+        self.assertTrue(g.accept_tokens("r", path))
+        self.assertIsNotNone(g.matcher, "handed over at the end of the name")
+        bitmask = torch.zeros((1, (N_VOCAB + 31) // 32), dtype=torch.int32)
+        g.fill_bitmask(bitmask, 0)
+        allowed = {t for t in range(N_VOCAB) if (int(bitmask[0, t // 32]) >> (t % 32)) & 1}
+        self.assertIn(args[0], allowed)
+        self.assertNotIn(EOS, allowed)
+        self.assertTrue(g.accept_tokens("r", args[:2]))
+        g.rollback(3)  # back across the hand-over: into the name
+        self.assertIsNone(g.matcher)
+        self.assertTrue(g.accept_tokens("r", path[-1:] + args + [EOS]))
+        self.assertTrue(g.is_terminated())
+        self.assertEqual(tc.arg_compiles, 1, "mail.send's arguments compiled once, when it was chosen")
+        wrong = tok.encode('{"city": "Paris"}}]', add_special_tokens=False)
+        g.reset()
+        self.assertLess(len(g.validate_tokens(path + wrong)), len(path + wrong), "weather's arguments for mail")
+
+
+def engine_scheduler(llm):
+    """The TrieScheduler of an in-process engine core (VLLM_ENABLE_V1_MULTIPROCESSING=0)."""
+    return llm.llm_engine.engine_core.engine_core.scheduler
+
+
+class RouteEngineTest(unittest.TestCase):
+    """Routing (LIBTRIE_VLLM_ROUTE=1 with TrieScheduler): the structured outputs users already send, with no libtrie
+    field, are served by libtrie when they are finite sets and by vLLM's own backend (xgrammar, backend "auto")
+    otherwise. The engine core runs in this process so that the scheduler's counter of routed requests is read."""
+
+    @classmethod
+    def setUpClass(cls):
+        from vllm import LLM
+
+        cls.env = Env(LIBTRIE_VLLM_ROUTE=1, VLLM_ENABLE_V1_MULTIPROCESSING=0, LIBTRIE_MAX_INLINE_STRINGS=20_000,
+                      LIBTRIE_MAX_INLINE_BYTES=4 << 20)
+        cls.env.__enter__()
+        from libtrie.vllm import route
+        route.register()  # the general plugin (vLLM loaded it before the switch was set in this test process)
+        cls.llm = LLM(model=str(MODEL), enforce_eager=True, max_model_len=512, max_num_seqs=8, seed=0,
+                      scheduler_cls=TrieScheduler)
+        cls.sched = engine_scheduler(cls.llm)
+        cls.tools = read_set("tools-10000")
+        cls.cities = read_set("cities-1000")
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.llm.llm_engine.engine_core.shutdown()
+        del cls.llm
+        cls.env.__exit__()
+
+    def run_one(self, prompt, so, n=1, **kw):
+        from vllm.sampling_params import StructuredOutputsParams
+
+        before = self.sched.trie_routed
+        params = SamplingParams(max_tokens=48, temperature=kw.pop("temperature", 0.0), n=n,
+                                structured_outputs=StructuredOutputsParams(**so), **kw)
+        outs = self.llm.generate([prompt], [params], use_tqdm=False)[0].outputs
+        for o in outs:
+            self.assertEqual(o.finish_reason, "stop", o.text)
+        return [o.text for o in outs], self.sched.trie_routed - before
+
+    def test_choice_is_served_by_libtrie(self):
+        # 10,000 tool names: XGrammar needs over a second to compile this alternation on this machine kind.
+        texts, routed = self.run_one("Which tool should handle my request? Tool:", {"choice": self.tools},
+                                     n=4, temperature=1.0, seed=3)
+        self.assertEqual(routed, 4)  # vLLM runs n=4 as four requests, each with its grammar (one compile: cached)
+        for t in texts:
+            self.assertIn(t, self.tools)
+
+    def test_enum_schema_and_literal_grammar_and_regex_are_served_by_libtrie(self):
+        texts, routed = self.run_one("Name a city:", {"json": {"type": "string", "enum": self.cities}})
+        self.assertEqual(routed, 1)
+        self.assertIn(json.loads(texts[0]), self.cities)
+        self.assertEqual(texts[0], json.dumps(json.loads(texts[0]), ensure_ascii=False))
+        texts, routed = self.run_one("Yes or no?", {"grammar": 'root ::= "yes" | "no" | "maybe later"'})
+        self.assertEqual((routed, texts[0] in ("yes", "no", "maybe later")), (1, True), texts)
+        texts, routed = self.run_one("Pick a letter name:", {"regex": "(alpha|beta|gamma)"})
+        self.assertEqual((routed, texts[0] in ("alpha", "beta", "gamma")), (1, True), texts)
+
+    def test_other_structured_outputs_go_to_vllms_backend(self):
+        schema = {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"],
+                  "additionalProperties": False}
+        texts, routed = self.run_one("Is the sky blue? Answer as JSON:", {"json": schema})
+        self.assertEqual(routed, 0)
+        self.assertIsInstance(json.loads(texts[0])["ok"], bool)
+        texts, routed = self.run_one("A number:", {"regex": "[0-9]{3}"})
+        self.assertEqual(routed, 0)
+        self.assertRegex(texts[0], "^[0-9]{3}$")
+
+    def test_bad_sets_are_refused_at_admission(self):
+        from vllm.exceptions import VLLMValidationError
+        from vllm.sampling_params import StructuredOutputsParams
+
+        def refused(so, reason):
+            before = self.sched.trie_routed
+            with self.assertRaisesRegex((ValueError, VLLMValidationError), reason):
+                self.llm.generate(["x"], [SamplingParams(max_tokens=4, structured_outputs=StructuredOutputsParams(**so))],
+                                  use_tqdm=False)
+            self.assertEqual(self.sched.trie_routed, before)
+
+        refused({"choice": ["a", "b", "a"]}, 'lists "a" twice')
+        refused({"choice": ["a", ""]}, "member 1 is empty")
+        refused({"choice": [f"item {i}" for i in range(20_001)]}, "LIBTRIE_MAX_INLINE_STRINGS")
+        self.assertIn(self.run_one("Yes or no?", {"choice": ["yes", "no"]})[0][0], ["yes", "no"])  # it goes on
+
+
 class ServerTest(unittest.TestCase):
     """vLLM's OpenAI-compatible server as an operator would run it for remote clients: the processor registered by
     the package's entry point only, TrieScheduler (`--scheduler-cls`), a set directory, a bound on inline sets. Sets
@@ -553,7 +767,7 @@ class ServerTest(unittest.TestCase):
         # RAYON_NUM_THREADS: a compile on one core, the other left to the model (the CPU serving advice of the README;
         # on 2 cores a compile on both slows every forward pass of the model several times over).
         env = dict(os.environ, LIBTRIE_SET_DIR=str(cls.sets), LIBTRIE_MAX_INLINE_STRINGS=str(cls.MAX_INLINE),
-                   RAYON_NUM_THREADS=os.environ.get("RAYON_NUM_THREADS", "1"))
+                   RAYON_NUM_THREADS=os.environ.get("RAYON_NUM_THREADS", "1"), LIBTRIE_VLLM_ROUTE="1")
         sched = ["--scheduler-cls", "libtrie.vllm.TrieScheduler"]
         if os.environ.get("LIBTRIE_TEST_SCHEDULER") == "0":
             sched = []
@@ -562,7 +776,8 @@ class ServerTest(unittest.TestCase):
             # distribution named "vllm"); the server module is the same server.
             [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(MODEL), "--host", "127.0.0.1",
              "--port", str(cls.port), "--enforce-eager", "--max-model-len", "512", "--max-num-seqs", "8", "--seed", "0",
-             *sched],
+             # a tool parser whose tool_choice="required" is vLLM's JSON schema of the tools (no structural tag)
+             "--enable-auto-tool-choice", "--tool-call-parser", "xlam", *sched],
             env=env, stdout=cls.log, stderr=subprocess.STDOUT)
         deadline = time.time() + 300
         while time.time() < deadline:
@@ -632,7 +847,7 @@ class ServerTest(unittest.TestCase):
     def test_an_oversized_inline_set_is_refused(self):
         members = [f"item {i}" for i in range(self.MAX_INLINE + 1)]
         self.refused({"libtrie": members}, f"{self.MAX_INLINE + 1} strings, more than this server accepts "
-                                           f"\\({self.MAX_INLINE}, LIBTRIE_MAX_INLINE_STRINGS\\)")
+                                           f"\\({self.MAX_INLINE}, LIBTRIE_MAX_INLINE_STRINGS")
         c = self.complete({"libtrie": members[: self.MAX_INLINE]}, "Pick an item:")
         self.assertIn(c["text"], members)
 
@@ -642,6 +857,76 @@ class ServerTest(unittest.TestCase):
         else:
             self.refused({"libtrie": "empty"}, "Internal server error", 500)  # vLLM's answer to a failed grammar
         self.assertIn(self.complete({"libtrie": "tools-1000"})["text"], read_set("tools-1000"))
+
+    def served_by_libtrie(self):
+        self.log.flush()
+        return Path(self.log.name).read_text(errors="replace").count("is served by libtrie")
+
+    def test_structured_outputs_users_send_are_routed(self):
+        if os.environ.get("LIBTRIE_TEST_SCHEDULER") == "0":
+            self.skipTest("routing needs TrieScheduler")
+        tools = read_set("tools-1000")
+        before = self.served_by_libtrie()
+        c = self.post({"prompt": "Which tool should I call? Tool:", "structured_outputs": {"choice": tools}})
+        self.assertIn(c["text"], tools)
+        cities = read_set("cities-1000")[:200]
+        body = {"model": str(MODEL), "max_tokens": 64, "temperature": 0,
+                "messages": [{"role": "user", "content": "Name a city."}],
+                "response_format": {"type": "json_schema",
+                                    "json_schema": {"name": "city", "schema": {"type": "string", "enum": cities}}}}
+        req = urllib.request.Request(f"http://127.0.0.1:{self.port}/v1/chat/completions", json.dumps(body).encode(),
+                                     {"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=300) as r:
+            content = json.load(r)["choices"][0]["message"]["content"]
+        self.assertIn(json.loads(content), cities)
+        time.sleep(0.5)  # the engine core's log lines reach the file
+        self.assertEqual(self.served_by_libtrie() - before, 2, "both requests were served by libtrie")
+        schema = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
+        c = self.post({"prompt": "JSON:", "structured_outputs": {"json": schema}})
+        self.assertIsInstance(json.loads(c["text"])["n"], int)
+        time.sleep(0.5)
+        self.assertEqual(self.served_by_libtrie() - before, 2, "a schema that is not a set went to xgrammar")
+
+    def test_a_required_tool_call_is_routed(self):
+        if os.environ.get("LIBTRIE_TEST_SCHEDULER") == "0":
+            self.skipTest("routing needs TrieScheduler")
+        import jsonschema
+
+        # Bounded arguments (a free string may run past max_tokens with a 135M model; the bound is not libtrie's).
+        kinds = [{"day": {"enum": ["mon", "tue", "wed"]}}, {"urgent": {"type": "boolean"}},
+                 {"unit": {"enum": ["c", "f"]}, "urgent": {"type": "boolean"}}]
+        names = read_set("tools-1000")[:30]
+        tools = [{"type": "function", "function": {"name": n, "description": f"tool {n}", "parameters": {
+            "type": "object", "properties": kinds[i % 3], "required": sorted(kinds[i % 3]),
+            "additionalProperties": False}}} for i, n in enumerate(names)]
+        before = self.served_by_libtrie()
+        body = {"model": str(MODEL), "max_tokens": 160, "temperature": 0, "tools": tools, "tool_choice": "required",
+                "messages": [{"role": "user", "content": "Book the meeting for Tuesday."}]}
+        req = urllib.request.Request(f"http://127.0.0.1:{self.port}/v1/chat/completions", json.dumps(body).encode(),
+                                     {"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=300) as r:
+            choice = json.load(r)["choices"][0]
+        calls = choice["message"].get("tool_calls")
+        self.assertEqual(len(calls or ()), 1, choice)
+        name = calls[0]["function"]["name"]
+        self.assertIn(name, names)
+        jsonschema.validate(json.loads(calls[0]["function"]["arguments"]),
+                            tools[names.index(name)]["function"]["parameters"])
+        time.sleep(0.5)
+        self.assertEqual(self.served_by_libtrie() - before, 1, "the call was served by libtrie")
+        self.assertIn("(tools, 30 names) is served by libtrie", Path(self.log.name).read_text(errors="replace"))
+
+    def test_bad_structured_outputs_are_refused(self):
+        for so, reason in (({"choice": ["a", "b", "a"]}, "lists .{1,2}a.{1,2} twice"),
+                           ({"choice": [f"x{i}" for i in range(self.MAX_INLINE + 1)]}, "LIBTRIE_MAX_INLINE_STRINGS"),
+                           ({"choice": ["a", ""]}, "member 1 is empty")):
+            with self.assertRaises(urllib.error.HTTPError) as ctx:
+                self.post({"prompt": "x", "structured_outputs": so})
+            body = ctx.exception.read().decode()
+            self.assertEqual(ctx.exception.code, 400, body)
+            self.assertRegex(body, reason)
+        self.assertIn(self.post({"prompt": "Yes?", "structured_outputs": {"choice": ["yes", "no"]}})["text"],
+                      ["yes", "no"])
 
     def stream(self, times, stop, prompt="Tell me a long story about a lighthouse keeper."):
         """A streamed unconstrained completion: the arrival time of each chunk into `times`, until `stop` is set."""

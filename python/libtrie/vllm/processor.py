@@ -12,6 +12,7 @@ import torch
 from .. import bitmask_words, fill_bitmask_rows
 from ..masks import apply_bitmask, apply_sparse, bit
 from ..sets import SetCache, Settings, parse_spec
+from . import route
 from ._common import EXTRA_KEY, Row, fits, log, shared_cache, stop_ids, uses_trie_scheduler
 
 try:  # vLLM >= 0.10 (V1 logits processors)
@@ -37,6 +38,7 @@ class TrieLogitsProcessor(LogitsProcessor):  # type: ignore[misc,unused-ignore] 
     def validate_params(cls, sampling_params: "SamplingParams") -> None:
         """Admission (the API server process, on its event loop): parse and check the request's set against the
         operator's settings, without reading or compiling it. A ``ValueError`` becomes an HTTP 400."""
+        route.check_admission(sampling_params)  # a structured output libtrie serves (LIBTRIE_VLLM_ROUTE=1)
         extra = sampling_params.extra_args or {}
         if EXTRA_KEY in extra:
             if getattr(sampling_params, "structured_outputs", None) is not None:

@@ -10,6 +10,8 @@ import numpy as np
 from .. import Automaton, bitmask_words, fill_bitmask_rows
 from ..masks import bit
 from ..sets import Settings
+from . import route
+from .tools import ToolCompiler, TrieToolGrammar, tool_schema
 from ._common import EXTRA_KEY, Row, fits, log, shared_cache, stop_ids
 
 try:  # the V1 engine core's scheduler (vLLM 0.32)
@@ -59,6 +61,55 @@ class TrieScheduler(_VllmScheduler):  # type: ignore[misc,valid-type,unused-igno
         self.trie_cache = shared_cache(self.vllm_config, self.trie_settings)
         self.trie_cache.vocab  # load the vocabulary now, at engine start, not while serving  # noqa: B018
         self._trie: Dict[str, _Pending] = {}
+        #: Structured-output requests served by libtrie (LIBTRIE_VLLM_ROUTE=1; see libtrie.vllm.route).
+        self.trie_routed = 0
+        if route.enabled():
+            self._route_structured_outputs()
+
+    def _route_structured_outputs(self) -> None:
+        """Wrap the structured-output manager's grammar factory (run on its compile threads): a request whose key
+        libtrie recognizes as a finite set gets a :class:`~libtrie.vllm.route.TrieGrammar`, compiled through the set
+        cache; any other goes to vLLM's backend as before."""
+        manager = self.structured_output_manager
+        original = manager._create_grammar
+
+        compiler: Optional[ToolCompiler] = None
+
+        def create_grammar(request: Any) -> Any:
+            nonlocal compiler
+            request_type, spec = request.structured_output_request.structured_output_key
+            found = tool_schema(spec) if request_type.name == "JSON" else None
+            if found is not None:  # tools with tool_choice="required": the name from a trie, then its arguments
+                names, params, defs = found
+                if compiler is None:
+                    compiler = ToolCompiler(self.trie_cache.vocab, lambda: manager.backend)
+                tc = compiler
+                stops = sorted(request.sampling_params.all_stop_token_ids or ())
+                template = tc.names(names)
+                self.trie_routed += 1
+                route.log.info("libtrie: request %s (tools, %d names) is served by libtrie", request.request_id,
+                               len(names))
+                return TrieToolGrammar(template, lambda m: tc.arguments(params[m], defs, stops))
+            strings = route.set_strings(request_type.name, spec)
+            if strings is None:
+                return original(request)
+            texts = [m.decode("utf-8") for m in strings]
+            automaton = fits(self.trie_cache.get({"strings": texts}), self.trie_n_vocab)
+            self.trie_routed += 1
+            route.log.info("libtrie: request %s (%s, %d members) is served by libtrie", request.request_id,
+                           request_type.name.lower(), len(texts))
+            return route.TrieGrammar(automaton, stop_ids(request.sampling_params, automaton, self.trie_n_vocab))
+
+        def create_grammar_logged(request: Any) -> Any:
+            try:
+                return create_grammar(request)
+            except Exception:  # the request ends with an error (vLLM's own factory logs its failures the same way)
+                route.log.exception("libtrie: the structured output of request %s cannot be served",
+                                    request.request_id)
+                raise
+
+        manager._create_grammar = create_grammar_logged
+        route.log.info("libtrie: structured outputs that are finite sets are served by libtrie (LIBTRIE_VLLM_ROUTE=1)")
 
     def add_request(self, request: Any) -> None:
         params = request.sampling_params
