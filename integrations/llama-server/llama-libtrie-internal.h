@@ -5,6 +5,7 @@
 #include "llama-libtrie.h"
 #include "llama-libtrie-registry.h"
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <list>
@@ -20,6 +21,9 @@ namespace llama_libtrie {
 // The set cache (and trie vocabulary) serving `vocab`, built on first use (llama-libtrie.cpp). Throws
 // std::invalid_argument when libtrie cannot use the vocabulary.
 std::shared_ptr<set_cache> sets_of(const common_params_libtrie & opts, const llama_vocab * vocab);
+
+// Routing on (common_libtrie_set_route; --trie-no-route turns it off).
+extern std::atomic<bool> g_route;
 
 // The vocabulary's fingerprint as 32 hex digits (a key part: two models with one tokenizer share entries).
 std::string fingerprint_hex(const trie_vocab * vocab);

@@ -49,14 +49,23 @@ llama_libtrie::lru<trie_automaton> g_routed;
 
 }  // namespace
 
+std::atomic<bool> llama_libtrie::g_route{true};
+
+void common_libtrie_set_route(bool on) {
+    llama_libtrie::g_route = on;
+}
+
 bool common_libtrie_is_set(int shape, const std::string & text) {
-    return recognize(shape, text) != nullptr;
+    return llama_libtrie::g_route && recognize(shape, text) != nullptr;
 }
 
 std::shared_ptr<const trie_automaton> common_libtrie_route(const common_params_libtrie & opts,
                                                            const llama_vocab *           vocab,
                                                            int                           shape,
                                                            const std::string &           text) {
+    if (!opts.route || !llama_libtrie::g_route) {
+        return nullptr;
+    }
     // the text bound of an inline set spec: room for the inline bytes with every character escaped
     const uint64_t max_text = opts.max_inline_bytes * 12 + (64u << 10);
     if (text.size() > max_text) {

@@ -174,6 +174,9 @@ std::string common_libtrie_tools::grammar_of(size_t member) const {
 }
 
 std::string common_libtrie_chat_tools(const json & body, const common_libtrie_tool_format & format) {
+    if (!llama_libtrie::g_route) {
+        return "";
+    }
     const json tools   = body.contains("tools") ? body.at("tools") : json();
     const json choice  = body.contains("tool_choice") ? body.at("tool_choice") : json();
     const json trie    = body.contains("trie") ? body.at("trie") : json();

@@ -37,6 +37,7 @@ struct common_params_libtrie {
     uint64_t    max_states         = 0;            // trie_options.max_states of every compile (0: the library's own bounds)
     uint64_t    max_bytes          = 0;            // trie_options.max_bytes of every compile (0: no bound)
     uint64_t    cache_size         = 64;           // compiled sets kept (least recently used dropped first)
+    bool        route              = true;         // serve json_schema / grammar sets and tool calls (--trie-no-route: off)
 };
 
 // The compiled set a request's "trie" value names, for the vocabulary `vocab`, through libtrie's request-set front
@@ -70,17 +71,22 @@ common_libtrie_stats common_libtrie_get_stats();
 // a const, anyOf/oneOf of those) and a "grammar" that is a pure literal alternation (llama.cpp's own enum form
 // included) are served by libtrie instead of a GBNF grammar; anything else goes the usual way.
 
+// Routing on (the default) or off (--trie-no-route: everything below goes llama.cpp's way, for comparisons).
+// Process-wide; set once while the options are parsed.
+void common_libtrie_set_route(bool on);
+
 enum common_libtrie_shape : int {
     COMMON_LIBTRIE_JSON_SCHEMA = 1,  // trie_recognize(TRIE_RECOGNIZE_JSON_SCHEMA)
     COMMON_LIBTRIE_GRAMMAR     = 2,  // trie_recognize(TRIE_RECOGNIZE_GRAMMAR)
 };
 
-// Whether `text` (a JSON schema or a GBNF grammar) is a set libtrie serves: no vocabulary needed, no size bound
+// Whether `text` (a JSON schema or a GBNF grammar) is a set libtrie serves (false with routing off): no vocabulary needed, no size bound
 // but the recognizer's own (the bounds apply when it is compiled, common_libtrie_route). Throws
 // std::invalid_argument for malformed input (an empty enum, a duplicate member, a grammar that does not parse).
 bool common_libtrie_is_set(int shape, const std::string & text);
 
-// The compiled set of `text` for `vocab`, or nullptr when it is not a set (the caller keeps its own grammar).
+// The compiled set of `text` for `vocab`, or nullptr when it is not a set or routing is off (the caller keeps its
+// own grammar).
 // Compiled once per (vocabulary, shape, text) into an LRU of --trie-cache-size entries; bounded by the inline
 // limits (--trie-max-inline-strings / -bytes, the text by 12x the bytes + 64 KiB) and --trie-max-states /
 // --trie-max-bytes. Throws std::invalid_argument naming the problem (an HTTP 400).
@@ -112,7 +118,7 @@ struct common_libtrie_tool_format {
 common_libtrie_tool_format common_chat_templates_libtrie_tool_format(const struct common_chat_templates * tmpls);
 
 // The internal "trie_tools" request value the chat endpoint builds (JSON text), or "" when libtrie does not serve
-// this request's tool call. Served: "tools" with "tool_choice" "required" or a named tool
+// this request's tool call (always "" with routing off). Served: "tools" with "tool_choice" "required" or a named tool
 // ({"type": "function", "function": {"name": ...}}), or "trie": {"registry": NAME}. `body` is the request.
 // Throws std::invalid_argument for a bad request (a named tool not in "tools", a bad registry name).
 std::string common_libtrie_chat_tools(const common_json & body, const common_libtrie_tool_format & format);
