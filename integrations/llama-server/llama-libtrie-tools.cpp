@@ -1,6 +1,8 @@
 // llama-libtrie-tools.cpp - tool calls through libtrie (see llama-libtrie.h, "Tool calls").
 //
-// Output: section_start ["\n"] {"name": NAME, "arguments": ARGS}["\n" section_end], end-of-generation.
+// Output: section_start ["\n"] {"name": NAME, "arguments": ARGS}["\n" section_end], end-of-generation. With
+// "auto" (lazy, JSON-native templates with a section marker) the stage first waits for section_start (llama.cpp's
+// lazy-grammar trigger, as a word and, when it is one token, as that token) and constrains nothing before it.
 //   - NAME: a segment of an open template (trie_compile_template, TRIE_END_OPEN) over the tools' names: the
 //     output names exactly one of them; no crossing tokens are offered, so the hand-over happens at the token
 //     boundary right after `, "arguments": ` (the segment stage's contract with keep = NULL);
@@ -36,6 +38,7 @@ struct common_libtrie_tools {
     std::vector<std::string>              names;        // by member index
     std::vector<std::string>              parameters;   // JSON schema text, by member index
     std::string                           section_end;  // "" or e.g. "</tool_call>"
+    std::string                           trigger;      // lazy ("auto"): section_start, the stage waits for it; "" eager
     const llama_vocab *                   vocab = nullptr;  // part of the cache key
 
     mutable std::mutex                    mu;           // guards grammars
@@ -201,6 +204,10 @@ std::string common_libtrie_chat_tools(const json & body, const common_libtrie_to
         spec["registry"] = trie.at("registry");
     } else if (has_tools && (only.size() > 0 || (choice.is_string() && choice.get<std::string>() == "required"))) {
         spec["tools"] = tools;
+    } else if (has_tools && (choice.is_null() || (choice.is_string() && choice.get<std::string>() == "auto"))
+               && format.native && !format.section_start.empty()) {
+        spec["tools"] = tools;  // "auto": the model may answer, or open a call with the template's section marker
+        spec["lazy"]  = true;
     } else {
         return "";  // "auto" / "none" / no tools: llama.cpp's own path
     }
@@ -226,6 +233,13 @@ std::shared_ptr<const common_libtrie_tools> common_libtrie_tools_resolve(const c
     const std::string section_start = str("section_start");
     const std::string section_end   = str("section_end");
     const std::string only          = str("only");
+    if (value.contains("lazy") && !value.at("lazy").is_boolean()) {
+        refuse("\"trie_tools\": \"lazy\" must be a boolean");
+    }
+    const bool lazy = value.contains("lazy") && value.at("lazy").get<bool>();
+    if (lazy && section_start.empty()) {
+        refuse("\"trie_tools\": \"lazy\" needs a \"section_start\" to wait for");
+    }
     if (section_start.size() > MAX_SECTION_BYTES || section_end.size() > MAX_SECTION_BYTES) {
         refuse("\"trie_tools\": a section marker is longer than 256 bytes");
     }
@@ -251,7 +265,7 @@ std::shared_ptr<const common_libtrie_tools> common_libtrie_tools_resolve(const c
     char        addr[32];
     snprintf(addr, sizeof addr, "%p", (const void *) vocab);
     const std::string key = std::string(addr) + llama_libtrie::fingerprint_hex(sets->vocab) + "\x01" + section_start + "\x01" +
-                            section_end + "\x01" + only + "\x01" + (source.empty() ? "t" + text : "r" + source + ":" + stamp);
+                            section_end + "\x01" + only + (lazy ? "\x01L" : "\x01E") + (source.empty() ? "t" + text : "r" + source + ":" + stamp);
     bool made = false;
     const auto t0 = std::chrono::steady_clock::now();
     auto tools = g_tools.get(key, opts.cache_size, [&]() -> std::shared_ptr<const common_libtrie_tools> {
@@ -267,6 +281,7 @@ std::shared_ptr<const common_libtrie_tools> common_libtrie_tools_resolve(const c
         auto t = std::make_shared<common_libtrie_tools>();
         t->vocab       = vocab;
         t->section_end = section_end;
+        t->trigger     = lazy ? section_start : std::string();
         const size_t n = trie_recognized_n_members(rec.get());
         for (size_t i = 0; i < n; ++i) {
             const uint8_t * b = nullptr; size_t bl = 0;
@@ -286,8 +301,9 @@ std::shared_ptr<const common_libtrie_tools> common_libtrie_tools_resolve(const c
                    (source.empty() ? std::string("\"tools\"") : "registry '" + source + "'"));
         }
         t->grammars.resize(t->names.size());
-        // the name's segment: section_start ["\n"] {"name": NAME, "arguments":   (open: the arguments follow)
-        std::string prefix = section_start.empty() ? "" : section_start + "\n";
+        // the name's segment: section_start ["\n"] {"name": NAME, "arguments":   (open: the arguments follow);
+        // lazy: the stage waits for section_start, the segment begins after it
+        std::string prefix = section_start.empty() ? "" : (lazy ? "" : section_start) + "\n";
         prefix += "{\"name\": ";
         const std::string suffix = ", \"arguments\": ";
         trie_template tt;
@@ -330,8 +346,15 @@ llama_sampler * common_libtrie_tools_sampler(const std::shared_ptr<const common_
         return nullptr;
     }
     trie_llama_segment_params p{};
-    p.trigger       = nullptr;
+    p.trigger       = tools->trigger.empty() ? nullptr : tools->trigger.c_str();  // copied by the stage
     p.trigger_token = -1;
+    if (!tools->trigger.empty()) {  // a marker that is one (special) token triggers by its id too
+        llama_token ids[4];
+        const int n = llama_tokenize(vocab, tools->trigger.c_str(), (int32_t) tools->trigger.size(), ids, 4, false, true);
+        if (n == 1) {
+            p.trigger_token = ids[0];
+        }
+    }
     p.keep          = nullptr;  // hand over at token boundaries only
     p.next          = next_of;
     p.user          = (void *) tools.get();

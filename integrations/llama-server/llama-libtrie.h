@@ -119,7 +119,9 @@ common_libtrie_tool_format common_chat_templates_libtrie_tool_format(const struc
 
 // The internal "trie_tools" request value the chat endpoint builds (JSON text), or "" when libtrie does not serve
 // this request's tool call (always "" with routing off). Served: "tools" with "tool_choice" "required" or a named tool
-// ({"type": "function", "function": {"name": ...}}), or "trie": {"registry": NAME}. `body` is the request.
+// ({"type": "function", "function": {"name": ...}}), or "trie": {"registry": NAME}; "auto" (or no tool_choice) with
+// "tools" when the template has a JSON-native format with a section marker: lazily, the stage waits for the marker
+// ("lazy": true). `body` is the request.
 // Throws std::invalid_argument for a bad request (a named tool not in "tools", a bad registry name).
 std::string common_libtrie_chat_tools(const common_json & body, const common_libtrie_tool_format & format);
 

@@ -292,6 +292,25 @@ def tools_part(srv, args):
     check(name == "lookup_city" and arguments is not None and fits(schema_of["lookup_city"], arguments)
           and (how == "parsed" or not native), f"[{label}] named tool_choice: a call to that tool", f"{how}: {name!r} {arguments!r}")
 
+    # "auto": lazily, the stage waits for the template's section marker (JSON-native templates with one)
+    if native:
+        calls = 0
+        for i, p in enumerate(["What is the weather in Paris, in celsius? Use a tool.", "Delete file 7, force it."]):
+            status, res, _ = srv.chat(user(p), {"tools": tools, "tool_choice": "auto"}, max_tokens=96)
+            msg = res["choices"][0]["message"] if status == 200 else {}
+            if msg.get("tool_calls"):
+                name, arguments, how = the_call(status, res)
+                calls += 1
+                check(name in schema_of and arguments is not None and fits(schema_of[name], arguments),
+                      f"[{label}] auto #{i}: the call after the trigger names a listed tool, arguments fit its schema",
+                      f"{how}: {name!r} {arguments!r}")
+            else:
+                check(status == 200 and isinstance(msg.get("content"), str),
+                      f"[{label}] auto #{i}: no call, plain content", f"status {status}: {error_text(res)[:200]}")
+        check(calls >= 1, f"[{label}] auto: at least one of the prompts asking for a tool made a call ({calls} of 2)")
+    else:
+        print(f"# [{label}] auto: the template has no section marker to wait for; llama.cpp's own path")
+
     # a 10,000-tool registry in the set directory, three candidates described in the prompt
     reg_names = sorted(read_set(os.path.join(args.sets, "tools10k.txt")))
     reg_schema = {n: REG_SCHEMAS[i % len(REG_SCHEMAS)] for i, n in enumerate(reg_names)}
