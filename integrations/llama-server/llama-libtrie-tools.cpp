@@ -138,6 +138,31 @@ llama_sampler * next_of(void * user, size_t member, const uint8_t * overflow, si
     return s;
 }
 
+// Checks a request's "tools" before the chat template sees them (so a bad list is refused with libtrie's reason):
+// an OpenAI list of functions with distinct names and object parameters, including `only` when it is not "".
+void check_tools(const json & tools, const std::string & only) {
+    const std::string text = tools.dump();
+    trie_recognized * r = nullptr;
+    if (trie_recognize(TRIE_RECOGNIZE_TOOLS, (const uint8_t *) text.data(), text.size(), &r) != TRIE_OK) {
+        refuse("\"tools\": " + llama_libtrie::last_error());
+    }
+    std::unique_ptr<trie_recognized, void (*)(trie_recognized *)> rec(r, trie_recognized_free);
+    if (!rec) {
+        refuse(std::string("\"tools\": not a list of functions: ") + trie_recognize_reason());
+    }
+    if (only.empty()) {
+        return;
+    }
+    for (size_t i = 0, n = trie_recognized_n_members(rec.get()); i < n; ++i) {
+        const uint8_t * b = nullptr;
+        size_t          bl = 0;
+        if (trie_recognized_member(rec.get(), i, &b, &bl) == TRIE_OK && std::string((const char *) b, bl) == only) {
+            return;
+        }
+    }
+    refuse("\"tool_choice\" names the tool '" + only + "', which is not one of the \"tools\"");
+}
+
 }  // namespace
 
 std::string common_libtrie_tools::grammar_of(size_t member) const {
@@ -203,9 +228,11 @@ std::string common_libtrie_chat_tools(const json & body, const common_libtrie_to
         }
         spec["registry"] = trie.at("registry");
     } else if (has_tools && (only.size() > 0 || (choice.is_string() && choice.get<std::string>() == "required"))) {
+        check_tools(tools, only);
         spec["tools"] = tools;
     } else if (has_tools && (choice.is_null() || (choice.is_string() && choice.get<std::string>() == "auto"))
                && format.native && !format.section_start.empty()) {
+        check_tools(tools, only);
         spec["tools"] = tools;  // "auto": the model may answer, or open a call with the template's section marker
         spec["lazy"]  = true;
     } else {
