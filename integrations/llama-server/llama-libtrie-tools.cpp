@@ -121,19 +121,30 @@ std::string read_registry(const common_params_libtrie & opts, const std::string 
     return ss.str();
 }
 
+// Fail closed: a stage that allows only end-of-generation (libtrie's set of the empty string): the call is cut
+// short, never invalid. NULL only if even that cannot be allocated.
+llama_sampler * end_here(const common_libtrie_tools * t) {
+    trie_vocab *    v     = trie_automaton_vocab(t->automaton.get());
+    const uint8_t * empty = (const uint8_t *) "";
+    const size_t    zero  = 0;
+    trie_automaton * a    = nullptr;
+    llama_sampler *  s    = nullptr;
+    if (v && trie_compile(v, &empty, &zero, 1, nullptr, &a) == TRIE_OK) {
+        s = trie_llama_sampler_init(a);
+    }
+    trie_automaton_free(a);
+    trie_vocab_free(v);
+    return s;
+}
+
 llama_sampler * next_of(void * user, size_t member, const uint8_t * overflow, size_t len) {
     const auto * t = (const common_libtrie_tools *) user;
     (void) overflow;  // keep = NULL: no crossing token, so no overflow
-    std::string  g = len == 0 ? t->grammar_of(member) : std::string();
-    if (g.empty()) {
-        // fail closed: nothing but end-of-generation after the name (the call is cut short, never invalid)
-        LOG_ERR("libtrie: no argument grammar for tool %zu; the call ends here\n", member);
-        g = "root ::= \"\"";
-    }
-    llama_sampler * s = llama_sampler_init_grammar(t->vocab, g.c_str(), "root");
+    const std::string g = len == 0 ? t->grammar_of(member) : std::string();
+    llama_sampler *   s = g.empty() ? nullptr : llama_sampler_init_grammar(t->vocab, g.c_str(), "root");
     if (s == nullptr) {
-        LOG_ERR("libtrie: the argument grammar of tool %zu does not parse\n", member);
-        s = llama_sampler_init_grammar(t->vocab, "root ::= \"\"", "root");
+        LOG_ERR("libtrie: no argument grammar for tool %zu; the call ends here\n", member);
+        return end_here(t);
     }
     return s;
 }
