@@ -40,7 +40,8 @@ recognized_ptr recognize(int shape, const std::string & text) {
     trie_recognized * r = nullptr;
     const trie_status st = trie_recognize(recognize_kind(shape), (const uint8_t *) text.data(), text.size(), &r);
     if (st != TRIE_OK) {
-        refuse(std::string("\"") + shape_name(shape) + "\": " + llama_libtrie::last_error());
+        // llama.cpp names the field of a bad json_schema itself; a grammar's error is named here
+        refuse((shape == COMMON_LIBTRIE_GRAMMAR ? std::string("\"grammar\": ") : std::string()) + llama_libtrie::last_error());
     }
     return recognized_ptr(r, trie_recognized_free);
 }

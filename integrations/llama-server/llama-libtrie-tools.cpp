@@ -242,7 +242,7 @@ std::string common_libtrie_chat_tools(const json & body, const common_libtrie_to
         check_tools(tools, only);
         spec["tools"] = tools;
     } else if (has_tools && (choice.is_null() || (choice.is_string() && choice.get<std::string>() == "auto"))
-               && format.native && !format.section_start.empty()) {
+               && format.native && format.section_start.find_first_not_of(" \t\r\n") != std::string::npos) {
         check_tools(tools, only);
         spec["tools"] = tools;  // "auto": the model may answer, or open a call with the template's section marker
         spec["lazy"]  = true;
@@ -252,8 +252,14 @@ std::string common_libtrie_chat_tools(const json & body, const common_libtrie_to
     if (!only.empty()) {
         spec["only"] = only;
     }
-    spec["section_start"] = format.native ? format.section_start : std::string();
-    spec["section_end"]   = format.native ? format.section_end : std::string();
+    // the markers without their surrounding whitespace (Qwen2.5's analysis gives "<tool_call>\n"): the call writes
+    // one "\n" after the start and before the end, and the lazy trigger is the marker itself
+    auto trim = [](const std::string & m) {
+        const size_t b = m.find_first_not_of(" \t\r\n");
+        return b == std::string::npos ? std::string() : m.substr(b, m.find_last_not_of(" \t\r\n") - b + 1);
+    };
+    spec["section_start"] = format.native ? trim(format.section_start) : std::string();
+    spec["section_end"]   = format.native ? trim(format.section_end) : std::string();
     return spec.dump();
 }
 
@@ -395,6 +401,6 @@ llama_sampler * common_libtrie_tools_sampler(const std::shared_ptr<const common_
     }
     p.keep          = nullptr;  // hand over at token boundaries only
     p.next          = next_of;
-    p.user          = (void *) tools.get();
+    p.user          = const_cast<common_libtrie_tools *>(tools.get());  // read only (grammars: under its mutex)
     return trie_llama_segment_init(tools->automaton.get(), &p);
 }
