@@ -288,22 +288,32 @@ def tools_part(srv, args):
     check(how == "parsed" and name == "lookup_city" and arguments is not None and fits(schema_of["lookup_city"], arguments),
           f"[{label}] named tool_choice: a parsed call to that tool", f"{how}: {name!r} {arguments!r}")
 
-    # "auto": lazily, the stage waits for the template's section marker (JSON-native templates with one)
+    # "auto": lazily, the stage waits for the template's section marker. A small model seldom opens a call by
+    # itself (Qwen2.5-Coder-0.5B writes a markdown JSON block), so one request biases the marker's token
+    # (logit_bias, every step: the tools here take no strings, where the marker's text would fit) to fire the
+    # trigger; the other is left alone and must come back as content or as a valid call.
     if native:
-        calls = 0
-        for i, p in enumerate(["What is the weather in Paris, in celsius? Use a tool.", "Delete file 7, force it."]):
-            status, res, _ = srv.chat(user(p), {"tools": tools, "tool_choice": "auto"}, max_tokens=96)
-            msg = res["choices"][0]["message"] if status == 200 else {}
-            if msg.get("tool_calls"):
-                name, arguments, how = the_call(status, res)
-                calls += 1
-                check(name in schema_of and arguments is not None and fits(schema_of[name], arguments),
-                      f"[{label}] auto #{i}: the call after the trigger names a listed tool, arguments fit its schema",
-                      f"{how}: {name!r} {arguments!r}")
-            else:
-                check(status == 200 and isinstance(msg.get("content"), str),
-                      f"[{label}] auto #{i}: no call, plain content", f"status {status}: {error_text(res)[:200]}")
-        check(calls >= 1, f"[{label}] auto: at least one of the prompts asking for a tool made a call ({calls} of 2)")
+        status, res = post(srv.url + "/tokenize", {"content": "<tool_call>", "parse_special": True})[:2]
+        marker = res.get("tokens", []) if isinstance(res, dict) else []
+        no_strings = [t for t in tools if t["function"]["name"] in ("delete_file", "cancel_order", "get_time", "list_files")]
+        extra = {"tools": no_strings, "tool_choice": "auto"}
+        if len(marker) == 1:
+            extra["logit_bias"] = [[marker[0], 100]]
+        status, res, _ = srv.chat(user("Delete file 7, force it."), extra, max_tokens=96)
+        name, arguments, how = the_call(status, res)
+        check(len(marker) == 1 and how == "parsed" and name in schema_of and arguments is not None
+              and fits(schema_of[name], arguments), f"[{label}] auto, the marker token biased: the trigger fires, a parsed"
+              " call to a listed tool follows, arguments fit its schema", f"marker {marker}; {how}: {name!r} {arguments!r}")
+        status, res, _ = srv.chat(user("What is the weather in Paris, in celsius?"), {"tools": tools, "tool_choice": "auto"},
+                                  max_tokens=96)
+        msg = res["choices"][0]["message"] if status == 200 else {}
+        if msg.get("tool_calls"):
+            name, arguments, how = the_call(status, res)
+            check(name in schema_of and arguments is not None and fits(schema_of[name], arguments),
+                  f"[{label}] auto, unbiased: the call names a listed tool, arguments fit its schema", f"{name!r} {arguments!r}")
+        else:
+            check(status == 200 and isinstance(msg.get("content"), str) and "<tool_call>" not in msg["content"],
+                  f"[{label}] auto, unbiased: no call, plain content", f"status {status}: {error_text(res)[:200]}")
     else:
         print(f"# [{label}] auto: the template has no section marker to wait for; llama.cpp's own path")
 
