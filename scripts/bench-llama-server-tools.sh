@@ -19,7 +19,7 @@ source "$REPO/scripts/llama-server-lib.sh"   # free_port, stop_server
 BIN="$("$REPO/scripts/fetch-llama-server.sh" | tail -1)"
 SMOL="$("$REPO/scripts/fetch-model.sh" smollm2 | tail -1)"
 QWEN="$("$REPO/scripts/fetch-model.sh" qwen2.5-coder-0.5b | tail -1)"
-OUT="${TRIE_BENCH_OUT:-$REPO/docs/bench/llama-server-tools.jsonl}"
+OUT="${TRIE_BENCH_OUT:-$REPO/docs/bench/llama-server-tools.jsonl}"   # appended to
 
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/libtrie-tools-bench.XXXXXX")"
 SERVER_PID=""
@@ -31,8 +31,6 @@ trap cleanup EXIT INT TERM
 mkdir -p "$WORK/sets"
 python3 "$REPO/scripts/gen-data.py" tools --count 10000 > "$WORK/names.txt"
 mkdir -p "$(dirname "$OUT")"
-: > "$OUT"
-PORT="$(free_port)"
 
 # serve MODEL MODE CONTEXT CASES [args...]: one server, one client run
 serve() {
@@ -40,6 +38,7 @@ serve() {
   shift 4
   local extra=()
   [[ "$mode" == stock ]] && extra+=(--trie-no-route)
+  PORT="$(free_port)"  # a fresh port: a server killed while busy may still hold the last one
   "$BIN" -m "$model" --host 127.0.0.1 --port "$PORT" -np 1 -c "$ctx" -t "${TRIE_SERVER_THREADS:-2}" -nr --no-webui \
     --jinja --trie-set-dir "$WORK/sets" --trie-max-inline-strings 200000 --trie-max-inline-bytes 16000000 \
     "${extra[@]}" > "$WORK/server-$mode.log" 2>&1 &
@@ -57,8 +56,13 @@ serve() {
   SERVER_PID=""
 }
 
-serve "$SMOL" libtrie 4096 enum "$@"
-serve "$SMOL" stock 4096 enum "$@"
-serve "$QWEN" libtrie 16384 tools,registry "$@"
-serve "$QWEN" stock 16384 tools "$@"
+# TRIE_BENCH_PARTS: which parts to run (default "enum tools")
+if [[ " ${TRIE_BENCH_PARTS:-enum tools} " == *" enum "* ]]; then
+  serve "$SMOL" libtrie 4096 enum "$@"
+  serve "$SMOL" stock 4096 enum "$@"
+fi
+if [[ " ${TRIE_BENCH_PARTS:-enum tools} " == *" tools "* ]]; then
+  serve "$QWEN" libtrie 16384 tools,registry "$@"
+  serve "$QWEN" stock 16384 tools "$@"
+fi
 log "results in $OUT"
