@@ -4,6 +4,8 @@
 #
 #   scripts/bench-llama-server.sh [--requests N] [--concurrency C] [--cap SECONDS] ...   (see bench-llama-server.py)
 #
+# The server runs with --trie-no-route, so "grammar" and "json_schema" take llama.cpp's own path (issue 22 routes
+# them to libtrie by default; scripts/bench-llama-server-tools.sh compares the two).
 # Builds the server (scripts/fetch-llama-server.sh) and fetches SmolLM2-135M (scripts/fetch-model.sh), starts it on
 # 127.0.0.1 (4 slots unless TRIE_BENCH_SLOTS), runs scripts/bench-llama-server.py, writes JSON lines to
 # docs/bench/llama-server.jsonl (TRIE_BENCH_OUT) and prints a table. Every case is capped in wall time (--cap,
@@ -35,7 +37,7 @@ done
 
 PORT="$(free_port)"
 "$BIN" -m "$MODEL" --host 127.0.0.1 --port "$PORT" -np "$SLOTS" -c $(( 2048 * SLOTS )) \
-  -t "${TRIE_SERVER_THREADS:-2}" -nr --no-webui --trie-set-dir "$WORK/sets" > "$WORK/server.log" 2>&1 &
+  -t "${TRIE_SERVER_THREADS:-2}" -nr --no-webui --trie-set-dir "$WORK/sets" --trie-no-route > "$WORK/server.log" 2>&1 &
 SERVER_PID=$!
 for _ in $(seq 1 360); do
   curl -sf "http://127.0.0.1:$PORT/health" >/dev/null 2>&1 && break

@@ -21,13 +21,18 @@
 
 namespace llama_libtrie {
 
-// One trie_set_cache, freed with the last holder.
+// One trie_set_cache and its vocabulary (for compiles outside the cache: recognized shapes, tool names), freed
+// with the last holder.
 struct set_cache {
     trie_set_cache * cache = nullptr;
+    trie_vocab *     vocab = nullptr;  // own reference
     set_cache() = default;
     set_cache(const set_cache &) = delete;
     set_cache & operator=(const set_cache &) = delete;
-    ~set_cache() { trie_set_cache_free(cache); }
+    ~set_cache() {
+        trie_set_cache_free(cache);
+        trie_vocab_free(vocab);
+    }
 };
 
 class registry {
@@ -62,6 +67,7 @@ class registry {
             if (trie_set_cache_new(vocab.get(), &config, &sets->cache) != TRIE_OK) {  // keeps its own reference
                 throw std::invalid_argument(std::string("libtrie cannot serve sets: ") + trie_last_error());
             }
+            sets->vocab = trie_vocab_retain(vocab.get());
         }
         std::lock_guard<std::mutex> lock(mu_);
         for (auto it = by_fingerprint_.begin(); it != by_fingerprint_.end();) {  // caches nobody holds any more

@@ -6,8 +6,8 @@
 
 #include "llama-libtrie.h"
 
-#include "llama-libtrie-registry.h"
-#include "llama-libtrie-stage.h"  // llama.h, trie.h, trie_llama.h
+#include "llama-libtrie-internal.h"  // llama-libtrie-registry.h
+#include "llama-libtrie-stage.h"     // llama.h, trie.h, trie_llama.h
 
 #include "json.h"
 #include "log.h"
@@ -89,6 +89,15 @@ trie_vocab * build_vocab(const llama_vocab * vocab) {
 
 }  // namespace
 
+std::shared_ptr<llama_libtrie::set_cache> llama_libtrie::sets_of(const common_params_libtrie & opts,
+                                                                 const llama_vocab *           vocab) {
+    if (vocab == nullptr) {
+        refuse("libtrie: no vocabulary");
+    }
+    const trie_set_config config = config_of(opts);
+    return g_registry.get(vocab, signature_of(vocab), config, [&] { return build_vocab(vocab); });
+}
+
 std::shared_ptr<const trie_automaton> common_libtrie_resolve(const common_params_libtrie & opts,
                                                              const llama_vocab *           vocab,
                                                              const common_json &           value) {
@@ -101,8 +110,7 @@ std::shared_ptr<const trie_automaton> common_libtrie_resolve(const common_params
     } catch (const std::exception &) {
         refuse("\"trie\" holds a string that is not valid UTF-8");
     }
-    const trie_set_config config = config_of(opts);
-    const auto sets = g_registry.get(vocab, signature_of(vocab), config, [&] { return build_vocab(vocab); });
+    const auto sets = llama_libtrie::sets_of(opts, vocab);
     trie_automaton * a = nullptr;
     trie_set_info    info{};
     const trie_status st = trie_set_cache_get(sets->cache, (const uint8_t *) spec.data(), spec.size(), &a, &info);
@@ -159,4 +167,22 @@ common_libtrie_stats common_libtrie_get_stats() {
         }
     });
     return s;
+}
+
+std::string llama_libtrie::fingerprint_hex(const trie_vocab * vocab) {
+    uint8_t fp[16] = {};
+    if (trie_vocab_fingerprint(vocab, fp) != TRIE_OK) {
+        refuse(std::string("libtrie: ") + truncated(trie_last_error()));
+    }
+    static const char * hex = "0123456789abcdef";
+    std::string out;
+    for (uint8_t b : fp) {
+        out.push_back(hex[b >> 4]);
+        out.push_back(hex[b & 15]);
+    }
+    return out;
+}
+
+std::string llama_libtrie::last_error(size_t n) {
+    return truncated(trie_last_error(), n);
 }

@@ -23,7 +23,9 @@
 #include <string>
 
 struct llama_vocab;
+struct llama_sampler;
 struct trie_automaton;
+struct common_chat_templates;
 class common_json;
 
 // The operator's options (common/arg.cpp: --trie-*; defaults as the vLLM processor's).
@@ -35,6 +37,7 @@ struct common_params_libtrie {
     uint64_t    max_states         = 0;            // trie_options.max_states of every compile (0: the library's own bounds)
     uint64_t    max_bytes          = 0;            // trie_options.max_bytes of every compile (0: no bound)
     uint64_t    cache_size         = 64;           // compiled sets kept (least recently used dropped first)
+    bool        route              = true;         // serve json_schema / grammar sets and tool calls (--trie-no-route: off)
 };
 
 // The compiled set a request's "trie" value names, for the vocabulary `vocab`, through libtrie's request-set front
@@ -61,3 +64,74 @@ struct common_libtrie_stats {
     uint64_t entries  = 0;
 };
 common_libtrie_stats common_libtrie_get_stats();
+
+// ---- Routing without a new field (llama-libtrie-route.cpp) ---------------------------------------------------
+//
+// A request's "json_schema" / "response_format" schema that libtrie's recognizer reads as a set (a string enum,
+// a const, anyOf/oneOf of those) and a "grammar" that is a pure literal alternation (llama.cpp's own enum form
+// included) are served by libtrie instead of a GBNF grammar; anything else goes the usual way.
+
+// Routing on (the default) or off (--trie-no-route: everything below goes llama.cpp's way, for comparisons).
+// Process-wide; set once while the options are parsed.
+void common_libtrie_set_route(bool on);
+
+enum common_libtrie_shape : int {
+    COMMON_LIBTRIE_JSON_SCHEMA = 1,  // trie_recognize(TRIE_RECOGNIZE_JSON_SCHEMA)
+    COMMON_LIBTRIE_GRAMMAR     = 2,  // trie_recognize(TRIE_RECOGNIZE_GRAMMAR)
+};
+
+// Whether `text` (a JSON schema or a GBNF grammar) is a set libtrie serves (false with routing off): no vocabulary needed, no size bound
+// but the recognizer's own (the bounds apply when it is compiled, common_libtrie_route). Throws
+// std::invalid_argument for malformed input (an empty enum, a duplicate member, a grammar that does not parse).
+bool common_libtrie_is_set(int shape, const std::string & text);
+
+// The compiled set of `text` for `vocab`, or nullptr when it is not a set or routing is off (the caller keeps its
+// own grammar).
+// Compiled once per (vocabulary, shape, text) into an LRU of --trie-cache-size entries; bounded by the inline
+// limits (--trie-max-inline-strings / -bytes, the text by 12x the bytes + 64 KiB) and --trie-max-states /
+// --trie-max-bytes. Throws std::invalid_argument naming the problem (an HTTP 400).
+std::shared_ptr<const trie_automaton> common_libtrie_route(const common_params_libtrie & opts,
+                                                           const llama_vocab *           vocab,
+                                                           int                           shape,
+                                                           const std::string &           text);
+
+// ---- Tool calls (llama-libtrie-tools.cpp) ---------------------------------------------------------------------
+//
+// The tool name is a libtrie segment (trie_compile_template, TRIE_END_OPEN: prefix + JSON string + suffix), and
+// once it is complete the arguments follow that tool's grammar only (llama.cpp's json-schema-to-grammar of its
+// "parameters", built when the tool is chosen, cached), then the call's closing text. The tools come from the
+// request ("tools") or from an operator registry (a JSON file of the set directory, compiled once, cached).
+
+struct common_libtrie_tools;  // one compiled tool-call constraint (opaque, immutable, shared)
+
+// The tool-call format of a chat template as libtrie writes it: section_start + {"name": NAME, "arguments": ARGS}
+// + section_end. `native`: the template's own JSON-native format (llama.cpp's autoparser found it, and its parser
+// reads such calls back); false: the template has none, and the bare JSON object is used.
+struct common_libtrie_tool_format {
+    bool        native = false;
+    std::string section_start;  // e.g. "<tool_call>" (Hermes / Qwen2.5), "" for none
+    std::string section_end;    // e.g. "</tool_call>"
+};
+
+// Defined in common/chat.cpp (patches/llama-server-libtrie.patch): runs llama.cpp's template analysis once per
+// template and caches it.
+common_libtrie_tool_format common_chat_templates_libtrie_tool_format(const struct common_chat_templates * tmpls);
+
+// The internal "trie_tools" request value the chat endpoint builds (JSON text), or "" when libtrie does not serve
+// this request's tool call (always "" with routing off). Served: "tools" with "tool_choice" "required" or a named tool
+// ({"type": "function", "function": {"name": ...}}), or "trie": {"registry": NAME}; "auto" (or no tool_choice) with
+// "tools" when the template has a JSON-native format with a section marker: lazily, the stage waits for the marker
+// ("lazy": true). `body` is the request.
+// Throws std::invalid_argument for a bad request (a named tool not in "tools", a bad registry name).
+std::string common_libtrie_chat_tools(const common_json & body, const common_libtrie_tool_format & format);
+
+// Resolves a "trie_tools" value: checks it, compiles the names (cached like a named set). Throws
+// std::invalid_argument naming the problem.
+std::shared_ptr<const common_libtrie_tools> common_libtrie_tools_resolve(const common_params_libtrie & opts,
+                                                                         const llama_vocab *           vocab,
+                                                                         const common_json &           value);
+
+// A new sampler stage for one generation (trie_llama_segment_init with the hand-over to the chosen tool's
+// argument grammar), or nullptr on allocation failure.
+struct llama_sampler * common_libtrie_tools_sampler(const std::shared_ptr<const common_libtrie_tools> & tools,
+                                                    const llama_vocab *                                 vocab);

@@ -9,7 +9,11 @@
 # concurrent constrained (file sets and inline sets, /completion and /v1/chat/completions) and unconstrained
 # requests, membership of every constrained output, unconstrained outputs equal to the same prompt sent alone
 # (greedy), bad sets refused with an HTTP 400 naming the reason while the server keeps serving, each set compiled
-# once. The server is stopped on exit. Prints "N passed, M failed" last; exit status 1 when anything failed.
+# once. Then tests/llama-server/check_routing.py (issue 22): json_schema / response_format enums and literal grammars
+# served by libtrie without the "trie" field, tool calls (10 tools, a named tool, a 10,000-tool registry) and bad
+# schemas / tools refused with a 400; the tool checks run again on a second server with Qwen2.5-Coder-0.5B
+# (scripts/fetch-model.sh qwen2.5-coder-0.5b), whose template has a JSON-native tool-call format that llama.cpp
+# parses. The servers are stopped on exit. Prints "N passed, M failed" per part; exit status 1 when anything failed.
 #
 # Environment: TRIE_CACHE (default <repo>/.cache), TRIE_SERVER_PORT (default: a free port), TRIE_SERVER_THREADS
 # (default 2), TRIE_KEEP=1 keeps the temporary folder (server log, set directory).
@@ -65,10 +69,35 @@ set +e
 python3 "$REPO/tests/llama-server/check.py" --url "http://127.0.0.1:$PORT" --server-log "$LOG" --pid "$SERVER_PID" \
   --repo "$REPO" --sets "$SETS"
 rc=$?
+# issue 22: json_schema / response_format / grammar sets and tool calls reach libtrie without the "trie" field
+python3 "$REPO/tests/llama-server/check_routing.py" --url "http://127.0.0.1:$PORT" --server-log "$LOG" \
+  --pid "$SERVER_PID" --sets "$SETS" --part routing --part tools --model-label SmolLM2
+rc2=$?
 set -e
-if [[ "$rc" != 0 ]]; then
+if [[ "$rc" != 0 || "$rc2" != 0 ]]; then
   log "server log (last 40 lines):"
   tail -40 "$LOG" >&2 || true
 fi
+stop_server "$SERVER_PID"
+SERVER_PID=""
+
+# ---- tool calls with Qwen2.5's template (JSON-native <tool_call> format, parsed by llama.cpp) -----------------
+QWEN="$("$REPO/scripts/fetch-model.sh" qwen2.5-coder-0.5b | tail -1)"
+QLOG="$WORK/server-qwen.log"
+"$BIN" -m "$QWEN" --host 127.0.0.1 --port "$PORT" -np 1 -c 8192 -t "${TRIE_SERVER_THREADS:-2}" -nr \
+  --no-webui --seed 1 --jinja --trie-set-dir "$SETS" --trie-max-inline-strings 1000 --trie-max-file-bytes 8000000 \
+  > "$QLOG" 2>&1 &
+SERVER_PID=$!
+log "Qwen2.5 server pid $SERVER_PID on 127.0.0.1:$PORT (log: $QLOG)"
+set +e
+python3 "$REPO/tests/llama-server/check_routing.py" --url "http://127.0.0.1:$PORT" --server-log "$QLOG" \
+  --pid "$SERVER_PID" --sets "$SETS" --part tools --model-label Qwen2.5
+rc3=$?
+set -e
+if [[ "$rc3" != 0 ]]; then
+  log "Qwen2.5 server log (last 40 lines):"
+  tail -40 "$QLOG" >&2 || true
+fi
+[[ "$rc" == 0 && "$rc2" == 0 && "$rc3" == 0 ]] || rc=1
 log "total $(( $(date +%s) - t_start )) s (build/model $(( t_built - t_start )) s, server test $(( $(date +%s) - t_built )) s)"
 exit "$rc"

@@ -1,0 +1,63 @@
+// llama-libtrie-internal.h - what the integration's own files share (llama-libtrie.cpp, -route.cpp, -tools.cpp);
+// not included by llama.cpp's sources.
+#pragma once
+
+#include "llama-libtrie.h"
+#include "llama-libtrie-registry.h"
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+struct llama_vocab;
+
+namespace llama_libtrie {
+
+// The set cache (and trie vocabulary) serving `vocab`, built on first use (llama-libtrie.cpp). Throws
+// std::invalid_argument when libtrie cannot use the vocabulary.
+std::shared_ptr<set_cache> sets_of(const common_params_libtrie & opts, const llama_vocab * vocab);
+
+// Routing on (common_libtrie_set_route; --trie-no-route turns it off).
+extern std::atomic<bool> g_route;
+
+// The vocabulary's fingerprint as 32 hex digits (a key part: two models with one tokenizer share entries).
+std::string fingerprint_hex(const trie_vocab * vocab);
+
+// A least-recently-used map of compiled things by key, `capacity` entries (at least 1). Thread-safe; `make` runs
+// under the lock (one compile at a time: compiles are bounded by the operator's limits).
+template <typename T> class lru {
+  public:
+    template <typename F> std::shared_ptr<const T> get(const std::string & key, size_t capacity, F make, bool * made = nullptr) {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (made) *made = false;
+        auto it = index_.find(key);
+        if (it != index_.end()) {
+            order_.splice(order_.begin(), order_, it->second);
+            return it->second->second;
+        }
+        std::shared_ptr<const T> value = make();  // throws: nothing cached
+        order_.emplace_front(key, value);
+        index_[key] = order_.begin();
+        while (order_.size() > (capacity ? capacity : 1)) {
+            index_.erase(order_.back().first);
+            order_.pop_back();
+        }
+        if (made) *made = true;
+        return value;
+    }
+
+  private:
+    std::mutex                                                     mu_;
+    std::list<std::pair<std::string, std::shared_ptr<const T>>>    order_;
+    std::unordered_map<std::string, typename std::list<std::pair<std::string, std::shared_ptr<const T>>>::iterator> index_;
+};
+
+// trie_last_error(), at most `n` bytes (messages go to clients).
+std::string last_error(size_t n = 1000);
+
+}  // namespace llama_libtrie

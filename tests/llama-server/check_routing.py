@@ -1,0 +1,381 @@
+#!/usr/bin/env python3
+"""Checks, against a running llama-server built with libtrie, what reaches libtrie without the "trie" field (issue 22).
+
+Started by tests/llama-server/run.sh after check.py. Standard library only. Two parts:
+
+  --part routing   json_schema / response_format enums and literal GBNF alternations are served by libtrie (the
+                   output is a JSON value / literal of the set, and the server log says it routed them); a schema
+                   that is not a set goes llama.cpp's way (a valid object); bad schemas and sets over the bounds
+                   are a 400 naming the problem while the server goes on.
+  --part tools     tool calls: 10 tools in "tools" with tool_choice "required" and a named tool, and a 10,000-tool
+                   registry (written here into the set directory) named by "trie": {"registry": NAME}: every call
+                   names a tool of the set and its arguments parse and fit that tool's schema, and comes back parsed
+                   (message.tool_calls), in the template's JSON-native format or, for a template without one, as a
+                   bare JSON object; "auto" (templates with a section marker): a call, when made, is valid; bad
+                   tools, a named tool not in the list, a bad registry name: a 400, and the server goes on.
+
+Prints one line per check and "N passed, M failed" last; exit status 1 when a check failed.
+"""
+import argparse
+import json
+import os
+import re
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from check import check, finish, get, post, read_set  # noqa: E402  (shared helpers and counters)
+
+TOOL_SCHEMAS = [
+    {"type": "object", "properties": {"city": {"type": "string"}, "unit": {"enum": ["celsius", "fahrenheit"]}},
+     "required": ["city", "unit"], "additionalProperties": False},
+    {"type": "object", "properties": {"query": {"type": "string"}, "limit": {"type": "integer"}},
+     "required": ["query"], "additionalProperties": False},
+    {"type": "object", "properties": {"id": {"type": "integer"}, "force": {"type": "boolean"}},
+     "required": ["id", "force"], "additionalProperties": False},
+    {"type": "object", "properties": {"to": {"type": "string"}, "subject": {"type": "string"},
+                                      "priority": {"enum": ["low", "normal", "high"]}},
+     "required": ["to", "subject", "priority"], "additionalProperties": False},
+    {"type": "object", "properties": {}, "additionalProperties": False},
+]
+
+# the registry's schemas: small, so 10,000 tools stay under the test server's --trie-max-file-bytes (2 MB)
+REG_SCHEMAS = [
+    {"type": "object", "properties": {"id": {"type": "integer"}}, "required": ["id"], "additionalProperties": False},
+    {"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"], "additionalProperties": False},
+    {"type": "object", "properties": {"on": {"type": "boolean"}}, "required": ["on"], "additionalProperties": False},
+]
+
+TEN_TOOLS = [
+    ("get_weather", "Get the current weather in a city", 0),
+    ("search_web", "Search the web", 1),
+    ("delete_file", "Delete a file by id", 2),
+    ("send_email", "Send an email", 3),
+    ("get_time", "Get the current time", 4),
+    ("search_docs", "Search the documentation", 1),
+    ("cancel_order", "Cancel an order by id", 2),
+    ("notify_team", "Send a message to the team", 3),
+    ("lookup_city", "Look up facts about a city", 0),
+    ("list_files", "List the files", 4),
+]
+
+
+def tool(name, desc, schema):
+    return {"type": "function", "function": {"name": name, "description": desc, "parameters": schema}}
+
+
+def fits(schema, value):
+    """Whether `value` fits the small schema language of TOOL_SCHEMAS (type, properties, required, enum,
+    additionalProperties: false)."""
+    if "enum" in schema:
+        return value in schema["enum"]
+    t = schema.get("type")
+    if t == "object":
+        if not isinstance(value, dict):
+            return False
+        props = schema.get("properties", {})
+        if any(k not in value for k in schema.get("required", [])):
+            return False
+        if schema.get("additionalProperties") is False and any(k not in props for k in value):
+            return False
+        return all(fits(props[k], v) for k, v in value.items() if k in props)
+    if t == "string":
+        return isinstance(value, str)
+    if t == "integer":
+        return isinstance(value, int) and not isinstance(value, bool)
+    if t == "boolean":
+        return isinstance(value, bool)
+    return True
+
+
+class Server:
+    def __init__(self, url):
+        self.url = url
+
+    def completion(self, prompt, extra, n_predict=48):
+        body = {"prompt": prompt, "n_predict": n_predict, "temperature": 0.0, "seed": 1, "cache_prompt": False}
+        body.update(extra)
+        return post(self.url + "/completion", body)
+
+    def chat(self, messages, extra, max_tokens=64):
+        body = {"messages": messages, "max_tokens": max_tokens, "temperature": 0.0, "seed": 1, "cache_prompt": False}
+        body.update(extra)
+        return post(self.url + "/v1/chat/completions", body)
+
+
+def user(text):
+    return [{"role": "user", "content": text}]
+
+
+def wait_healthy(url, pid, limit=180):
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < limit:
+        status, _ = get(url + "/health", timeout=5)
+        if status == 200:
+            return True
+        try:
+            os.kill(pid, 0)
+        except OSError:
+            return False
+        time.sleep(0.5)
+    return False
+
+
+def log_count(path, pattern):
+    with open(path, encoding="utf-8", errors="replace") as f:
+        return len(re.findall(pattern, f.read()))
+
+
+def error_text(res):
+    if isinstance(res, dict):
+        return json.dumps(res.get("error", res))
+    return str(res)
+
+
+def still_serves(srv, what):
+    status, res, _ = srv.completion("Hello", {}, n_predict=4)
+    check(status == 200, f"the server goes on after {what}", f"status {status}: {error_text(res)[:200]}")
+
+
+# ---- part 1: routing ---------------------------------------------------------------------------------------------
+
+def routing(srv, args):
+    names = sorted(read_set(os.path.join(args.sets, "tools10k.txt")))
+    routed_schema = r"libtrie: routed a json_schema set of"
+    routed_grammar = r"libtrie: routed a grammar set of"
+
+    # a 100-value string enum through /completion's json_schema
+    k100 = names[:100]
+    before = log_count(args.server_log, routed_schema)
+    status, res, _ = srv.completion("Name one tool:", {"json_schema": {"enum": k100}})
+    out = res.get("content") if isinstance(res, dict) else None
+    try:
+        value = json.loads(out) if out is not None else None
+    except ValueError:
+        value = None
+    check(status == 200 and value in k100, "json_schema enum (K=100, /completion): the output is a JSON string of the set",
+          f"status {status}, output {out!r}")
+    check(log_count(args.server_log, routed_schema) == before + 1, "json_schema enum: served by libtrie (server log)")
+
+    # the same schema again: compiled once (no new "routed" line), still valid
+    status, res, _ = srv.completion("Pick a tool:", {"json_schema": {"enum": k100}})
+    out = res.get("content") if isinstance(res, dict) else None
+    check(status == 200 and out is not None and json.loads(out) in k100 and
+          log_count(args.server_log, routed_schema) == before + 1, "json_schema enum again: served from the cache")
+
+    # chat with response_format json_schema, a 1,000-value enum (the server's --trie-max-inline-strings)
+    k1000 = names[100:1100]
+    rf = {"type": "json_schema", "json_schema": {"name": "tool", "schema": {"type": "string", "enum": k1000}}}
+    status, res, _ = srv.chat(user("Which tool lists the files?"), {"response_format": rf})
+    content = res["choices"][0]["message"].get("content") if status == 200 else None
+    try:
+        value = json.loads(content) if content is not None else None
+    except ValueError:
+        value = None
+    check(value in k1000, "response_format json_schema enum (K=1,000, chat): the content is a JSON string of the set",
+          f"status {status}, content {content!r} {error_text(res)[:200] if status != 200 else ''}")
+    check(log_count(args.server_log, routed_schema) == before + 2, "response_format enum: served by libtrie (server log)")
+
+    # response_format json_object with a schema: anyOf of consts, mixed JSON values
+    anyof = {"anyOf": [{"const": "on"}, {"const": 3}, {"const": None}, {"enum": ["off", True]}]}
+    rf = {"type": "json_object", "schema": anyof}
+    status, res, _ = srv.chat(user("Pick a value."), {"response_format": rf})
+    content = res["choices"][0]["message"].get("content") if status == 200 else None
+    try:
+        value = json.loads(content) if content is not None else "bad"
+    except ValueError:
+        value = "bad"
+    check(status == 200 and value in ["on", 3, None, "off", True] and type(value) in (str, int, type(None), bool),
+          "response_format json_object anyOf of consts: a JSON value of the set", f"status {status}, content {content!r}")
+
+    # a literal GBNF alternation, and llama.cpp's own enum form of a grammar
+    lit = ["alpha", "beta", "gamma", "delta epsilon"]
+    g = "root ::= " + " | ".join(json.dumps(s) for s in lit)
+    before_g = log_count(args.server_log, routed_grammar)
+    status, res, _ = srv.completion("Say a Greek letter:", {"grammar": g})
+    out = res.get("content") if isinstance(res, dict) else None
+    check(status == 200 and out in lit, "grammar literal alternation (/completion): the output is a literal of the set",
+          f"status {status}, output {out!r}")
+    enum_form = 'root ::= ("\\"red\\"" | "\\"green\\"" | "\\"blue\\"") space\nspace ::= | " " | "\\n"{1,2} [ \\t]{0,20}\n'
+    status, res, _ = srv.chat(user("A colour?"), {"grammar": enum_form})
+    content = res["choices"][0]["message"].get("content") if status == 200 else None
+    check(content is not None and content in ['"red"', '"green"', '"blue"'],
+          "grammar in llama.cpp's enum form (chat): a JSON string of the set", f"status {status}, content {content!r}")
+    check(log_count(args.server_log, routed_grammar) == before_g + 2, "both grammars: served by libtrie (server log)")
+
+    # not a set: llama.cpp's own path, untouched
+    obj = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"], "additionalProperties": False}
+    before_all = log_count(args.server_log, r"libtrie: routed")
+    status, res, _ = srv.completion("Give a number as JSON:", {"json_schema": obj}, n_predict=24)
+    out = res.get("content") if isinstance(res, dict) else None
+    try:
+        value = json.loads(out)
+    except (TypeError, ValueError):
+        value = None
+    check(status == 200 and isinstance(value, dict) and isinstance(value.get("n"), int),
+          "a schema that is not a set (an object): llama.cpp's grammar, a valid object", f"status {status}, output {out!r}")
+    status, res, _ = srv.completion("Yes or no:", {"grammar": 'root ::= "y" [a-z]*'}, n_predict=6)
+    out = res.get("content") if isinstance(res, dict) else None
+    check(status == 200 and isinstance(out, str) and re.fullmatch(r"y[a-z]*", out or "") is not None,
+          "a grammar that is not a set: llama.cpp's grammar", f"status {status}, output {out!r}")
+    check(log_count(args.server_log, r"libtrie: routed") == before_all, "neither was routed to libtrie (server log)")
+
+    # bad requests: a 400 naming the problem, the server goes on
+    bad = [
+        ("an empty enum", srv.completion, ("x", {"json_schema": {"enum": []}}), r"empty"),
+        ("a duplicate enum member", srv.completion, ("x", {"json_schema": {"enum": ["a", "b", "a"]}}), r'lists \\?"a\\?" twice'),
+        ("an enum over --trie-max-inline-strings", srv.completion, ("x", {"json_schema": {"enum": names[:1001]}}),
+         r"1001 strings.*--trie-max-inline-strings"),
+        ("a chat enum over the bound", srv.chat, (user("x"), {"response_format": {
+            "type": "json_schema", "json_schema": {"schema": {"enum": names[:1500]}}}}), r"--trie-max-inline-strings"),
+        ("\"trie\" together with a routed enum", srv.completion, ("x", {"json_schema": {"enum": ["a", "b"]},
+                                                                        "trie": {"strings": ["a"]}}), r"cannot be combined"),
+    ]
+    for what, fn, fargs, pattern in bad:
+        status, res, _ = fn(*fargs)
+        msg = error_text(res)
+        check(status == 400 and re.search(pattern, msg) is not None, f"{what}: HTTP 400 naming it",
+              f"status {status}: {msg[:300]}")
+    still_serves(srv, "the bad schemas")
+
+
+# ---- part 2: tool calls ------------------------------------------------------------------------------------------
+
+def the_call(status, res):
+    """(name, arguments, how) of the one tool call of a chat response, or (None, None, why)."""
+    if status != 200 or not isinstance(res, dict):
+        return None, None, f"status {status}: {error_text(res)[:300]}"
+    msg = res["choices"][0]["message"]
+    calls = msg.get("tool_calls") or []
+    if calls:
+        fn = calls[0]["function"]
+        try:
+            return fn["name"], json.loads(fn["arguments"]), "parsed"
+        except ValueError:
+            return fn["name"], None, f"arguments do not parse: {fn['arguments']!r}"
+    content = msg.get("content") or ""
+    body = content.strip()
+    m = re.fullmatch(r"(?s)(?:<[a-z_]+>\s*)?(\{.*\})(?:\s*</[a-z_]+>)?", body)
+    if m:
+        try:
+            call = json.loads(m.group(1))
+            return call.get("name"), call.get("arguments"), "content"
+        except ValueError:
+            pass
+    return None, None, f"no call in {content!r}"
+
+
+def tools_part(srv, args):
+    tools = [tool(n, d, TOOL_SCHEMAS[s]) for n, d, s in TEN_TOOLS]
+    schema_of = {n: TOOL_SCHEMAS[s] for n, _, s in TEN_TOOLS}
+    prompts = ["What is the weather in Paris, in celsius?", "Search the web for llama recipes.",
+               "Delete file 42 without asking.", "Email bob@example.com about the launch, high priority.",
+               "What time is it?"]
+    label = args.model_label
+    for i, p in enumerate(prompts):
+        status, res, _ = srv.chat(user(p), {"tools": tools, "tool_choice": "required"}, max_tokens=96)
+        name, arguments, how = the_call(status, res)
+        # the format is logged by the first chat request with tools
+        native = log_count(args.server_log, r"libtrie: tool-call format: JSON native") > 0
+        ok = how == "parsed" and name in schema_of and arguments is not None and fits(schema_of[name], arguments)
+        check(ok, f"[{label}] 10 tools, tool_choice required #{i}: a parsed call to a listed tool, arguments fit its schema"
+              + ("" if native else " (bare JSON: the template has no tool-call format)"), f"{how}: {name!r} {arguments!r}")
+
+    # a named tool
+    status, res, _ = srv.chat(user("Tell me about Rome."), {"tools": tools, "tool_choice": {
+        "type": "function", "function": {"name": "lookup_city"}}}, max_tokens=96)
+    name, arguments, how = the_call(status, res)
+    check(how == "parsed" and name == "lookup_city" and arguments is not None and fits(schema_of["lookup_city"], arguments),
+          f"[{label}] named tool_choice: a parsed call to that tool", f"{how}: {name!r} {arguments!r}")
+
+    # "auto": lazily, the stage waits for the template's section marker. A small model seldom opens a call by
+    # itself (Qwen2.5-Coder-0.5B writes a markdown JSON block), so one request biases the marker's token
+    # (logit_bias, every step: the tools here take no strings, where the marker's text would fit) to fire the
+    # trigger; the other is left alone and must come back as content or as a valid call.
+    if native:
+        status, res = post(srv.url + "/tokenize", {"content": "<tool_call>", "parse_special": True})[:2]
+        marker = res.get("tokens", []) if isinstance(res, dict) else []
+        no_strings = [t for t in tools if t["function"]["name"] in ("delete_file", "cancel_order", "get_time", "list_files")]
+        extra = {"tools": no_strings, "tool_choice": "auto"}
+        if len(marker) == 1:
+            extra["logit_bias"] = [[marker[0], 100]]
+        status, res, _ = srv.chat(user("Delete file 7, force it."), extra, max_tokens=96)
+        name, arguments, how = the_call(status, res)
+        check(len(marker) == 1 and how == "parsed" and name in schema_of and arguments is not None
+              and fits(schema_of[name], arguments), f"[{label}] auto, the marker token biased: the trigger fires, a parsed"
+              " call to a listed tool follows, arguments fit its schema", f"marker {marker}; {how}: {name!r} {arguments!r}")
+        status, res, _ = srv.chat(user("What is the weather in Paris, in celsius?"), {"tools": tools, "tool_choice": "auto"},
+                                  max_tokens=96)
+        msg = res["choices"][0]["message"] if status == 200 else {}
+        if msg.get("tool_calls"):
+            name, arguments, how = the_call(status, res)
+            check(name in schema_of and arguments is not None and fits(schema_of[name], arguments),
+                  f"[{label}] auto, unbiased: the call names a listed tool, arguments fit its schema", f"{name!r} {arguments!r}")
+        else:
+            check(status == 200 and isinstance(msg.get("content"), str) and "<tool_call>" not in msg["content"],
+                  f"[{label}] auto, unbiased: no call, plain content", f"status {status}: {error_text(res)[:200]}")
+    else:
+        print(f"# [{label}] auto: the template has no section marker to wait for; llama.cpp's own path")
+
+    # a 10,000-tool registry in the set directory, three candidates described in the prompt
+    reg_names = sorted(read_set(os.path.join(args.sets, "tools10k.txt")))
+    reg_schema = {n: REG_SCHEMAS[i % len(REG_SCHEMAS)] for i, n in enumerate(reg_names)}
+    path = os.path.join(args.sets, "reg10k.json")
+    if not os.path.exists(path):  # the flat form {"name", "parameters"} of an OpenAI tool
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump([{"name": n, "parameters": reg_schema[n]} for n in reg_names], f, separators=(",", ":"))
+    print(f"# [{label}] registry reg10k.json: {len(reg_names)} tools, {os.path.getsize(path)} bytes")
+    candidates = [tool(n, "a tool of the registry", reg_schema[n]) for n in reg_names[:3]]
+    for i, p in enumerate(["Call the first tool you know.", "Use a tool to search for cats."]):
+        extra = {"trie": {"registry": "reg10k"}, "tool_choice": "required"}
+        if i == 0:
+            extra["tools"] = candidates
+        status, res, _ = srv.chat(user(p), extra, max_tokens=96)
+        name, arguments, how = the_call(status, res)
+        ok = how == "parsed" and name in reg_schema and arguments is not None and fits(reg_schema[name], arguments)
+        check(ok, f"[{label}] 10,000-tool registry #{i} ({'3 candidates in tools' if i == 0 else 'no tools in the prompt'}):"
+              " a parsed call to a registry tool, arguments fit its schema", f"{how}: {name!r} {arguments!r}")
+    check(log_count(args.server_log, r"libtrie: compiled 10000 tool names of the registry reg10k") == 1,
+          f"[{label}] the registry was compiled once")
+
+    # bad tools: a 400 naming the problem, the server goes on
+    dup = tools + [tool("get_weather", "again", TOOL_SCHEMAS[4])]
+    badparams = [tool("x", "", "not an object")]
+    bad = [
+        ("a duplicate tool name", {"tools": dup, "tool_choice": "required"}, r"same name"),
+        ("parameters that are not an object", {"tools": badparams, "tool_choice": "required"}, r"must be a JSON object"),
+        ("a named tool not in tools", {"tools": tools, "tool_choice": {"type": "function", "function": {"name": "nope"}}},
+         r"not one of"),
+        ("an unknown registry", {"trie": {"registry": "nosuch"}}, r"no registry"),
+        ("a registry name with a path", {"trie": {"registry": "../reg10k"}}, r"registry name"),
+    ]
+    for what, extra, pattern in bad:
+        status, res, _ = srv.chat(user("x"), extra)
+        msg = error_text(res)
+        check(status == 400 and re.search(pattern, msg) is not None, f"[{label}] {what}: HTTP 400 naming it",
+              f"status {status}: {msg[:300]}")
+    still_serves(srv, "the bad tools")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--url", required=True)
+    ap.add_argument("--server-log", required=True)
+    ap.add_argument("--pid", type=int, required=True)
+    ap.add_argument("--sets", required=True)
+    ap.add_argument("--part", choices=["routing", "tools"], action="append", required=True)
+    ap.add_argument("--model-label", default="model")
+    args = ap.parse_args()
+    if not wait_healthy(args.url, args.pid):
+        check(False, "server healthy", "the server did not start; see its log")
+        return finish()
+    srv = Server(args.url)
+    if "routing" in args.part:
+        routing(srv, args)
+    if "tools" in args.part:
+        tools_part(srv, args)
+    return finish()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
