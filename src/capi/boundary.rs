@@ -160,6 +160,39 @@ pub(super) unsafe fn element<'a>(ptr: *const u8, len: usize, what: &str, i: usiz
     Ok(std::slice::from_raw_parts(ptr, len))
 }
 
+/// An array of `n` byte strings given as pointers (`what`) and lengths (`lens_what`), each checked as [`element()`].
+pub(super) unsafe fn byte_strings<'a>(
+    ptrs: *const *const u8,
+    lens: *const usize,
+    n: usize,
+    what: &str,
+    lens_what: &str,
+) -> Result<Vec<&'a [u8]>> {
+    let ptrs = slice(ptrs, n, what)?;
+    let lens = slice(lens, n, lens_what)?;
+    ptrs.iter().zip(lens).enumerate().map(|(i, (&p, &len))| element(p, len, what, i)).collect()
+}
+
+/// Writes a borrowed array (its pointer and length) to two out pointers. Both are checked first (NULL:
+/// `TRIE_ERR_NULL_ARGUMENT` naming it, from `names`) and cleared (NULL, 0) before `data` runs, so a failure
+/// leaves them cleared.
+pub(super) unsafe fn out_view<T>(
+    ptr: *mut *const T,
+    len: *mut usize,
+    names: (&str, &str),
+    data: impl FnOnce() -> Result<(*const T, usize)>,
+) -> Result<()> {
+    if ptr.is_null() || len.is_null() {
+        return Err(null(if ptr.is_null() { names.0 } else { names.1 }));
+    }
+    ptr.write(std::ptr::null());
+    len.write(0);
+    let (p, n) = data()?;
+    ptr.write(p);
+    len.write(n);
+    Ok(())
+}
+
 pub(super) unsafe fn slice_mut<'a, T>(ptr: *mut T, len: usize, what: &str) -> Result<&'a mut [T]> {
     if len == 0 {
         return Ok(&mut []);

@@ -24,12 +24,7 @@ pub unsafe extern "C" fn trie_compile(
     guard(|| {
         check_out(out)?;
         let vocab = try_clone_arc(vocab)?;
-        let ptrs = slice(strings, n_strings, "strings")?;
-        let lens = slice(lens, n_strings, "lens")?;
-        let mut set: Vec<&[u8]> = Vec::with_capacity(n_strings);
-        for (i, (&p, &n)) in ptrs.iter().zip(lens).enumerate() {
-            set.push(element(p, n, "strings", i)?);
-        }
+        let set = byte_strings(strings, lens, n_strings, "strings", "lens")?;
         let opts = trie_options::read(options)?;
         let a = Automaton::compile(vocab, &set, &opts)?;
         out.write(arc_to_ptr(Arc::new(a)));
@@ -67,13 +62,8 @@ pub unsafe extern "C" fn trie_automaton_with(
     guard(|| {
         check_out(out)?;
         let a = try_ref(automaton)?;
-        let strings = |ptrs: *const *const u8, lens: *const usize, n: usize, what: &str| -> Result<Vec<&[u8]>> {
-            let ptrs = slice(ptrs, n, what)?;
-            let lens = slice(lens, n, &format!("{what}_lens"))?;
-            ptrs.iter().zip(lens).enumerate().map(|(i, (&p, &len))| element(p, len, what, i)).collect()
-        };
-        let add = strings(add, add_lens, n_add, "add")?;
-        let remove = strings(remove, remove_lens, n_remove, "remove")?;
+        let add = byte_strings(add, add_lens, n_add, "add", "add_lens")?;
+        let remove = byte_strings(remove, remove_lens, n_remove, "remove", "remove_lens")?;
         let opts = trie_options::read(options)?;
         let b = a.with_changes(&add, &remove, &opts)?;
         out.write(arc_to_ptr(Arc::new(b)));
@@ -271,14 +261,9 @@ pub unsafe extern "C" fn trie_automaton_dropped(
     n_indices: *mut usize,
 ) -> trie_status {
     guard(|| {
-        if indices.is_null() || n_indices.is_null() {
-            return Err(null(if indices.is_null() { "indices" } else { "n_indices" }));
-        }
-        indices.write(std::ptr::null());
-        n_indices.write(0);
-        let a = try_ref(automaton)?;
-        indices.write(a.dropped().as_ptr());
-        n_indices.write(a.dropped().len());
-        Ok(())
+        out_view(indices, n_indices, ("indices", "n_indices"), || {
+            let a = try_ref(automaton)?;
+            Ok((a.dropped().as_ptr(), a.dropped().len()))
+        })
     })
 }

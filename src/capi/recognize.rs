@@ -15,7 +15,7 @@
 
 use super::handle::{box_to_ptr, free_box, try_ref, Castable, OwnershipBox};
 use super::template::{TRIE_END_EOG, TRIE_END_OPEN, TRIE_RENDER_JSON_STRING, TRIE_RENDER_JSON_TEXT, TRIE_RENDER_RAW};
-use super::{boundary, guard, null, put, slice, trie_status};
+use super::{boundary, guard, null, out_view, slice, trie_status};
 use crate::error::{Error, Result};
 use crate::sets::recognize::{recognize, Recognition, Recognized, Shape};
 use crate::{End, Render};
@@ -149,23 +149,13 @@ pub unsafe extern "C" fn trie_recognized_members(
     })
 }
 
-/// Writes a byte view; both out pointers are checked first.
+/// Writes a byte view through [`out_view`] (the out pointers named `bytes` and `len`) inside the panic boundary.
 unsafe fn view(
     bytes: *mut *const u8,
     len: *mut usize,
     data: impl FnOnce() -> Result<(*const u8, usize)>,
 ) -> trie_status {
-    guard(|| {
-        if bytes.is_null() || len.is_null() {
-            return Err(null(if bytes.is_null() { "bytes" } else { "len" }));
-        }
-        bytes.write(std::ptr::null());
-        len.write(0);
-        let (p, n) = data()?;
-        put(bytes, p);
-        put(len, n);
-        Ok(())
-    })
+    guard(|| out_view(bytes, len, ("bytes", "len"), data))
 }
 
 fn index_error(i: usize, n: usize, what: &str) -> Error {

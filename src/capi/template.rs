@@ -117,14 +117,7 @@ pub unsafe extern "C" fn trie_compile_template(
     guard(|| {
         check_out(out)?;
         let vocab = try_clone_arc(vocab)?;
-        let ptrs = slice(strings, n_strings, "strings")?;
-        let lens = slice(lens, n_strings, "lens")?;
-        let set: Vec<&[u8]> = ptrs
-            .iter()
-            .zip(lens)
-            .enumerate()
-            .map(|(i, (&p, &n))| element(p, n, "strings", i))
-            .collect::<Result<_>>()?;
+        let set = byte_strings(strings, lens, n_strings, "strings", "lens")?;
         let t = read_template(template)?;
         let opts = trie_options::read(options)?;
         let a = Automaton::compile_template(vocab, &set, &t, &opts)?;

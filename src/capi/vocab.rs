@@ -17,8 +17,7 @@ pub(super) unsafe fn vocab_from_arrays(
             format!("{n_tokens} tokens exceed the limit of {MAX_VOCAB} ids"),
         ));
     }
-    let ptrs = slice(token_bytes, n_tokens, "token_bytes")?;
-    let lens = slice(token_lens, n_tokens, "token_lens")?;
+    let tokens = byte_strings(token_bytes, token_lens, n_tokens, "token_bytes", "token_lens")?;
     let kinds: Vec<TokenKind> = if token_kinds.is_null() {
         vec![TokenKind::Normal; n_tokens]
     } else {
@@ -32,10 +31,7 @@ pub(super) unsafe fn vocab_from_arrays(
             })
             .collect::<Result<_>>()?
     };
-    let mut tokens = Vec::with_capacity(n_tokens);
-    for i in 0..n_tokens {
-        tokens.push(element(ptrs[i], lens[i], "token_bytes", i)?.to_vec());
-    }
+    let tokens = tokens.into_iter().map(<[u8]>::to_vec).collect();
     let eog = eog_list(eog_ids, n_eog)?;
     Vocabulary::new(tokens, kinds, &eog, n_vocab)
 }
@@ -297,17 +293,11 @@ pub unsafe extern "C" fn trie_vocab_token(
     len: *mut usize,
 ) -> trie_status {
     guard(|| {
-        if bytes.is_null() || len.is_null() {
-            return Err(null(if bytes.is_null() { "bytes" } else { "len" }));
-        }
-        bytes.write(std::ptr::null());
-        len.write(0);
-        let v = try_ref(vocab)?;
-        let id = v.check_id(token as i64)?;
-        let b = v.token_bytes(id);
-        bytes.write(b.as_ptr());
-        len.write(b.len());
-        Ok(())
+        out_view(bytes, len, ("bytes", "len"), || {
+            let v = try_ref(vocab)?;
+            let b = v.token_bytes(v.check_id(token as i64)?);
+            Ok((b.as_ptr(), b.len()))
+        })
     })
 }
 
@@ -323,14 +313,9 @@ pub unsafe extern "C" fn trie_vocab_eog_ids(
     n_ids: *mut usize,
 ) -> trie_status {
     guard(|| {
-        if ids.is_null() || n_ids.is_null() {
-            return Err(null(if ids.is_null() { "ids" } else { "n_ids" }));
-        }
-        ids.write(std::ptr::null());
-        n_ids.write(0);
-        let v = try_ref(vocab)?;
-        ids.write(as_i32_ptr(v.eog_ids()));
-        n_ids.write(v.eog_ids().len());
-        Ok(())
+        out_view(ids, n_ids, ("ids", "n_ids"), || {
+            let v = try_ref(vocab)?;
+            Ok((as_i32_ptr(v.eog_ids()), v.eog_ids().len()))
+        })
     })
 }
