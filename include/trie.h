@@ -286,7 +286,9 @@ typedef uint32_t trie_state;
  */
 typedef struct trie_set_config {
     /**
-     * `sizeof(trie_set_config)` (set by [`trie_set_config_init`]); another value is `TRIE_ERR_INVALID_ARGUMENT`.
+     * `sizeof(trie_set_config)` of the caller's header (set by [`trie_set_config_init`]). Versioned like
+     * [`trie_options`]: a smaller size keeps the defaults of the fields it does not reach, a larger one works
+     * when the fields this libtrie does not know are zero.
      */
     size_t struct_size;
     /**
@@ -379,7 +381,9 @@ typedef struct trie_set_stats {
  */
 typedef struct trie_template {
     /**
-     * `sizeof(trie_template)` of the caller's header (set by [`trie_template_init`]).
+     * `sizeof(trie_template)` of the caller's header (set by [`trie_template_init`]). Versioned like
+     * [`trie_options`]: a larger size (a newer header) works when the fields this libtrie does not know are zero;
+     * fields are only ever appended.
      */
     size_t struct_size;
     /**

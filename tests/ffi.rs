@@ -669,3 +669,65 @@ fn files_and_bad_files() {
     }
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// Every versioned struct of the C ABI follows one rule (issue 28): a larger `struct_size` (a newer header) works
+/// when the fields this libtrie does not know are zero and is refused when one is set; a smaller one (an older
+/// header) keeps the defaults of the fields it does not reach.
+#[test]
+fn versioned_structs_accept_older_and_newer_headers() {
+    /// A struct followed by 16 bytes a newer header would add.
+    #[repr(C)]
+    struct Newer<T> {
+        s: T,
+        extra: [u64; 2],
+    }
+    let v = toy();
+    let set: [&[u8]; 2] = [b"ab", b"b"];
+    let (ptrs, lens) = ([set[0].as_ptr(), set[1].as_ptr()], [set[0].len(), set[1].len()]);
+    unsafe {
+        // trie_template
+        let mut t: Newer<trie_template> = std::mem::zeroed();
+        assert_eq!(trie_template_init(&mut t.s), TRIE_OK);
+        t.s.struct_size = std::mem::size_of::<Newer<trie_template>>();
+        let mut a = null_mut();
+        assert_eq!(
+            trie_compile_template(v, ptrs.as_ptr(), lens.as_ptr(), 2, &t.s, null(), &mut a),
+            TRIE_OK,
+            "{}",
+            last_error()
+        );
+        trie_automaton_free(a);
+        t.extra[1] = 7;
+        let st = trie_compile_template(v, ptrs.as_ptr(), lens.as_ptr(), 2, &t.s, null(), &mut a);
+        assert_eq!(st, TRIE_ERR_INVALID_ARGUMENT);
+        assert!(last_error().contains("does not know"), "{}", last_error());
+        t.s.struct_size = 8;
+        let st = trie_compile_template(v, ptrs.as_ptr(), lens.as_ptr(), 2, &t.s, null(), &mut a);
+        assert_eq!(st, TRIE_ERR_INVALID_ARGUMENT, "smaller than the first header");
+        assert!(last_error().contains("trie_template_init"), "{}", last_error());
+
+        // trie_set_config: newer (zero tail) works, a set unknown field is refused, older keeps the defaults
+        let mut c: Newer<trie_set_config> = std::mem::zeroed();
+        assert_eq!(trie_set_config_init(&mut c.s), TRIE_OK);
+        c.s.struct_size = std::mem::size_of::<Newer<trie_set_config>>();
+        let mut cache = null_mut();
+        assert_eq!(trie_set_cache_new(v, &c.s, &mut cache), TRIE_OK, "{}", last_error());
+        trie_set_cache_free(cache);
+        c.extra[0] = 1;
+        assert_eq!(trie_set_cache_new(v, &c.s, &mut cache), TRIE_ERR_INVALID_ARGUMENT);
+        c.extra[0] = 0;
+        // An older header that ends after set_dir: max_inline_strings keeps its default (10,000), not the 1 below.
+        c.s.struct_size = std::mem::offset_of!(trie_set_config, allow_any_path);
+        c.s.max_inline_strings = 1;
+        assert_eq!(trie_set_cache_new(v, &c.s, &mut cache), TRIE_OK, "{}", last_error());
+        let two = br#"{"strings": ["ab", "b"]}"#;
+        assert_eq!(trie_set_cache_check(cache, two.as_ptr(), two.len()), TRIE_OK, "{}", last_error());
+        trie_set_cache_free(cache);
+        c.s.struct_size = std::mem::size_of::<trie_set_config>();
+        assert_eq!(trie_set_cache_new(v, &c.s, &mut cache), TRIE_OK);
+        assert_ne!(trie_set_cache_check(cache, two.as_ptr(), two.len()), TRIE_OK);
+        assert!(last_error().contains("LIBTRIE_MAX_INLINE_STRINGS"), "{}", last_error());
+        trie_set_cache_free(cache);
+        trie_vocab_free(v);
+    }
+}

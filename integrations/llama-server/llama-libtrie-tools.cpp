@@ -5,7 +5,7 @@
 // lazy-grammar trigger, as a word and, when it is one token, as that token) and constrains nothing before it.
 //   - NAME: a segment of an open template (trie_compile_template, TRIE_END_OPEN) over the tools' names: the
 //     output names exactly one of them; no crossing tokens are offered, so the hand-over happens at the token
-//     boundary right after `, "arguments": ` (the segment stage's contract with keep = NULL);
+//     boundary right after `, "arguments": ` (the segment stage's contract with offer = NULL);
 //   - ARGS and the rest: the chosen tool's grammar only, llama.cpp's json-schema-to-grammar of its "parameters"
 //     followed by the call's closing text, built when the tool is chosen and kept for the next request.
 // Sources of tools: the request's "tools" (bounded by the inline limits) or an operator registry, the file
@@ -139,7 +139,7 @@ llama_sampler * end_here(const common_libtrie_tools * t) {
 
 llama_sampler * next_of(void * user, size_t member, const uint8_t * overflow, size_t len) {
     const auto * t = (const common_libtrie_tools *) user;
-    (void) overflow;  // keep = NULL: no crossing token, so no overflow
+    (void) overflow;  // offer = NULL: no crossing token, so no overflow
     const std::string g = len == 0 ? t->grammar_of(member) : std::string();
     llama_sampler *   s = g.empty() ? nullptr : llama_sampler_init_grammar(t->vocab, g.c_str(), "root");
     if (s == nullptr) {
@@ -399,7 +399,7 @@ llama_sampler * common_libtrie_tools_sampler(const std::shared_ptr<const common_
             p.trigger_token = ids[0];
         }
     }
-    p.keep          = nullptr;  // hand over at token boundaries only
+    p.offer         = nullptr;  // hand over at token boundaries only
     p.next          = next_of;
     p.user          = const_cast<common_libtrie_tools *>(tools.get());  // read only (grammars: under its mutex)
     return trie_llama_segment_init(tools->automaton.get(), &p);

@@ -260,3 +260,67 @@ pub(super) fn check_state(automaton: &Automaton, state: trie_state) -> Result<St
 pub(super) fn as_i32_ptr(ids: &[TokenId]) -> *const i32 {
     ids.as_ptr() as *const i32
 }
+
+/// The largest `struct_size` of a versioned struct accepted (bytes): far above any future struct, small enough
+/// that a garbage size (an uninitialised struct) is refused instead of read.
+pub(super) const MAX_STRUCT_SIZE: usize = 4096;
+
+/// A caller's versioned struct (`struct_size` its first field, fields only ever appended), read field by field.
+/// One rule for every such struct of the C ABI (`trie_options`, `trie_template`, `trie_set_config`,
+/// `trie_recognize_limits`): a smaller `struct_size` (a program built against an older header) leaves the fields
+/// it does not reach at their defaults; a larger one (a newer header) is accepted when the fields this libtrie does
+/// not know are zero. A size below `min` or over [`MAX_STRUCT_SIZE`] is refused before any other byte is read.
+pub(super) struct Versioned<'a> {
+    bytes: &'a [u8],
+}
+
+impl<'a> Versioned<'a> {
+    /// Reads the struct at `p` (not NULL) whose Rust layout is `T`; `what` names it in messages (`options`),
+    /// `init` is its init function, `min` the smallest size accepted (it must reach the fields every caller sets).
+    pub(super) unsafe fn read<T>(p: *const T, what: &str, init: &str, min: usize) -> Result<Versioned<'a>> {
+        let size = (p as *const usize).read_unaligned();
+        let ours = std::mem::size_of::<T>();
+        if !(min..=MAX_STRUCT_SIZE).contains(&size) {
+            return Err(Error::invalid(format!(
+                "{what}.struct_size is {size}, outside {min}..={MAX_STRUCT_SIZE}: initialise the struct with {init} \
+                 (it sets struct_size = sizeof = {ours})"
+            )));
+        }
+        let bytes = std::slice::from_raw_parts(p as *const u8, size);
+        if size > ours && bytes[ours..].iter().any(|&b| b != 0) {
+            return Err(Error::invalid(format!(
+                "the {what} set fields this libtrie {} does not know (struct_size {size} > {ours}): use a newer \
+                 libtrie or leave them zero",
+                env!("CARGO_PKG_VERSION")
+            )));
+        }
+        Ok(Versioned { bytes })
+    }
+
+    /// The `N` bytes of the field at `offset`, or `None` when the caller's struct ends before it.
+    fn field<const N: usize>(&self, offset: usize) -> Option<[u8; N]> {
+        self.bytes.get(offset..offset + N).map(|b| b.try_into().expect("N bytes"))
+    }
+
+    pub(super) fn u64(&self, offset: usize) -> Option<u64> {
+        self.field::<8>(offset).map(u64::from_ne_bytes)
+    }
+
+    pub(super) fn u32(&self, offset: usize) -> Option<u32> {
+        self.field::<4>(offset).map(u32::from_ne_bytes)
+    }
+
+    pub(super) fn usize(&self, offset: usize) -> Option<usize> {
+        self.field::<{ std::mem::size_of::<usize>() }>(offset).map(usize::from_ne_bytes)
+    }
+
+    /// A C `bool` read as a byte (nonzero: true), so no value a caller writes is undefined behaviour here.
+    pub(super) fn bool(&self, offset: usize) -> Option<bool> {
+        self.field::<1>(offset).map(|b| b[0] != 0)
+    }
+
+    /// A pointer field.
+    pub(super) fn ptr<T>(&self, offset: usize) -> Option<*const T> {
+        self.usize(offset).map(|v| v as *const T)
+    }
+}

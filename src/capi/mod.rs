@@ -222,43 +222,19 @@ impl Default for trie_options {
     }
 }
 
-/// The largest `trie_options::struct_size` accepted (bytes): far above any future struct, small enough that a
-/// garbage size (uninitialised options) is refused instead of read.
-const MAX_OPTIONS_SIZE: usize = 4096;
-
 impl trie_options {
-    /// Reads options a caller laid out with its own `struct_size` (see the struct's documentation).
+    /// Reads options a caller laid out with its own `struct_size` (the rule of [`boundary::Versioned`]).
     unsafe fn read(options: *const trie_options) -> Result<CompileOptions> {
         if options.is_null() {
             return Ok(CompileOptions::new());
         }
-        let size = (options as *const usize).read_unaligned();
-        let ours = std::mem::size_of::<trie_options>();
         let min = std::mem::offset_of!(trie_options, drop_unreachable) + 1;
-        // Checked before any byte past the first field is read: a garbage size must not make libtrie read
-        // (and fault on) memory the caller never laid out.
-        if !(min..=MAX_OPTIONS_SIZE).contains(&size) {
-            return Err(Error::invalid(format!(
-                "options.struct_size is {size}, outside {min}..={MAX_OPTIONS_SIZE}: initialise the options with \
-                 trie_options_init (it sets struct_size = sizeof(trie_options) = {ours})"
-            )));
-        }
-        let bytes = std::slice::from_raw_parts(options as *const u8, size);
-        if size > ours && bytes[ours..].iter().any(|&b| b != 0) {
-            return Err(Error::invalid(format!(
-                "the options set fields this libtrie {} does not know (struct_size {size} > {ours}): use a newer \
-                 libtrie or leave them zero",
-                env!("CARGO_PKG_VERSION")
-            )));
-        }
-        // Fields past the caller's struct_size keep their defaults; bool fields are read as bytes (nonzero: true).
-        let field = |offset: usize, len: usize| (offset + len <= size).then(|| &bytes[offset..offset + len]);
-        let u64_at = |offset: usize| field(offset, 8).map(|b| u64::from_ne_bytes(b.try_into().unwrap())).unwrap_or(0);
+        let v = boundary::Versioned::read(options, "options", "trie_options_init", min)?;
         let mut o = CompileOptions::new();
-        o.drop_unreachable = field(std::mem::offset_of!(trie_options, drop_unreachable), 1).is_some_and(|b| b[0] != 0);
-        let limit = |v: u64| (v != 0).then(|| usize::try_from(v).unwrap_or(usize::MAX));
-        o.max_states = limit(u64_at(std::mem::offset_of!(trie_options, max_states)));
-        o.max_bytes = limit(u64_at(std::mem::offset_of!(trie_options, max_bytes)));
+        o.drop_unreachable = v.bool(std::mem::offset_of!(trie_options, drop_unreachable)).unwrap_or(false);
+        let limit = |v: Option<u64>| v.filter(|&v| v != 0).map(|v| usize::try_from(v).unwrap_or(usize::MAX));
+        o.max_states = limit(v.u64(std::mem::offset_of!(trie_options, max_states)));
+        o.max_bytes = limit(v.u64(std::mem::offset_of!(trie_options, max_bytes)));
         Ok(o)
     }
 }
@@ -372,4 +348,6 @@ pub use compile::*;
 pub use decode::*;
 use handle::*;
 pub use info::*;
+pub use sets::*;
+pub use template::*;
 pub use vocab::*;

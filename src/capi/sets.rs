@@ -2,7 +2,7 @@
 
 use super::handle::{arc_to_ptr, box_to_ptr, free_box, try_clone_arc, try_ref, Castable, OwnershipBox};
 use super::{boundary, check_out, guard, null, put, slice, trie_automaton, trie_status, trie_vocab};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::sets::{Options, SetCache};
 use std::ffi::{c_char, CStr, OsStr};
 use std::os::unix::ffi::OsStrExt;
@@ -21,7 +21,9 @@ pub struct trie_set_cache {
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct trie_set_config {
-    /// `sizeof(trie_set_config)` (set by [`trie_set_config_init`]); another value is `TRIE_ERR_INVALID_ARGUMENT`.
+    /// `sizeof(trie_set_config)` of the caller's header (set by [`trie_set_config_init`]). Versioned like
+    /// [`trie_options`]: a smaller size keeps the defaults of the fields it does not reach, a larger one works
+    /// when the fields this libtrie does not know are zero.
     pub struct_size: usize,
     /// The set directory (NUL-terminated; resolved once, when the cache is created). NULL or "": no sets from
     /// files, only inline sets. Requests name files relative to it; no symbolic link under it is followed.
@@ -98,15 +100,27 @@ impl trie_set_config {
         if config.is_null() {
             return Ok(Options::default());
         }
-        let size = (config as *const usize).read_unaligned();
-        let ours = std::mem::size_of::<trie_set_config>();
-        if size != ours {
-            return Err(Error::invalid(format!(
-                "config.struct_size is {size}, not sizeof(trie_set_config) = {ours}: initialise the config with \
-                 trie_set_config_init"
-            )));
+        // Versioned (boundary::Versioned): a shorter config keeps the defaults of the fields it does not reach.
+        let min = std::mem::offset_of!(trie_set_config, set_dir) + std::mem::size_of::<*const c_char>();
+        let v = boundary::Versioned::read(config, "config", "trie_set_config_init", min)?;
+        let d = trie_set_config::default();
+        macro_rules! get {
+            ($field:ident, $how:ident) => {
+                v.$how(std::mem::offset_of!(trie_set_config, $field)).unwrap_or(d.$field)
+            };
         }
-        let c = config.read_unaligned();
+        let c = trie_set_config {
+            struct_size: d.struct_size,
+            set_dir: get!(set_dir, ptr),
+            allow_any_path: get!(allow_any_path, bool),
+            max_inline_strings: get!(max_inline_strings, u64),
+            max_inline_bytes: get!(max_inline_bytes, u64),
+            max_file_bytes: get!(max_file_bytes, u64),
+            max_states: get!(max_states, u64),
+            max_bytes: get!(max_bytes, u64),
+            capacity: get!(capacity, u64),
+            cache_dir: get!(cache_dir, ptr),
+        };
         let path = |p: *const c_char| {
             let bytes = if p.is_null() { &[][..] } else { CStr::from_ptr(p).to_bytes() };
             (!bytes.is_empty()).then(|| PathBuf::from(OsStr::from_bytes(bytes)))

@@ -24,7 +24,9 @@ pub const TRIE_END_OPEN: u32 = 1;
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct trie_template {
-    /// `sizeof(trie_template)` of the caller's header (set by [`trie_template_init`]).
+    /// `sizeof(trie_template)` of the caller's header (set by [`trie_template_init`]). Versioned like
+    /// [`trie_options`]: a larger size (a newer header) works when the fields this libtrie does not know are zero;
+    /// fields are only ever appended.
     pub struct_size: usize,
     /// Bytes before every member (NULL with 0 for none).
     pub prefix: *const u8,
@@ -50,7 +52,15 @@ pub unsafe extern "C" fn trie_template_init(template: *mut trie_template) -> tri
         if template.is_null() {
             return Err(null("template"));
         }
-        template.write(trie_template {
+        template.write(trie_template::default_fields());
+        Ok(())
+    })
+}
+
+impl trie_template {
+    /// The bare set, with this header's `struct_size`.
+    fn default_fields() -> trie_template {
+        trie_template {
             struct_size: std::mem::size_of::<trie_template>(),
             prefix: std::ptr::null(),
             prefix_len: 0,
@@ -58,24 +68,26 @@ pub unsafe extern "C" fn trie_template_init(template: *mut trie_template) -> tri
             suffix_len: 0,
             render: TRIE_RENDER_RAW,
             end: TRIE_END_EOG,
-        });
-        Ok(())
-    })
+        }
+    }
 }
 
 unsafe fn read_template(t: *const trie_template) -> Result<Template> {
     if t.is_null() {
         return Err(null("template"));
     }
-    let size = (t as *const usize).read_unaligned();
-    let ours = std::mem::size_of::<trie_template>();
-    if size != ours {
-        return Err(Error::invalid(format!(
-            "template.struct_size is {size}, this libtrie's trie_template has {ours} bytes: initialise it with \
-             trie_template_init"
-        )));
-    }
-    let t = &*t;
+    // Versioned (boundary::Versioned): every field up to `end` was in the first header; later fields default.
+    let v = boundary::Versioned::read(t, "template", "trie_template_init", std::mem::size_of::<trie_template>())?;
+    let d = trie_template::default_fields();
+    let t = trie_template {
+        struct_size: std::mem::size_of::<trie_template>(),
+        prefix: v.ptr(std::mem::offset_of!(trie_template, prefix)).unwrap_or(d.prefix),
+        prefix_len: v.usize(std::mem::offset_of!(trie_template, prefix_len)).unwrap_or(d.prefix_len),
+        suffix: v.ptr(std::mem::offset_of!(trie_template, suffix)).unwrap_or(d.suffix),
+        suffix_len: v.usize(std::mem::offset_of!(trie_template, suffix_len)).unwrap_or(d.suffix_len),
+        render: v.u32(std::mem::offset_of!(trie_template, render)).unwrap_or(d.render),
+        end: v.u32(std::mem::offset_of!(trie_template, end)).unwrap_or(d.end),
+    };
     let render = match t.render {
         TRIE_RENDER_RAW => Render::Raw,
         TRIE_RENDER_JSON_STRING => Render::JsonString,
