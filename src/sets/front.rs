@@ -2,6 +2,7 @@
 
 use super::cache::Lru;
 use super::confine::{Confinement, FileKey, Opened};
+pub use super::options::Options;
 use super::read;
 use super::spec::{self, Source, Spec};
 use crate::automaton::{Automaton, CompileOptions};
@@ -11,49 +12,6 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
-
-/// What the operator allows (the same names and defaults as the vLLM processor's and llama-server's settings).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Options {
-    /// The set directory; `None`: no sets from files (only inline sets). Resolved once by [`SetCache::new`].
-    pub set_dir: Option<PathBuf>,
-    /// Trusted callers only (an offline script): any readable regular file, absolute or relative to `set_dir`.
-    pub allow_any_path: bool,
-    /// The most strings of an inline set (`strings`, `add` and `remove` together). Default 10,000.
-    pub max_inline_strings: u64,
-    /// The most bytes of an inline set, a byte per string counted for its separator. Default 1 MiB.
-    pub max_inline_bytes: u64,
-    /// The largest set file read. Default 256 MiB.
-    pub max_file_bytes: u64,
-    /// `CompileOptions::max_states` of every compile (0: the library's own bounds).
-    pub max_states: u64,
-    /// `CompileOptions::max_bytes` of every compile (0: none).
-    pub max_bytes: u64,
-    /// Compiled sets kept (least recently used dropped first). Default 64.
-    pub capacity: usize,
-    /// A directory (the operator's, writable) where compiled set files are saved and loaded from: a restarted
-    /// server, or another process, maps them instead of compiling. Only sets of the set directory are saved
-    /// (a changed set's base included), named by a digest of the vocabulary, the file's identity and the compile
-    /// options; inline sets, whose content a client chooses, are not. A damaged or stale file is compiled again
-    /// and replaced; nothing is ever deleted there. `None`: nothing saved.
-    pub cache_dir: Option<PathBuf>,
-}
-
-impl Default for Options {
-    fn default() -> Self {
-        Options {
-            set_dir: None,
-            allow_any_path: false,
-            max_inline_strings: 10_000,
-            max_inline_bytes: 1 << 20,
-            max_file_bytes: 256 << 20,
-            max_states: 0,
-            max_bytes: 0,
-            capacity: 64,
-            cache_dir: None,
-        }
-    }
-}
 
 /// What the cache has done so far.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

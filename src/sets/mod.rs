@@ -11,6 +11,7 @@ pub mod recognize;
 mod cache;
 mod confine;
 mod front;
+mod options;
 mod read;
 mod spec;
 

@@ -6,7 +6,7 @@
 //! Invariant: a parsed [`Spec`] is within the operator's inline bounds (`strings`, `add` and `remove` counted
 //! together, a byte per string for its separator).
 
-use super::front::Options;
+use super::options::Options;
 use crate::error::{Error, Result};
 use serde_json::Value;
 
