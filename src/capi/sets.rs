@@ -22,7 +22,7 @@ pub struct trie_set_cache {
 #[derive(Clone, Copy, Debug)]
 pub struct trie_set_config {
     /// `sizeof(trie_set_config)` of the caller's header (set by [`trie_set_config_init`]). Versioned like
-    /// [`trie_options`]: a smaller size keeps the defaults of the fields it does not reach, a larger one works
+    /// [`trie_options`](super::trie_options): a smaller size keeps the defaults of the fields it does not reach, a larger one works
     /// when the fields this libtrie does not know are zero.
     pub struct_size: usize,
     /// The set directory (NUL-terminated; resolved once, when the cache is created). NULL or "": no sets from

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 /// What the operator allows (the same names and defaults as the vLLM processor's and llama-server's settings).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Options {
-    /// The set directory; `None`: no sets from files (only inline sets). Resolved once by [`SetCache::new`].
+    /// The set directory; `None`: no sets from files (only inline sets). Resolved once by [`SetCache::new`](super::SetCache::new).
     pub set_dir: Option<PathBuf>,
     /// Trusted callers only (an offline script): any readable regular file, absolute or relative to `set_dir`.
     pub allow_any_path: bool,
