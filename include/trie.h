@@ -334,7 +334,7 @@ typedef struct trie_recognize_limits {
 typedef struct trie_set_config {
     /**
      * `sizeof(trie_set_config)` of the caller's header (set by [`trie_set_config_init`]). Versioned like
-     * [`trie_options`]: a smaller size keeps the defaults of the fields it does not reach, a larger one works
+     * [`trie_options`](super::trie_options): a smaller size keeps the defaults of the fields it does not reach, a larger one works
      * when the fields this libtrie does not know are zero.
      */
     size_t struct_size;

@@ -80,36 +80,18 @@ impl Default for trie_recognize_limits {
     }
 }
 
-/// The largest `struct_size` accepted: a garbage size (uninitialised limits) is refused instead of read.
-const MAX_LIMITS_SIZE: usize = 4096;
-
 impl trie_recognize_limits {
-    /// Reads limits a caller laid out with its own `struct_size` (NULL: the defaults).
+    /// Reads limits a caller laid out with its own `struct_size` (NULL: the defaults; the rule of
+    /// `boundary::Versioned`).
     unsafe fn read(limits: *const trie_recognize_limits) -> Result<Limits> {
         let mut out = Limits::default();
         if limits.is_null() {
             return Ok(out);
         }
-        let size = (limits as *const usize).read_unaligned();
-        let ours = std::mem::size_of::<trie_recognize_limits>();
-        let min = std::mem::size_of::<usize>();
-        if !(min..=MAX_LIMITS_SIZE).contains(&size) {
-            return Err(Error::invalid(format!(
-                "limits.struct_size is {size}, outside {min}..={MAX_LIMITS_SIZE}: initialise the limits with \
-                 trie_recognize_limits_init (it sets struct_size = sizeof(trie_recognize_limits) = {ours})"
-            )));
-        }
-        let bytes = std::slice::from_raw_parts(limits as *const u8, size);
-        if size > ours && bytes[ours..].iter().any(|&b| b != 0) {
-            return Err(Error::invalid(format!(
-                "the limits set fields this libtrie {} does not know (struct_size {size} > {ours}): use a newer \
-                 libtrie or leave them zero",
-                env!("CARGO_PKG_VERSION")
-            )));
-        }
-        let field = |offset: usize, len: usize| (offset + len <= size).then(|| &bytes[offset..offset + len]);
-        let u64_at = |offset: usize| field(offset, 8).map(|b| u64::from_ne_bytes(b.try_into().unwrap()));
-        let u32_at = |offset: usize| field(offset, 4).map(|b| u32::from_ne_bytes(b.try_into().unwrap()));
+        let v =
+            boundary::Versioned::read(limits, "limits", "trie_recognize_limits_init", std::mem::size_of::<usize>())?;
+        let u64_at = |offset: usize| v.u64(offset);
+        let u32_at = |offset: usize| v.u32(offset);
         let set = |slot: &mut usize, v: Option<u64>| {
             if let Some(v) = v.filter(|&v| v != 0) {
                 *slot = usize::try_from(v).unwrap_or(usize::MAX);
