@@ -160,7 +160,8 @@ class _NativeCache(_Handle):
         _raise(st)
         self._set(out)
 
-    def _release(self, handle: vp) -> None:
+    @staticmethod
+    def _release(handle: vp) -> None:
         library().trie_set_cache_free(handle)
 
 
@@ -301,8 +302,9 @@ class SetCache:
         address = out.value or 0
         with self._lock:
             a = self._wrappers.get(address)
-            # A wrapper being collected is still in the weak dictionary while its __del__ runs (CPython calls
-            # finalizers before clearing weak references), and its close() releases the GIL: never hand it out.
+            # A wrapper being collected is gone from the weak dictionary before its handle is released (the release
+            # is a weakref.finalize of an inner owner, run after the weak references die); one closed by its user
+            # is replaced.
             if a is None or a._closing:
                 a = Automaton.__new__(Automaton)
                 a._adopt(self.vocab, out)
