@@ -536,20 +536,35 @@ class RouteUnitTest(unittest.TestCase):
         cls.vocab = libtrie.Vocab.from_tokenizer_json(MODEL / "tokenizer.json", eog_ids=[EOS])
 
     def test_keys(self):
-        from libtrie.vllm.route import set_strings
+        from libtrie.vllm.route import recognize_key
 
-        self.assertEqual(set_strings("CHOICE", json.dumps(["yes", "no"])), [b"yes", b"no"])
-        self.assertEqual(set_strings("JSON", json.dumps({"enum": ['say "hi"', "東京"]})),
-                         [json.dumps('say "hi"').encode(), '"東京"'.encode()])
-        self.assertEqual(set_strings("GRAMMAR", r'root ::= "a\\b" | "c"'), [b"a\\b", b"c"])
-        self.assertEqual(set_strings("REGEX", "(alpha|beta)"), [b"alpha", b"beta"])
+        def served(request_type, text):
+            r = recognize_key(request_type, text)
+            return None if r is None else (r.kind, r.found.texts())
+
+        self.assertEqual(served("CHOICE", json.dumps(["yes", "no", "東京"])), ("set", ["yes", "no", "東京"]))
+        self.assertEqual(served("JSON", json.dumps({"enum": ['say "hi"', "東京"]})),
+                         ("set", [json.dumps('say "hi"'), '"東京"']))
+        self.assertEqual(served("GRAMMAR", r'root ::= "a\\b" | "c"'), ("set", ["a\\b", "c"]))
+        self.assertEqual(served("REGEX", "(alpha|beta)"), ("set", ["alpha", "beta"]))
         for key in (("JSON", '{"type": "object"}'), ("REGEX", "[0-9]+"), ("GRAMMAR", 'start: "a" | "b"'),
                     ("JSON_OBJECT", ""), ("STRUCTURAL_TAG", "{}")):
-            self.assertIsNone(set_strings(*key), key)
-        for bad, reason in ((["a", "a"], 'lists "a" twice'), (["a", ""], "member 1 is empty"), ([], "no member"),
-                            (["a", 1], "member 1 is not a string")):
-            with self.assertRaisesRegex(ValueError, reason):
-                set_strings("CHOICE", json.dumps(bad))
+            self.assertIsNone(served(*key), key)
+        for bad, reason in ((["a", "a"], "twice"), ([], "(?i)no member|empty"), (["a", 1], "(?i)string")):
+            with self.assertRaisesRegex(ValueError, "^structured_outputs.choice: .*" + reason):
+                recognize_key("CHOICE", json.dumps(bad))
+
+    def test_a_set_that_fails_to_compile_is_an_error(self):
+        # Routed sets are compiled with the recognition's template (the native library renders the members).
+        from libtrie import front
+        from libtrie.vllm.route import recognize_key
+
+        found = recognize_key("JSON", json.dumps({"enum": ["a", "東京"]})).found
+        a = front.compile_recognized(self.vocab, found, Settings())
+        self.assertEqual(a.n_members, 2)
+        self.assertIs(front.compile_recognized(self.vocab, found, Settings()), a, "compiled once")
+        with self.assertRaises(libtrie.TrieError):
+            front.compile_recognized(self.vocab, found, Settings(max_states=2))
 
     def test_trie_grammar_follows_vllms_contract(self):
         from libtrie.vllm.route import TrieGrammar
@@ -597,35 +612,48 @@ class ToolGrammarTest(unittest.TestCase):
         {"type": "function", "function": {"name": "mail.send", "parameters": {
             "type": "object", "properties": {"to": {"type": "string"}}, "required": ["to"]}}}]
 
-    def schema(self):
+    def schema(self, **kw):
         from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionToolsParam
         from vllm.tool_parsers.utils import get_json_schema_from_tools
 
-        return get_json_schema_from_tools("required", [ChatCompletionToolsParam(**t) for t in self.TOOLS])
+        return get_json_schema_from_tools("required", [ChatCompletionToolsParam(**t) for t in self.TOOLS], **kw)
 
     def test_vllms_schema_is_read_back(self):
-        from libtrie.vllm.tools import tool_schema
+        from libtrie.vllm.route import recognize_key
 
-        names, params, defs = tool_schema(json.dumps(self.schema()))
-        self.assertEqual(names, ["weather.get", "mail.send"])
-        self.assertEqual(params[1]["required"], ["to"])
-        self.assertIsNone(tool_schema(json.dumps({"type": "array", "items": {"type": "string"}})))
+        # vLLM's own function, written as vLLM's engine key writes it (json.dumps).
+        r = recognize_key("JSON", json.dumps(self.schema()))
+        self.assertEqual((r.kind, r.found.texts()), ("tools", ["weather.get", "mail.send"]))
+        self.assertEqual(json.loads(r.found.payloads[1])["required"], ["to"])
+        self.assertIsNone(recognize_key("JSON", json.dumps({"type": "array", "items": {"type": "string"}})))
+        # The hostile suite (tests/python/test_hostile.py) writes vLLM's form by hand: the same text.
+        sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))
+        from test_hostile import vllm_tools_schema
+
+        tools = [t["function"] for t in self.TOOLS]
+        self.assertEqual(json.dumps(vllm_tools_schema(tools)), json.dumps(self.schema()))
 
     def test_one_call_name_then_arguments(self):
         import xgrammar as xgr
         from transformers import AutoTokenizer
 
-        from libtrie.vllm.tools import ToolCompiler, TrieToolGrammar, tool_schema
+        from libtrie import front
+        from libtrie.vllm.route import recognize_key
+        from libtrie.vllm.tools import ToolCompiler, TrieToolGrammar, matcher
 
         tok = AutoTokenizer.from_pretrained(MODEL)
         vocab = libtrie.Vocab.from_tokenizer_json(MODEL / "tokenizer.json", eog_ids=[EOS])
         backend = SimpleNamespace(compiler=xgr.GrammarCompiler(xgr.TokenizerInfo.from_huggingface(
             tok, vocab_size=N_VOCAB)), disable_any_whitespace=False)
-        tc = ToolCompiler(vocab, lambda: backend)
-        names, params, defs = tool_schema(json.dumps(self.schema()))
-        template = tc.names(names)
-        g = TrieToolGrammar(template, lambda m: tc.arguments(params[m], defs, [EOS]))
-        head = '[{"name": "mail.send", "parameters": '.encode()
+        tc = ToolCompiler(lambda: backend)
+        spec = json.dumps(self.schema())
+        found = recognize_key("JSON", spec).found
+        contexts = tc.compile(found, spec)  # every argument grammar now (vLLM's grammar threads), none later
+        self.assertEqual(tc.arg_compiles, 2)
+        template = front.compile_recognized(vocab, found, Settings())
+        g = TrieToolGrammar(template, lambda m: matcher(contexts[m], [EOS]))
+        head = found.prefix + json.dumps("mail.send").encode() + found.suffix
+        self.assertEqual(head, b'[{"name": "mail.send", "parameters": ')
         path, state, done = [], template.start(), b""
         while done != head:
             t = max((t for t in template.allowed(state).tolist()
@@ -634,6 +662,7 @@ class ToolGrammarTest(unittest.TestCase):
             done += vocab.token_bytes(t)
             state = template.advance(state, t)
         args = tok.encode('{"to": "bob"}}]', add_special_tokens=False)
+        g.rollback(2)  # at the start: nothing to roll back (it emptied the state stack before)
         self.assertEqual(g.validate_tokens(path + args + [EOS]), path + args + [EOS])
         self.assertFalse(g.is_terminated())
         self.assertTrue(g.accept_tokens("r", path))
@@ -648,7 +677,8 @@ class ToolGrammarTest(unittest.TestCase):
         self.assertIsNone(g.matcher)
         self.assertTrue(g.accept_tokens("r", path[-1:] + args + [EOS]))
         self.assertTrue(g.is_terminated())
-        self.assertEqual(tc.arg_compiles, 1, "mail.send's arguments compiled once, when it was chosen")
+        self.assertEqual(tc.arg_compiles, 2, "nothing compiled while decoding")
+        self.assertIs(tc.compile(found, spec)[1], contexts[1], "cached")
         wrong = tok.encode('{"city": "Paris"}}]', add_special_tokens=False)
         g.reset()
         self.assertLess(len(g.validate_tokens(path + wrong)), len(path + wrong), "weather's arguments for mail")
@@ -735,9 +765,10 @@ class RouteEngineTest(unittest.TestCase):
                                   use_tqdm=False)
             self.assertEqual(self.sched.trie_routed, before)
 
-        refused({"choice": ["a", "b", "a"]}, 'lists "a" twice')
-        refused({"choice": ["a", ""]}, "member 1 is empty")
-        refused({"choice": [f"item {i}" for i in range(20_001)]}, "LIBTRIE_MAX_INLINE_STRINGS")
+        refused({"choice": ["a", "b", "a"]}, "^structured_outputs.choice: .*twice")
+        refused({"choice": [f"item {i}" for i in range(20_001)]}, "^structured_outputs.choice: .*LIBTRIE_MAX_INLINE_STRINGS=20000")
+        refused({"grammar": 'root ::= d d d d d d d ""\nd ::= ' + " | ".join(f'"{i}"' for i in range(10))},
+                "^structured_outputs.grammar: ")
         self.assertIn(self.run_one("Yes or no?", {"choice": ["yes", "no"]})[0][0], ["yes", "no"])  # it goes on
 
 
@@ -917,9 +948,9 @@ class ServerTest(unittest.TestCase):
         self.assertIn("(tools, 30 names) is served by libtrie", Path(self.log.name).read_text(errors="replace"))
 
     def test_bad_structured_outputs_are_refused(self):
-        for so, reason in (({"choice": ["a", "b", "a"]}, "lists .{1,2}a.{1,2} twice"),
-                           ({"choice": [f"x{i}" for i in range(self.MAX_INLINE + 1)]}, "LIBTRIE_MAX_INLINE_STRINGS"),
-                           ({"choice": ["a", ""]}, "member 1 is empty")):
+        for so, reason in (({"choice": ["a", "b", "a"]}, "structured_outputs.choice: .*twice"),
+                           ({"choice": [f"x{i}" for i in range(self.MAX_INLINE + 1)]},
+                            f"structured_outputs.choice: .*LIBTRIE_MAX_INLINE_STRINGS={self.MAX_INLINE}")):
             with self.assertRaises(urllib.error.HTTPError) as ctx:
                 self.post({"prompt": "x", "structured_outputs": so})
             body = ctx.exception.read().decode()
