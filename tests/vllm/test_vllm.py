@@ -959,6 +959,123 @@ class ServerTest(unittest.TestCase):
         self.assertIn(self.post({"prompt": "Yes?", "structured_outputs": {"choice": ["yes", "no"]}})["text"],
                       ["yes", "no"])
 
+    # ---- a hostile client (issue 28): each request a 400, the server serving meanwhile -------------------------
+
+    def raw(self, path, body, timeout=600):
+        """POST ``body`` (bytes): (status, response text, seconds)."""
+        req = urllib.request.Request(f"http://127.0.0.1:{self.port}{path}", body, {"Content-Type": "application/json"})
+        t = time.monotonic()
+        try:
+            with urllib.request.urlopen(req, timeout=timeout) as r:
+                return r.status, r.read().decode(errors="replace"), time.monotonic() - t
+        except urllib.error.HTTPError as e:
+            return e.code, e.read().decode(errors="replace"), time.monotonic() - t
+
+    def watch(self, stop, health, other):
+        """Until ``stop``: /health every 20 ms (latencies into ``health``), and another client's one-token completion
+        after another (latencies into ``other``), each on its own thread."""
+        def poll():
+            while not stop.is_set():
+                t = time.monotonic()
+                with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/health", timeout=600) as r:
+                    r.read()
+                health.append(time.monotonic() - t)
+                time.sleep(0.02)
+
+        def client():
+            body = json.dumps({"model": str(MODEL), "prompt": "Hello", "max_tokens": 1, "temperature": 0}).encode()
+            while not stop.is_set():
+                code, _, took = self.raw("/v1/completions", body)
+                other.append(took if code == 200 else float("inf"))
+
+        threads = [threading.Thread(target=poll), threading.Thread(target=client)]
+        for t in threads:
+            t.start()
+        return threads
+
+    def test_hostile_requests_are_refused_while_the_server_serves(self):
+        digits = "d ::= " + " | ".join(f'"{i}"' for i in range(10))
+        deep = {"type": "object", "properties": {"a": {"type": "string"}}}
+        for _ in range(24):
+            deep = {"type": "object", "properties": {"a": deep}}
+        tools = [{"type": "function", "function": {"name": f"tool_{i}", "parameters": deep}}
+                 for i in range(2 * self.MAX_INLINE)]
+        chat = {"model": str(MODEL), "max_tokens": 8, "messages": [{"role": "user", "content": "Hi"}]}
+        comp = {"model": str(MODEL), "max_tokens": 8, "prompt": "Hi"}
+        cases = [
+            ("grammar bomb (10^8 members)", "/v1/completions", "structured_outputs.grammar",
+             {**comp, "structured_outputs": {"grammar": 'root ::= d d d d d d d d ""\n' + digits}}),
+            ("grammar bomb, 4 KB", "/v1/completions", "structured_outputs.grammar",
+             {**comp, "structured_outputs": {"grammar": "root ::= " + "d " * 2000 + '""\n' + digits}}),
+            ("choice of 1,000,000", "/v1/completions", "structured_outputs.choice",
+             {**comp, "structured_outputs": {"choice": [f"m{i}" for i in range(1_000_000)]}}),
+            ("grammar nested 50,000 deep", "/v1/completions", "structured_outputs.grammar",
+             {**comp, "structured_outputs": {"grammar": "root ::= " + "(" * 50_000 + '"a"' + ")" * 50_000}}),
+            ("schema text nested 50,000 deep", "/v1/completions", "",
+             {**comp, "structured_outputs": {"json": '{"anyOf": [' * 50_000 + '{"const": "a"}' + "]}" * 50_000}}),
+            ("lone surrogate in a choice", "/v1/completions", "structured_outputs.choice",
+             {**comp, "structured_outputs": {"choice": ["ok", "\ud800"]}}),
+            (f"{len(tools)} tools with 25-deep schemas, required", "/v1/chat/completions", "",
+             {**chat, "tools": tools, "tool_choice": "required"}),
+        ]
+        health, other = [], []
+        stop = threading.Event()
+        threads = self.watch(stop, health, other)
+        try:
+            time.sleep(3)
+            base_health = sorted(health)[len(health) // 2]
+            base_other = sorted(other)[len(other) // 2] if other else 1.0
+            print(f"\n    /proc/loadavg {Path('/proc/loadavg').read_text().strip()}; /health median {base_health * 1e3:.0f} "
+                  f"ms; another client's 1-token completion median {base_other * 1e3:.0f} ms", file=sys.stderr)
+            for name, path, field, body in cases:
+                data = json.dumps(body).encode()
+                t = time.monotonic()
+                json.loads(data)
+                parse = time.monotonic() - t  # the request's own parse (vLLM's server parses the body as well)
+                h0, o0 = len(health), len(other)
+                code, text, took = self.raw(path, data)
+                time.sleep(0.3)
+                h = max(health[h0:] or [0.0])
+                o = max(other[o0:] or [0.0])
+                print(f"    {name}: HTTP {code} in {took:.2f} s ({len(data) / 1e6:.1f} MB, parse {parse:.2f} s); "
+                      f"/health max {h * 1e3:.0f} ms, other client max {o * 1e3:.0f} ms: {text[:160]}", file=sys.stderr)
+                with self.subTest(name):
+                    self.assertEqual(code, 400, text[:2000])
+                    if field:
+                        self.assertIn(f"{field}: ", text)
+                        self.assertEqual(text.count(f"{field}:"), 1, text[:2000])
+                    self.assertNotIn("trie_tools", text)
+                    self.assertLess(h, base_health + 0.1 + 2 * parse, "/health waited for the hostile request")
+                    self.assertLess(o, base_other + 0.1 + 2 * parse, "another client waited for the hostile request")
+        finally:
+            stop.set()
+            for t in threads:
+                t.join(600)
+        self.assertIn(self.post({"prompt": "Yes?", "structured_outputs": {"choice": ["yes", "no"]}})["text"],
+                      ["yes", "no"])
+
+    def test_look_alike_tool_schemas_are_not_routed(self):
+        if os.environ.get("LIBTRIE_TEST_SCHEDULER") == "0":
+            self.skipTest("routing needs TrieScheduler")
+        from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionToolsParam
+        from vllm.tool_parsers.utils import get_json_schema_from_tools
+
+        tools = [{"type": "function", "function": {"name": n, "parameters": {
+            "type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}}} for n in ("a", "b")]
+        exact = get_json_schema_from_tools("required", [ChatCompletionToolsParam(**t) for t in tools])
+        before = self.served_by_libtrie()
+        for change in (lambda s: s.update(minItems=2), lambda s: s["items"].update({"not": {"type": "object"}}),
+                       lambda s: s["items"]["anyOf"][0]["properties"].update(name={"type": "integer", "enum": [1]})):
+            s = json.loads(json.dumps(exact))
+            change(s)
+            c = self.post({"prompt": "Call:", "max_tokens": 48, "structured_outputs": {"json": s}})
+            self.assertIn(c["finish_reason"], ("stop", "length"))
+        time.sleep(0.5)
+        self.assertEqual(self.served_by_libtrie() - before, 0, "look-alikes went to xgrammar")
+        self.post({"prompt": "Call:", "max_tokens": 48, "structured_outputs": {"json": exact}})
+        time.sleep(0.5)
+        self.assertEqual(self.served_by_libtrie() - before, 1, "vLLM's own form is served by libtrie")
+
     def stream(self, times, stop, prompt="Tell me a long story about a lighthouse keeper."):
         """A streamed unconstrained completion: the arrival time of each chunk into `times`, until `stop` is set."""
         body = {"model": str(MODEL), "prompt": prompt, "max_tokens": 480, "ignore_eos": True, "temperature": 0,
