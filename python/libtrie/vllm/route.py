@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Dict, NamedTuple, Optional, Tuple
+from typing import Any, NamedTuple, Optional, Tuple
 
 from .. import Recognized, TrieError
 from .. import front
@@ -65,17 +65,6 @@ class Routed(NamedTuple):
     found: Recognized
 
 
-_SETTINGS: Dict[str, Settings] = {}
-
-
-def _settings() -> Settings:
-    """The operator's settings (read once per process: admission runs on the API server's event loop)."""
-    s = _SETTINGS.get("s")
-    if s is None:
-        s = _SETTINGS["s"] = Settings.from_env()
-    return s
-
-
 def recognize_key(request_type: str, spec: str, settings: Optional[Settings] = None) -> Optional[Routed]:
     """What libtrie serves of the engine key ``(request_type, spec)``, recognized once per process within the
     operator's inline bounds (:mod:`libtrie.front`), or ``None`` (vLLM's backend serves it, untouched). A bound hit
@@ -85,7 +74,7 @@ def recognize_key(request_type: str, spec: str, settings: Optional[Settings] = N
     kind = KINDS.get(request_type)
     if kind is None:
         return None
-    settings = settings or _settings()
+    settings = settings or Settings.from_env()
     lim = front.limits(settings)
     if request_type == "JSON" and spec.startswith(TOOLS_HEAD):
         try:  # the shape is the native recognizer's to judge; the head only says which field a 400 names
