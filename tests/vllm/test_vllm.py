@@ -648,7 +648,7 @@ class ToolGrammarTest(unittest.TestCase):
         tc = ToolCompiler(lambda: backend)
         spec = json.dumps(self.schema())
         found = recognize_key("JSON", spec).found
-        contexts = tc.compile(found, spec)  # every argument grammar now (vLLM's grammar threads), none later
+        contexts = tc.compile(found)  # every argument grammar now (vLLM's grammar threads), none later
         self.assertEqual(tc.arg_compiles, 2)
         template = front.compile_recognized(vocab, found, Settings())
         g = TrieToolGrammar(template, lambda m: matcher(contexts[m], [EOS]))
@@ -678,7 +678,7 @@ class ToolGrammarTest(unittest.TestCase):
         self.assertTrue(g.accept_tokens("r", path[-1:] + args + [EOS]))
         self.assertTrue(g.is_terminated())
         self.assertEqual(tc.arg_compiles, 2, "nothing compiled while decoding")
-        self.assertIs(tc.compile(found, spec)[1], contexts[1], "cached")
+        self.assertIs(tc.compile(found)[1], contexts[1], "cached")
         wrong = tok.encode('{"city": "Paris"}}]', add_special_tokens=False)
         g.reset()
         self.assertLess(len(g.validate_tokens(path + wrong)), len(path + wrong), "weather's arguments for mail")

@@ -83,7 +83,7 @@ class TrieScheduler(_VllmScheduler):  # type: ignore[misc,valid-type,unused-igno
                 return original(request)
             found, params = routed.found, request.sampling_params
             if routed.kind == "tools":  # tool_choice="required": the name from a trie, then its arguments
-                contexts = compiler.compile(found, spec)  # every argument grammar, here: off the engine loop
+                contexts = compiler.compile(found)  # every argument grammar, here: off the engine loop
                 if contexts is None:
                     route.log.info("libtrie: request %s (tools) has more than %d argument schemas: vLLM's backend "
                                    "serves it", request.request_id, MAX_SCHEMAS)

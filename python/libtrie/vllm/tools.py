@@ -36,17 +36,6 @@ CLOSE = "}]"
 MAX_SCHEMAS = 256
 
 
-def _defs(spec: str) -> Dict[str, Any]:
-    """The top-level ``$defs`` of vLLM's tool schema (vLLM moves every tool's ``$defs`` there), or none."""
-    if '"$defs"' not in spec:
-        return {}
-    try:
-        d = json.loads(spec).get("$defs")
-    except (ValueError, AttributeError):
-        return {}
-    return d if isinstance(d, dict) else {}
-
-
 class ToolCompiler:
     """The engine core's compiled argument grammars (one per tool schema, by vLLM's xgrammar compiler), in a
     bounded LRU. Thread-safe."""
@@ -79,23 +68,17 @@ class ToolCompiler:
                 self._args.popitem(last=False)
         return ctx
 
-    def compile(self, found: Recognized, spec: str) -> Optional[List[Any]]:
-        """The compiled argument grammar of every tool of ``found`` (a ``"vllm_tools"`` recognition of the key text
-        ``spec``), each schema followed by ``}]``; ``None`` when the request has more than :data:`MAX_SCHEMAS`
-        distinct schemas. Runs on the calling thread (vLLM's grammar threads). Raises what xgrammar raises for a
-        schema it cannot compile (the request then fails, not the engine)."""
+    def compile(self, found: Recognized) -> Optional[List[Any]]:
+        """The compiled argument grammar of every tool of ``found`` (a ``"vllm_tools"`` recognition: each payload is
+        the tool's parameters schema, with the request's ``$defs``), each followed by ``}]``; ``None`` when the
+        request has more than :data:`MAX_SCHEMAS` distinct schemas. Runs on the calling thread (vLLM's grammar
+        threads). Raises what xgrammar raises for a schema it cannot compile (the request then fails, not the
+        engine)."""
         payloads = found.payloads or tuple("{}" for _ in found.members)
-        defs = _defs(spec)
-        keys: Dict[str, str] = {}
-        for p in payloads:
-            if p not in keys:
-                schema = json.loads(p)
-                if defs and isinstance(schema, dict):
-                    schema = {**schema, "$defs": defs}
-                keys[p] = json.dumps(schema, sort_keys=True)
-                if len(keys) > MAX_SCHEMAS:
-                    return None
-        compiled = {p: self._compile_one(k) for p, k in keys.items()}
+        distinct = dict.fromkeys(payloads)
+        if len(distinct) > MAX_SCHEMAS:
+            return None
+        compiled = {p: self._compile_one(p) for p in distinct}
         return [compiled[p] for p in payloads]
 
 
