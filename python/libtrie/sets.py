@@ -116,19 +116,14 @@ class Settings:
 
 
 def spec_json(value: Any) -> bytes:
-    """A request's spec as UTF-8 JSON for the native front end. Raises :class:`SetError` for what cannot be JSON
-    text: a string that is not valid Unicode (a lone surrogate such as ``"\\ud800"``, bug B6), or a value JSON
-    cannot hold."""
+    """A request's spec as JSON text for the native front end, which checks it (a string that is not valid Unicode,
+    such as a lone surrogate ``"\\ud800"``, is kept as the invalid bytes it stands for and refused there, bug B6).
+    Raises :class:`SetError` for a value JSON cannot hold."""
     try:
         text = json.dumps(value, ensure_ascii=False, allow_nan=False)
     except (TypeError, ValueError) as e:
         raise SetError(Status.INVALID_ARGUMENT, f"the set spec cannot be written as JSON: {e}") from None
-    try:
-        return text.encode("utf-8")
-    except UnicodeEncodeError as e:
-        bad = text[e.start:e.end].encode("unicode_escape").decode("ascii")
-        raise SetError(Status.INVALID_ARGUMENT, f"the set holds a string that is not valid Unicode (a lone surrogate, "
-                       f"{bad}): strings must be valid UTF-8") from None
+    return text.encode("utf-8", "surrogatepass")
 
 
 @dataclass(frozen=True)
