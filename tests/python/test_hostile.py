@@ -253,17 +253,18 @@ class SglangFrontDoorTest(unittest.TestCase):
 class ProcessSurvivesTest(unittest.TestCase):
     def test_a_bomb_that_aborted_the_process_before(self):
         # A 4 KB variant of the bomb made the allocation fail, which aborts a process (issue 28).
-        code = ("import sys; sys.path.insert(0, sys.argv[1]); from libtrie import front; from libtrie.sets import "
-                "Settings\nfrom libtrie.vllm import route\n"
+        code = ("import sys\nif sys.argv[1]: sys.path.insert(0, sys.argv[1])\n"
+                "from libtrie import TrieError, front\nfrom libtrie.sets import Settings\n"
                 "text = 'root ::= ' + 'd ' * 2000 + '\"\"\\n' + 'd ::= ' + ' | '.join('\"%d\"' % i for i in range(10))\n"
-                "try:\n    route.recognize_key('GRAMMAR', text, Settings())\nexcept ValueError as e:\n"
-                "    print('refused:', str(e)[:200])\n")
+                "try:\n    front.recognize_once('grammar', text, front.limits(Settings()))\n"
+                "except TrieError as e:\n    print('refused:', front.client_error('structured_outputs.grammar', e))\n")
+        installed = os.environ.get("LIBTRIE_TEST_INSTALLED") == "1"
         t = time.monotonic()
-        out = subprocess.run([sys.executable, "-c", code, str(REPO / "python")], capture_output=True, text=True,
-                             timeout=120, env={**os.environ})
+        out = subprocess.run([sys.executable, "-c", code, "" if installed else str(REPO / "python")],
+                             capture_output=True, text=True, timeout=300, env={**os.environ})
         self.assertEqual(out.returncode, 0, out.stderr[-2000:])
         self.assertIn("refused: structured_outputs.grammar: ", out.stdout)
-        self.assertLess(time.monotonic() - t, 30)
+        self.assertLess(time.monotonic() - t, 60)
 
 
 class RollbackTest(unittest.TestCase):

@@ -540,13 +540,14 @@ class RouteUnitTest(unittest.TestCase):
 
         def served(request_type, text):
             r = recognize_key(request_type, text)
-            return None if r is None else (r.kind, r.found.texts())
+            return None if r is None else (r.kind, r.found.texts(), r.found.render)
 
-        self.assertEqual(served("CHOICE", json.dumps(["yes", "no", "東京"])), ("set", ["yes", "no", "東京"]))
+        self.assertEqual(served("CHOICE", json.dumps(["yes", "no", "東京"])), ("set", ["yes", "no", "東京"], "raw"))
+        # A string enum: the strings, written as JSON strings by the native library when compiled.
         self.assertEqual(served("JSON", json.dumps({"enum": ['say "hi"', "東京"]})),
-                         ("set", [json.dumps('say "hi"'), '"東京"']))
-        self.assertEqual(served("GRAMMAR", r'root ::= "a\\b" | "c"'), ("set", ["a\\b", "c"]))
-        self.assertEqual(served("REGEX", "(alpha|beta)"), ("set", ["alpha", "beta"]))
+                         ("set", ['say "hi"', "東京"], "json_string"))
+        self.assertEqual(served("GRAMMAR", r'root ::= "a\\b" | "c"'), ("set", ["a\\b", "c"], "raw"))
+        self.assertEqual(served("REGEX", "(alpha|beta)"), ("set", ["alpha", "beta"], "raw"))
         for key in (("JSON", '{"type": "object"}'), ("REGEX", "[0-9]+"), ("GRAMMAR", 'start: "a" | "b"'),
                     ("JSON_OBJECT", ""), ("STRUCTURAL_TAG", "{}")):
             self.assertIsNone(served(*key), key)
