@@ -111,6 +111,10 @@ class TrieError(RuntimeError):
         super().__init__(f"libtrie {name} ({status}): {message}")
         self.message = message
 
+    def __reduce__(self) -> Tuple[Any, Tuple[int, str]]:
+        """Pickled with its status and message (vLLM carries a request's error across processes)."""
+        return type(self), (int(self.status), self.message)
+
 
 def _check(status: int) -> None:
     if status != 0:

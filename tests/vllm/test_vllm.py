@@ -973,28 +973,38 @@ class ServerTest(unittest.TestCase):
             return e.code, e.read().decode(errors="replace"), time.monotonic() - t
 
     def watch(self, stop, health, other):
-        """Until ``stop``: /health every 20 ms (latencies into ``health``), and another client's one-token completion
-        after another (latencies into ``other``), each on its own thread."""
+        """Until ``stop``: /health every 20 ms, and another client's one-token completion after another, each on its
+        own thread; the (start, end) of every answer into ``health`` and ``other``."""
         def poll():
             while not stop.is_set():
                 t = time.monotonic()
                 with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/health", timeout=600) as r:
                     r.read()
-                health.append(time.monotonic() - t)
+                health.append((t, time.monotonic()))
                 time.sleep(0.02)
 
         def client():
             body = json.dumps({"model": str(MODEL), "prompt": "Hello", "max_tokens": 1, "temperature": 0}).encode()
             while not stop.is_set():
-                code, _, took = self.raw("/v1/completions", body)
-                other.append(took if code == 200 else float("inf"))
+                t = time.monotonic()
+                code, _, _ = self.raw("/v1/completions", body)
+                other.append((t, time.monotonic() if code == 200 else float("inf")))
 
         threads = [threading.Thread(target=poll), threading.Thread(target=client)]
         for t in threads:
             t.start()
         return threads
 
+    @staticmethod
+    def during(spans, t0, t1):
+        """The longest of the answers that overlapped [t0, t1]."""
+        return max([e - s for s, e in spans if e >= t0 and s <= t1] or [0.0])
+
     def test_hostile_requests_are_refused_while_the_server_serves(self):
+        # Each hostile request is answered 400 naming the field, and neither /health nor another client's request
+        # waits more than 100 ms beyond what the server spends on the request's body anyway: its parse (measured here,
+        # doubled for vLLM's pydantic model), or for the tool list, the same body with tool_choice="none" (vLLM's own
+        # template rendering of 2,000 tools, which libtrie does not touch).
         digits = "d ::= " + " | ".join(f'"{i}"' for i in range(10))
         deep = {"type": "object", "properties": {"a": {"type": "string"}}}
         for _ in range(24):
@@ -1016,38 +1026,49 @@ class ServerTest(unittest.TestCase):
              {**comp, "structured_outputs": {"json": '{"anyOf": [' * 50_000 + '{"const": "a"}' + "]}" * 50_000}}),
             ("lone surrogate in a choice", "/v1/completions", "structured_outputs.choice",
              {**comp, "structured_outputs": {"choice": ["ok", "\ud800"]}}),
-            (f"{len(tools)} tools with 25-deep schemas, required", "/v1/chat/completions", "",
+            (f"{len(tools)} tools with 25-deep schemas, tool_choice none (vLLM's own work)", "/v1/chat/completions",
+             None, {**chat, "tools": tools, "tool_choice": "none"}),
+            (f"{len(tools)} tools with 25-deep schemas, required", "/v1/chat/completions", "tools",
              {**chat, "tools": tools, "tool_choice": "required"}),
         ]
         health, other = [], []
         stop = threading.Event()
         threads = self.watch(stop, health, other)
         try:
-            time.sleep(3)
-            base_health = sorted(health)[len(health) // 2]
-            base_other = sorted(other)[len(other) // 2] if other else 1.0
-            print(f"\n    /proc/loadavg {Path('/proc/loadavg').read_text().strip()}; /health median {base_health * 1e3:.0f} "
-                  f"ms; another client's 1-token completion median {base_other * 1e3:.0f} ms", file=sys.stderr)
+            time.sleep(5)
+            now = time.monotonic()
+            base_health = self.during(health, now - 5, now)
+            base_other = self.during(other, now - 5, now)
+            print(f"\n    /proc/loadavg {Path('/proc/loadavg').read_text().strip()}; over 5 s alone: /health at most "
+                  f"{base_health * 1e3:.0f} ms, another client's 1-token completion at most {base_other * 1e3:.0f} ms",
+                  file=sys.stderr)
+            own = None
             for name, path, field, body in cases:
                 data = json.dumps(body).encode()
                 t = time.monotonic()
                 json.loads(data)
-                parse = time.monotonic() - t  # the request's own parse (vLLM's server parses the body as well)
-                h0, o0 = len(health), len(other)
+                parse = time.monotonic() - t
+                t0 = time.monotonic()
                 code, text, took = self.raw(path, data)
+                t1 = time.monotonic()
                 time.sleep(0.3)
-                h = max(health[h0:] or [0.0])
-                o = max(other[o0:] or [0.0])
+                h, o = self.during(health, t0, t1), self.during(other, t0, t1)
                 print(f"    {name}: HTTP {code} in {took:.2f} s ({len(data) / 1e6:.1f} MB, parse {parse:.2f} s); "
-                      f"/health max {h * 1e3:.0f} ms, other client max {o * 1e3:.0f} ms: {text[:160]}", file=sys.stderr)
+                      f"/health at most {h * 1e3:.0f} ms, other client at most {o * 1e3:.0f} ms: {text[:160]}",
+                      file=sys.stderr)
+                if field is None:  # the same body without libtrie: what vLLM spends on it anyway
+                    own = (h, o)
+                    continue
+                allow_h = (own[0] if own and field == "tools" else base_health + 2 * parse) + 0.1
+                allow_o = (own[1] if own and field == "tools" else base_other + 2 * parse) + 0.1
                 with self.subTest(name):
                     self.assertEqual(code, 400, text[:2000])
                     if field:
                         self.assertIn(f"{field}: ", text)
                         self.assertEqual(text.count(f"{field}:"), 1, text[:2000])
                     self.assertNotIn("trie_tools", text)
-                    self.assertLess(h, base_health + 0.1 + 2 * parse, "/health waited for the hostile request")
-                    self.assertLess(o, base_other + 0.1 + 2 * parse, "another client waited for the hostile request")
+                    self.assertLess(h, allow_h, "/health waited for the hostile request")
+                    self.assertLess(o, allow_o, "another client waited for the hostile request")
         finally:
             stop.set()
             for t in threads:

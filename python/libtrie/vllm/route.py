@@ -36,7 +36,7 @@ from typing import Any, NamedTuple, Optional, Tuple
 
 from .. import Recognized, TrieError
 from .. import front
-from ..sets import Settings
+from ..sets import SetError, Settings
 from .grammar import Grammar, TrieGrammar, log
 
 __all__ = ["enabled", "recognize_key", "Routed", "check_admission", "register", "TrieGrammar", "Grammar", "log",
@@ -136,6 +136,7 @@ def register() -> None:
     if not enabled():
         return
     try:
+        from vllm.exceptions import VLLMClientError
         from vllm.v1.structured_output import backend_xgrammar as bx
         from vllm.v1.structured_output.backend_types import StructuredOutputOptions
     except ImportError:  # pragma: no cover - another vLLM layout
@@ -146,13 +147,20 @@ def register() -> None:
     if getattr(original, "_libtrie", False):
         return
 
+    class Refused(VLLMClientError, ValueError):  # type: ignore[misc,unused-ignore]  # vLLM ships no stubs
+        """A request libtrie refuses (a bound, a malformed choice or tool list): vLLM's client error, an HTTP 400
+        (its server answers 500 for a plain ValueError raised here), and not its VLLMValidationError, which its
+        "auto" backend would take as "try guidance" and parse the request again."""
+
     def validate_xgrammar_grammar(sampling_params: Any) -> None:
         so = sampling_params.structured_outputs
         if so is not None and not so.all_constraints_none():
             key = _key(so)
-            # A SetError (a plain ValueError: HTTP 400) is not vLLM's VLLMValidationError, which its "auto" backend
-            # would take as "try guidance" and parse the request again.
-            if key is not None and recognize_key(*key) is not None:
+            try:
+                routed = recognize_key(*key) if key is not None else None
+            except SetError as e:
+                raise Refused(str(e)) from None
+            if routed is not None:
                 return
         original(sampling_params)
 
