@@ -551,8 +551,8 @@ class RouteUnitTest(unittest.TestCase):
         for key in (("JSON", '{"type": "object"}'), ("REGEX", "[0-9]+"), ("GRAMMAR", 'start: "a" | "b"'),
                     ("JSON_OBJECT", ""), ("STRUCTURAL_TAG", "{}")):
             self.assertIsNone(served(*key), key)
-        for bad, reason in ((["a", "a"], "twice"), ([], "(?i)no member|empty"), (["a", 1], "(?i)string")):
-            with self.assertRaisesRegex(ValueError, "^structured_outputs.choice: .*" + reason):
+        for bad, reason in ((["a", "a"], "twice"), ([], "(no member|empty)"), (["a", 1], "string")):
+            with self.assertRaisesRegex(ValueError, "(?i)^structured_outputs.choice: .*" + reason):
                 recognize_key("CHOICE", json.dumps(bad))
 
     def test_a_set_that_fails_to_compile_is_an_error(self):
@@ -1035,11 +1035,11 @@ class ServerTest(unittest.TestCase):
         stop = threading.Event()
         threads = self.watch(stop, health, other)
         try:
-            time.sleep(5)
+            time.sleep(10)
             now = time.monotonic()
-            base_health = self.during(health, now - 5, now)
-            base_other = self.during(other, now - 5, now)
-            print(f"\n    /proc/loadavg {Path('/proc/loadavg').read_text().strip()}; over 5 s alone: /health at most "
+            base_health = self.during(health, now - 10, now)
+            base_other = self.during(other, now - 10, now)
+            print(f"\n    /proc/loadavg {Path('/proc/loadavg').read_text().strip()}; over 10 s alone: /health at most "
                   f"{base_health * 1e3:.0f} ms, another client's 1-token completion at most {base_other * 1e3:.0f} ms",
                   file=sys.stderr)
             own = None
