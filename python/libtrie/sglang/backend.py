@@ -230,6 +230,11 @@ class LibtrieGrammarBackend(BaseGrammarBackend):  # type: ignore[misc,unused-ign
         libtrie's recognizers cannot read (XGrammar's ``TagDispatch``, another dialect) is the default backend's to
         judge, never refused here."""
         try:
+            key_string.encode("utf-8")
+        except UnicodeEncodeError:  # XGrammar raises on it too (an exception, not a refusal): refused here
+            return InvalidGrammarObject(f"libtrie: {_FIELDS[key_type]}: the text is not valid Unicode (a lone "
+                                        "surrogate)")
+        try:
             found = front.recognize_once(_SHAPES[key_type], key_string, front.limits(self.settings))
         except TrieError as e:
             if front.is_limit(e):
