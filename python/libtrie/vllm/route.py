@@ -32,6 +32,8 @@ from __future__ import annotations
 
 import json
 import os
+import threading
+from collections import OrderedDict
 from typing import Any, NamedTuple, Optional, Tuple
 
 from .. import Recognized, TrieError
@@ -94,15 +96,34 @@ def recognize_key(request_type: str, spec: str, settings: Optional[Settings] = N
     return Routed("set", r)
 
 
+_KEYS: "OrderedDict[int, Tuple[Any, Optional[Tuple[str, str]]]]" = OrderedDict()
+_KEYS_LOCK = threading.Lock()
+
+
 def _key(so: Any) -> Optional[Tuple[str, str]]:
-    """The engine's key of ``StructuredOutputsParams`` as (type name, text), or None."""
+    """The engine's key of ``StructuredOutputsParams`` as (type name, text), or None. A schema or choice list that
+    is a Python object is written as JSON once per request (the frontend validation and admission both ask; the
+    text of 2,000 tool schemas takes a third of a second to write on a busy machine)."""
     from vllm.v1.structured_output.request import get_structured_output_key
 
+    obj = so.json if so.json is not None else so.choice
+    memo = obj is not None and not isinstance(obj, str)
+    if memo:
+        with _KEYS_LOCK:
+            hit = _KEYS.get(id(obj))
+        if hit is not None and hit[0] is obj:
+            return hit[1]
     try:
         request_type, spec = get_structured_output_key(so)
+        key: Optional[Tuple[str, str]] = (request_type.name, spec)
     except ValueError:
-        return None
-    return request_type.name, spec
+        key = None
+    if memo:
+        with _KEYS_LOCK:
+            _KEYS[id(obj)] = (obj, key)
+            while len(_KEYS) > 8:
+                _KEYS.popitem(last=False)
+    return key
 
 
 def check_admission(params: Any) -> Optional[int]:
