@@ -1031,6 +1031,8 @@ class ServerTest(unittest.TestCase):
             (f"{len(tools)} tools with 25-deep schemas, required", "/v1/chat/completions", "tools",
              {**chat, "tools": tools, "tool_choice": "required"}),
         ]
+        # A warm server: the first structured request loads what libtrie's paths import and declare.
+        self.post({"prompt": "Yes?", "max_tokens": 2, "structured_outputs": {"choice": ["yes", "no"]}})
         health, other = [], []
         stop = threading.Event()
         threads = self.watch(stop, health, other)
