@@ -30,6 +30,7 @@ import ctypes
 import enum
 import os
 import threading
+import weakref
 from array import array
 from itertools import accumulate
 from typing import Any, Callable, Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple, TypeVar, Union
@@ -110,6 +111,10 @@ class TrieError(RuntimeError):
         super().__init__(f"libtrie {name} ({status}): {message}")
         self.message = message
 
+    def __reduce__(self) -> Tuple[Any, Tuple[int, str]]:
+        """Pickled with its status and message (vLLM carries a request's error across processes)."""
+        return type(self), (int(self.status), self.message)
+
 
 def _check(status: int) -> None:
     if status != 0:
@@ -187,39 +192,85 @@ def _byte_strings(data: Sequence[bytes]) -> Tuple[Any, Any, Any]:
     return ctypes.cast(address(ptrs), ctypes.POINTER(u8p)), ctypes.cast(address(lens), sizep), (joined, lens, ptrs)
 
 
+class _Owner:
+    """The owner of one native handle: the handle, its lock, the count of native calls in flight and whether it is
+    closing. Released once, by :meth:`close` of its :class:`_Handle`, or when that object is collected: through a
+    ``weakref.finalize`` on the object, which runs after every weak reference to it is dead. So a weakly-referenced
+    object (a :class:`~libtrie.sets.SetCache` entry) is never handed out while its handle is being released: a
+    ``__del__`` would run while weak references still return the object, and release the handle under it."""
+
+    __slots__ = ("h", "guard", "users", "closing", "release")
+
+    def __init__(self, handle: vp, release: Callable[[vp], None]) -> None:
+        self.h = handle
+        self.guard = threading.Lock()
+        self.users = 0
+        self.closing = False
+        self.release = release
+
+    def close(self) -> None:
+        with self.guard:
+            if self.closing:
+                return
+            self.closing = True
+            if self.users:
+                return
+            h, self.h = self.h, vp(0)
+        if h.value:
+            self.release(h)
+
+
 class _Handle:
     """A native handle, released once: by :meth:`close`, at the end of a ``with`` block, or when collected.
 
     Every native call on the handle runs between :meth:`_enter` and :meth:`_exit` (``with self._use() as h``,
     or :meth:`_call`): ctypes releases the GIL during the call, so another thread may :meth:`close` the object
-    meanwhile; the handle is then released by the last call in flight, never under it."""
+    meanwhile; the handle is then released by the last call in flight, never under it. The handle belongs to an
+    inner :class:`_Owner`, never finalized through this object (no ``__del__``)."""
 
-    __slots__ = ("_h", "_guard", "_users", "_closing", "__weakref__")
-    _h: vp
+    __slots__ = ("_owner", "__weakref__")
+    _owner: _Owner
     _kind = "object"
 
     def _set(self, handle: vp) -> None:
-        self._h = handle
-        self._guard = threading.Lock()
-        self._users = 0
-        self._closing = False
+        self._owner = owner = _Owner(handle, self._release)
+        if handle.value:
+            weakref.finalize(self, owner.close).atexit = False  # the process's exit frees the memory anyway
+
+    @property
+    def _h(self) -> vp:
+        return self._owner.h
+
+    @property
+    def _guard(self) -> threading.Lock:
+        return self._owner.guard
+
+    @property
+    def _users(self) -> int:
+        return self._owner.users
+
+    @property
+    def _closing(self) -> bool:
+        return self._owner.closing
 
     def _enter(self) -> vp:
         """The handle, counted as in use until :meth:`_exit`; ``ValueError`` once closed."""
-        with self._guard:
-            if self._closing or not self._h.value:
+        o = self._owner
+        with o.guard:
+            if o.closing or not o.h.value:
                 raise ValueError(f"this {self._kind} was closed")
-            self._users += 1
-            return self._h
+            o.users += 1
+            return o.h
 
     def _exit(self) -> None:
-        with self._guard:
-            self._users -= 1
-            if self._users or not self._closing:
+        o = self._owner
+        with o.guard:
+            o.users -= 1
+            if o.users or not o.closing:
                 return
-            h, self._h = self._h, vp(0)
+            h, o.h = o.h, vp(0)
         if h.value:
-            self._release(h)
+            o.release(h)
 
     def _use(self) -> "_Use":
         return _Use(self)
@@ -234,37 +285,26 @@ class _Handle:
 
     def _live(self) -> vp:
         """The handle for a check only (no native call follows): ``ValueError`` once closed."""
-        if self._closing or not self._h.value:
+        o = self._owner
+        if o.closing or not o.h.value:
             raise ValueError(f"this {self._kind} was closed")
-        return self._h
+        return o.h
 
-    def _release(self, handle: vp) -> None:
+    @staticmethod
+    def _release(handle: vp) -> None:
+        """Frees the native handle (a static method: the finalizer must not hold the object)."""
         raise NotImplementedError
 
     def close(self) -> None:
         """Release the native handle now, or, while other threads are inside native calls on it, when the last
         of them returns. Later calls raise ``ValueError``."""
-        with self._guard:
-            if self._closing:
-                return
-            self._closing = True
-            if self._users:
-                return
-            h, self._h = self._h, vp(0)
-        if h.value:
-            self._release(h)
+        self._owner.close()
 
     def __enter__(self: _H) -> _H:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-    def __del__(self) -> None:
-        try:
-            self.close()
-        except Exception:  # interpreter shutdown, or a constructor that failed before _set
-            pass
 
 
 class _Use:
@@ -386,7 +426,8 @@ class Vocab(_Handle):
             _check(library().trie_vocab_eog_ids(h, ctypes.byref(p), ctypes.byref(n)))
             return tuple(p[: n.value])
 
-    def _release(self, handle: vp) -> None:
+    @staticmethod
+    def _release(handle: vp) -> None:
         """Sets compiled from this vocabulary keep their own reference."""
         library().trie_vocab_free(handle)
 
@@ -694,7 +735,8 @@ class Automaton(_Handle):
 
     # ---- lifetime ----------------------------------------------------------------------------------------------
 
-    def _release(self, handle: vp) -> None:
+    @staticmethod
+    def _release(handle: vp) -> None:
         library().trie_automaton_free(handle)
 
 

@@ -116,19 +116,14 @@ class Settings:
 
 
 def spec_json(value: Any) -> bytes:
-    """A request's spec as UTF-8 JSON for the native front end. Raises :class:`SetError` for what cannot be JSON
-    text: a string that is not valid Unicode (a lone surrogate such as ``"\\ud800"``, bug B6), or a value JSON
-    cannot hold."""
+    """A request's spec as JSON text for the native front end, which checks it (a string that is not valid Unicode,
+    such as a lone surrogate ``"\\ud800"``, is kept as the invalid bytes it stands for and refused there, bug B6).
+    Raises :class:`SetError` for a value JSON cannot hold."""
     try:
         text = json.dumps(value, ensure_ascii=False, allow_nan=False)
     except (TypeError, ValueError) as e:
         raise SetError(Status.INVALID_ARGUMENT, f"the set spec cannot be written as JSON: {e}") from None
-    try:
-        return text.encode("utf-8")
-    except UnicodeEncodeError as e:
-        bad = text[e.start:e.end].encode("unicode_escape").decode("ascii")
-        raise SetError(Status.INVALID_ARGUMENT, f"the set holds a string that is not valid Unicode (a lone surrogate, "
-                       f"{bad}): strings must be valid UTF-8") from None
+    return text.encode("utf-8", "surrogatepass")
 
 
 @dataclass(frozen=True)
@@ -160,7 +155,8 @@ class _NativeCache(_Handle):
         _raise(st)
         self._set(out)
 
-    def _release(self, handle: vp) -> None:
+    @staticmethod
+    def _release(handle: vp) -> None:
         library().trie_set_cache_free(handle)
 
 
@@ -301,8 +297,9 @@ class SetCache:
         address = out.value or 0
         with self._lock:
             a = self._wrappers.get(address)
-            # A wrapper being collected is still in the weak dictionary while its __del__ runs (CPython calls
-            # finalizers before clearing weak references), and its close() releases the GIL: never hand it out.
+            # A wrapper being collected is gone from the weak dictionary before its handle is released (the release
+            # is a weakref.finalize of an inner owner, run after the weak references die); one closed by its user
+            # is replaced.
             if a is None or a._closing:
                 a = Automaton.__new__(Automaton)
                 a._adopt(self.vocab, out)

@@ -406,14 +406,20 @@ class GrammarManagerTest(unittest.TestCase):
         self.assertTrue(manager.process_req_with_grammar(other))
         self.ready(manager, other)
         self.assertIsInstance(other.grammar, XGrammarGrammar)
-        bad = Request("d", SamplingParams(json_schema='{"enum": ["x", "x"]}'))
+        dup = Request("d0", SamplingParams(json_schema='{"enum": ["x", "x", "y"]}'))  # one language: served
+        manager.process_req_with_grammar(dup)
+        self.ready(manager, dup)
+        self.assertIsInstance(dup.grammar, LibtrieGrammar)
+        self.assertEqual(dup.grammar.automaton.n_members, 2, "deduplicated")
+        too_many = json.dumps({"enum": [f"m{i}" for i in range(10_001)]})  # past LIBTRIE_MAX_INLINE_STRINGS
+        bad = Request("d", SamplingParams(json_schema=too_many))
         manager.process_req_with_grammar(bad)
         self.ready(manager, bad)
         self.assertIsInstance(bad.to_finish, FINISH_ABORT)  # the client's HTTP 400, naming the problem
         self.assertEqual(bad.to_finish.status_code, 400)
-        self.assertIn("Failed to compile json grammar: libtrie: the JSON schema lists \"x\" twice",
-                      bad.to_finish.message)
-        again = Request("e", SamplingParams(json_schema='{"enum": ["x", "x"]}'))
+        self.assertIn("Failed to compile json grammar: libtrie: json_schema: ", bad.to_finish.message)
+        self.assertIn("LIBTRIE_MAX_INLINE_STRINGS=10000", bad.to_finish.message)
+        again = Request("e", SamplingParams(json_schema=too_many))
         self.assertFalse(manager.process_req_with_grammar(again))  # the cached failure aborts at once
         self.assertIsInstance(again.to_finish, FINISH_ABORT)
 
@@ -426,16 +432,17 @@ class BadInputTest(unittest.TestCase):
             backend = backend_for(model)
         finally:
             del os.environ["LIBTRIE_MAX_INLINE_STRINGS"]
-        cases = [
-            (("json", '{"enum": ["a", "b",'), "not valid JSON"),
-            (("json", '{"enum": ["a", "a"]}'), "twice"),
-            (("json", '{"enum": []}'), "empty"),
-            (("ebnf", 'root ::= "a'), "unterminated"),
-            (("regex", "a|\ud800"), "not valid Unicode"),
-            (("json", '{"enum": ["a\\u0000"]}'), "NUL"),
+        digits = "d ::= " + " | ".join(f'"{i}"' for i in range(10))
+        refused = [  # the operator's bounds: refused by libtrie, naming the bound
             (("json", json.dumps({"enum": [f"m{i}" for i in range(51)]})), "LIBTRIE_MAX_INLINE_STRINGS=50"),
+            (("ebnf", 'root ::= d d d d d d d d ""\n' + digits), "libtrie: ebnf: "),
+            (("regex", "|".join(f"m{i}" for i in range(51))), "libtrie: regex: "),
+            (("json", '{"anyOf": [' * 60 + '{"enum": ["a", "b"]}' + "]}" * 60), "libtrie: json_schema: "),
+            (("regex", "a|\ud800"), "not valid Unicode"),  # XGrammar itself raises UnicodeEncodeError on it
         ]
-        for key, words in cases:
+        # (A schema nested 50,000 deep never reaches a backend: SGLang's own NUL check json.loads it first and
+        # raises RecursionError, with or without libtrie.)
+        for key, words in refused:
             with self.subTest(key=key[1][:40]):
                 value, hit = backend.get_cached_or_future_value(key, False)
                 g = value.result(timeout=60)
@@ -445,6 +452,18 @@ class BadInputTest(unittest.TestCase):
                 again, hit = backend.get_cached_or_future_value(key, False)
                 self.assertTrue(hit)  # GrammarManager aborts a cached invalid grammar at once
                 self.assertIsInstance(again, InvalidGrammarObject)
+        # What libtrie cannot read is the default backend's to judge (XGrammar), never refused by libtrie.
+        for key in [("json", '{"enum": ["a", "b",'), ("json", '{"enum": []}'), ("ebnf", 'root ::= "a'),
+                    ("ebnf", 'root ::= TagDispatch(("<a>", b))\nb ::= "x"'),
+                    ("regex", "(0|1|2|3|4|5|6|7|8|9)" * 8)]:  # not a set for libtrie (a product): XGrammar's
+            with self.subTest(key=key[1][:40]):
+                value, _ = backend.get_cached_or_future_value(key, False)
+                g = value.result(timeout=60)
+                self.assertNotIsInstance(g, LibtrieGrammar)
+                self.assertNotIn("libtrie", getattr(g, "error_message", "") or "")
+        g, _ = grammar_for(backend, ("json", '{"enum": ["a", "a"]}'))  # valid duplicates: served deduplicated
+        self.assertIsInstance(g, LibtrieGrammar)
+        self.assertEqual(g.automaton.n_members, 1)
         g, _ = grammar_for(backend, ("regex", "still|serving"))
         self.assertIn(model.tokenizer.decode(decode(model, [g], seed=3)[0]), ("still", "serving"))
 

@@ -19,11 +19,14 @@ default backend, created by SGLang's own ``create_grammar_backend`` with the sam
 installed: ``$LIBTRIE_SGLANG_DEFAULT`` names it (``xgrammar``, the default; ``llguidance``, ``outlines``, or
 ``none`` to refuse every other structured request).
 
-Requests are untrusted. A malformed schema / grammar, an empty or duplicate member, text that is not valid Unicode,
-or a set beyond the operator's bounds fails the request with SGLang's "Failed to compile ... grammar: libtrie: ..."
-abort (naming the problem) and the server goes on. Bounds (environment of the server, as for :mod:`libtrie.vllm`):
+Requests are untrusted. The operator's bounds travel into the recognition (:mod:`libtrie.front`: the text's size
+before anything parses it, members and their bytes as the set is expanded, nesting): a request past them fails with
+SGLang's "Failed to compile ... grammar: libtrie: ..." abort naming the bound, and the server goes on. A text
+libtrie's recognizers cannot read (XGrammar's ``TagDispatch``, another dialect) goes to the default backend, which
+judges it; valid duplicates are served deduplicated. Bounds (environment of the server, as for :mod:`libtrie.vllm`):
 ``LIBTRIE_MAX_INLINE_STRINGS`` (default 10,000 members), ``LIBTRIE_MAX_INLINE_BYTES`` (default 1 MiB, a byte per
-member for its separator), ``LIBTRIE_MAX_STATES`` / ``LIBTRIE_MAX_BYTES`` (memory bounds of one compile).
+member for its separator; the text may be 8 times that plus 64 KiB), ``LIBTRIE_MAX_STATES`` / ``LIBTRIE_MAX_BYTES``
+(memory bounds of one compile).
 
 The vocabulary is the served tokenizer's own ``tokenizer.json`` (a fast tokenizer's backend, serialized), or
 ``$LIBTRIE_VOCAB`` (a ``tokenizer.json`` or GGUF file) for tokenizers without one; its mask width is the model's

@@ -23,8 +23,7 @@ from sglang.srt.constrained.base_grammar_backend import (
     create_grammar_backend,
 )
 
-from .. import FINISHED, Automaton, TrieError, Vocab
-from .._recognize import NotASet, recognize
+from .. import FINISHED, Automaton, NotASet, TrieError, Vocab, front
 from ..masks import apply_bitmask
 from ..sets import Settings
 from . import BACKEND_NAME
@@ -35,6 +34,8 @@ __all__ = ["LibtrieGrammar", "LibtrieGrammarBackend", "create_backend", "load_vo
 
 #: The SGLang request kinds libtrie reads, and the recognizer shape of each.
 _SHAPES = {"json": "json_schema", "regex": "regex", "ebnf": "grammar"}
+#: How a refusal names each kind: the request field SGLang reads it from.
+_FIELDS = {"json": "json_schema", "regex": "regex", "ebnf": "ebnf"}
 
 
 def _pin_memory() -> bool:
@@ -223,30 +224,29 @@ class LibtrieGrammarBackend(BaseGrammarBackend):  # type: ignore[misc,unused-ign
         return grammar
 
     def _serve(self, key_type: str, key_string: str) -> BaseGrammarObject:
-        """A set's grammar, the default backend's for anything else, or an :class:`InvalidGrammarObject` naming
-        what is wrong with the request."""
+        """A set's grammar, the default backend's for anything else, or an :class:`InvalidGrammarObject` naming the
+        operator's bound a request goes past. The bounds travel into the recognition (:mod:`libtrie.front`: the
+        text's size before anything parses it, members and their bytes as the set is expanded, nesting); a text
+        libtrie's recognizers cannot read (XGrammar's ``TagDispatch``, another dialect) is the default backend's to
+        judge, never refused here."""
         try:
-            found = recognize(_SHAPES[key_type], key_string)
+            key_string.encode("utf-8")
+        except UnicodeEncodeError:  # XGrammar raises on it too (an exception, not a refusal): refused here
+            return InvalidGrammarObject(f"libtrie: {_FIELDS[key_type]}: the text is not valid Unicode (a lone "
+                                        "surrogate)")
+        try:
+            found = front.recognize_once(_SHAPES[key_type], key_string, front.limits(self.settings))
         except TrieError as e:
-            return InvalidGrammarObject(f"libtrie: {e.message}")
-        except UnicodeEncodeError:
-            return InvalidGrammarObject(f"libtrie: the {key_type} text is not valid Unicode (a lone surrogate)")
+            if front.is_limit(e):
+                return InvalidGrammarObject(f"libtrie: {front.client_error(_FIELDS[key_type], e, self.settings)}")
+            return self._delegate(key_type, key_string)
         if isinstance(found, NotASet) or found.end != "eog":
             return self._delegate(key_type, key_string)
         s = self.settings
-        n_bytes = sum(len(m) + 1 for m in found.members)
-        if s.max_inline_strings and len(found.members) > s.max_inline_strings:
-            return InvalidGrammarObject(f"libtrie: the {key_type} set has {len(found.members)} members, more than the "
-                                        f"server allows (LIBTRIE_MAX_INLINE_STRINGS={s.max_inline_strings})")
-        if s.max_inline_bytes and n_bytes > s.max_inline_bytes:
-            return InvalidGrammarObject(f"libtrie: the {key_type} set has {n_bytes} bytes, more than the server "
-                                        f"allows (LIBTRIE_MAX_INLINE_BYTES={s.max_inline_bytes})")
         try:
-            automaton = Automaton.compile_template(
-                self.vocab, found.members, prefix=found.prefix, suffix=found.suffix, render=found.render, end="eog",
-                max_states=s.max_states or None, max_bytes=s.max_bytes or None)
+            automaton = front.compile_recognized(self.vocab, found, s, end="eog")
         except TrieError as e:
-            return InvalidGrammarObject(f"libtrie: {e.message}")
+            return InvalidGrammarObject(f"libtrie: {_FIELDS[key_type]}: {e.message}")
         return LibtrieGrammar(automaton, key_type, GrammarStats(dispatch_type=key_type))
 
     # ---- SGLang's other hooks: the default backend's ---------------------------------------------------------------

@@ -169,6 +169,5 @@ def uses_trie_scheduler(vllm_config: "VllmConfig") -> bool:
             return False
     if not isinstance(cls, type):
         return False
-    from .scheduler import TrieScheduler
-
-    return issubclass(cls, TrieScheduler)
+    # By name, not by importing the scheduler (which imports this module, and vLLM).
+    return any(c.__name__ == "TrieScheduler" and c.__module__ == "libtrie.vllm.scheduler" for c in cls.__mro__)

@@ -4,43 +4,54 @@
 A request's ``structured_outputs`` reaches the engine core as a key ``(type, text)`` (vLLM's
 ``get_structured_output_key``): ``CHOICE`` (a JSON list; the guidance backend keeps it), ``GRAMMAR`` (the xgrammar
 and ``auto`` backends have already turned a choice into ``root ::= "a" | "b" | ...`` in the frontend), ``JSON``
-(a schema) or ``REGEX``. :func:`set_strings` reads such a key with libtrie's recognizers: when its language is
-exactly a finite set (a choice, a string ``enum`` / ``const`` / ``anyOf`` schema, a literal alternation), the request
-is served by libtrie (:class:`TrieGrammar`, compiled through the scheduler's set cache); anything else goes to vLLM's
-own backend untouched. Routing keeps vLLM's structured-output machinery: the request waits for its compile off the
-engine loop, the grammar bitmask is filled by the engine core and applied by the model runner, and rollback and
-speculative-decoding validation go through :class:`TrieGrammar`.
+(a schema) or ``REGEX``. :func:`recognize_key` reads such a key with libtrie's recognizers (once per process, within
+the operator's bounds: :mod:`libtrie.front`): when its language is exactly a finite set (a choice, a string ``enum``
+/ ``const`` / ``anyOf`` schema, a literal alternation), or vLLM's schema of a ``tool_choice="required"`` tool list,
+the request is served by libtrie (:class:`TrieGrammar`, or :class:`~libtrie.vllm.tools.TrieToolGrammar`, compiled
+on vLLM's grammar threads with the recognition's own template: the native library renders the members); anything
+else goes to vLLM's own backend untouched. Routing keeps vLLM's structured-output machinery: the request waits for
+its compile off the engine loop, the grammar bitmask is filled by the engine core and applied by the model runner,
+and rollback and speculative-decoding validation go through the grammar.
 
 Three places, one switch (``LIBTRIE_VLLM_ROUTE=1`` in the server's environment):
 
 - the engine core (:class:`~libtrie.vllm.TrieScheduler`): the structured-output manager's grammar factory is
-  wrapped, recognized keys get a :class:`TrieGrammar`;
-- admission (:meth:`~libtrie.vllm.TrieLogitsProcessor.validate_params`, after vLLM's own checks): a recognized set
-  beyond the operator's inline bounds (``LIBTRIE_MAX_INLINE_STRINGS`` / ``LIBTRIE_MAX_INLINE_BYTES``), a choice list
-  with a duplicate or empty member, or a string that is not valid Unicode is an HTTP 400 naming the problem;
-- the frontend (the ``vllm.general_plugins`` entry point :func:`register`): vLLM's xgrammar validation parses every
-  choice list as a grammar (``xgr.Grammar.from_ebnf``) in the API server process; for a request libtrie recognizes
-  the parse is skipped (the request keeps the form vLLM would give it, so an engine without routing still serves it
-  with xgrammar).
+  wrapped, recognized keys get a libtrie grammar;
+- the frontend (the ``vllm.general_plugins`` entry point :func:`register`, the API server's event loop): vLLM's
+  xgrammar validation parses every request with xgrammar (a choice list written as a grammar, a tool list's whole
+  schema); for a request libtrie serves the parse is skipped (the request keeps the form vLLM would give it, so an
+  engine without routing still serves it with xgrammar). The operator's bounds travel into the recognition
+  (``LIBTRIE_MAX_INLINE_STRINGS``, ``LIBTRIE_MAX_INLINE_BYTES`` and the text's size, checked before anything
+  parses it): a request beyond them, a ``choice`` or tool list with a duplicate or empty member, or text that is
+  not valid Unicode is an HTTP 400 naming the field and the problem;
+- admission (:meth:`~libtrie.vllm.TrieLogitsProcessor.validate_params`): the same check, for a request that did not
+  pass the xgrammar validation (another backend); the recognition is cached, so it is not run twice.
 """
 
 from __future__ import annotations
 
 import json
-import logging
 import os
-from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
+import threading
+from collections import OrderedDict
+from typing import Any, NamedTuple, Optional, Tuple
 
-from .. import FINISHED, Automaton, Recognized, Status, TrieError, recognize
-from ..sets import SetError, parse_spec
+from .. import Recognized, TrieError
+from .. import front
+from ..sets import SetError, Settings
+from .grammar import Grammar, TrieGrammar, log
 
-#: Under vLLM's logger (its handler and level): a line per routed request, in the server's log.
-log = logging.getLogger("vllm.libtrie")
-
-__all__ = ["enabled", "set_strings", "choice_strings", "check_admission", "register", "TrieGrammar", "Grammar", "log"]
+__all__ = ["enabled", "recognize_key", "Routed", "check_admission", "register", "TrieGrammar", "Grammar", "log",
+           "FIELDS"]
 
 #: vLLM's request types (``StructuredOutputOptions`` names) that a recognizer may read, and the recognizer's kind.
 KINDS = {"CHOICE": "choices", "GRAMMAR": "grammar", "JSON": "json_schema", "REGEX": "regex"}
+#: The request field each type comes from, as a 400 names it (a JSON schema may also come as ``response_format``).
+FIELDS = {"CHOICE": "structured_outputs.choice", "GRAMMAR": "structured_outputs.grammar",
+          "JSON": "structured_outputs.json", "REGEX": "structured_outputs.regex", "TOOLS": "tools"}
+#: How vLLM's schema of a ``tool_choice="required"`` tool list begins (``json.dumps`` of the dict vLLM builds):
+#: only such a key is read as a tool list (by the native recognizer, kind ``"vllm_tools"``).
+TOOLS_HEAD = '{"type": "array", "minItems": 1, "items": {"type": "object", "anyOf": ['
 
 
 def enabled() -> bool:
@@ -48,97 +59,86 @@ def enabled() -> bool:
     return os.environ.get("LIBTRIE_VLLM_ROUTE", "").strip().lower() in ("1", "true", "yes", "on")
 
 
-def _render(render: str, member: bytes) -> bytes:
-    if render == "json_string":
-        return json.dumps(member.decode("utf-8"), ensure_ascii=False).encode("utf-8")
-    return member  # raw, json_text
+class Routed(NamedTuple):
+    """A request key libtrie serves: ``kind`` is ``"set"`` (members, each then end-of-generation) or ``"tools"``
+    (vLLM's schema of ``tool_choice="required"``: names, then each tool's arguments), and the recognition."""
+
+    kind: str
+    found: Recognized
 
 
-def choice_strings(members: Sequence[Any]) -> List[bytes]:
-    """A ``choice`` list as the set's strings, checked: strings, none empty, none twice. Raises :class:`SetError`."""
-    seen: Dict[str, int] = {}
-    out: List[bytes] = []
-    for i, m in enumerate(members):
-        if not isinstance(m, str):
-            raise SetError(Status.INVALID_ARGUMENT, f"structured_outputs.choice: member {i} is not a string")
-        if not m:
-            raise SetError(Status.INVALID_ARGUMENT, f"structured_outputs.choice: member {i} is empty")
-        if m in seen:
-            raise SetError(Status.INVALID_ARGUMENT, f"structured_outputs.choice: the choice list lists "
-                           f"{json.dumps(m, ensure_ascii=False)[:200]} twice (at {seen[m]} and {i})")
-        seen[m] = i
-        try:
-            out.append(m.encode("utf-8"))
-        except UnicodeEncodeError:
-            raise SetError(Status.INVALID_ARGUMENT, f"structured_outputs.choice: member {i} is not valid Unicode "
-                           "(a lone surrogate)") from None
-    if not out:
-        raise SetError(Status.EMPTY_SET, "structured_outputs.choice lists no member")
-    return out
-
-
-def set_strings(request_type: str, spec: str) -> Optional[List[bytes]]:
-    """The exact strings of the key ``(request_type, spec)`` when its language is a finite set libtrie serves (every
-    string then end-of-generation), else ``None`` (vLLM's backend serves it). A choice list is always a set (checked
-    by :func:`choice_strings`: :class:`SetError` for a bad one); a grammar, schema or regex is read by libtrie's
-    recognizers, and one they cannot read is left to vLLM's backend."""
+def recognize_key(request_type: str, spec: str, settings: Optional[Settings] = None) -> Optional[Routed]:
+    """What libtrie serves of the engine key ``(request_type, spec)``, recognized once per process within the
+    operator's inline bounds (:mod:`libtrie.front`), or ``None`` (vLLM's backend serves it, untouched). A bound hit
+    (the text's size, members, their bytes, nesting) is a :class:`~libtrie.sets.SetError` (a ``ValueError``: HTTP
+    400) naming the request's field, whatever the shape; so is a malformed ``choice`` list or tool list (the
+    client lists their members on purpose). A grammar, schema or regex libtrie cannot read is vLLM's to judge."""
     kind = KINDS.get(request_type)
     if kind is None:
         return None
-    if kind == "choices":
-        try:
-            members = json.loads(spec)
-        except ValueError:
-            raise SetError(Status.INVALID_ARGUMENT, "structured_outputs.choice is not a JSON list") from None
-        if not isinstance(members, list):
-            raise SetError(Status.INVALID_ARGUMENT, "structured_outputs.choice is not a list")
-        return choice_strings(members)
+    settings = settings or Settings.from_env()
+    lim = front.limits(settings)
+    if request_type == "JSON" and spec.startswith(TOOLS_HEAD):
+        try:  # the shape is the native recognizer's to judge; the head only says which field a 400 names
+            tools = front.recognize_once("vllm_tools", spec, lim)
+        except TrieError as e:
+            raise front.client_error(FIELDS["TOOLS"], e, settings) from None
+        if isinstance(tools, Recognized):
+            return Routed("tools", tools)
     try:
-        r = recognize(kind, spec)
-    except TrieError:
-        return None  # a grammar, schema or regex the recognizers cannot read: vLLM's backend decides
+        r = front.recognize_once(kind, spec, lim)
+    except TrieError as e:
+        if kind == "choices" or front.is_limit(e):
+            raise front.client_error(FIELDS[request_type], e, settings) from None
+        return None
     if not isinstance(r, Recognized) or r.end != "eog":
         return None
-    return [r.prefix + _render(r.render, m) + r.suffix for m in r.members]
+    return Routed("set", r)
+
+
+_KEYS: "OrderedDict[int, Tuple[Any, Optional[Tuple[str, str]]]]" = OrderedDict()
+_KEYS_LOCK = threading.Lock()
 
 
 def _key(so: Any) -> Optional[Tuple[str, str]]:
-    """The engine's key of ``StructuredOutputsParams`` as (type name, text), or None."""
+    """The engine's key of ``StructuredOutputsParams`` as (type name, text), or None. A schema or choice list that
+    is a Python object is written as JSON once per request (the frontend validation and admission both ask; the
+    text of 2,000 tool schemas takes a third of a second to write on a busy machine)."""
     from vllm.v1.structured_output.request import get_structured_output_key
 
+    obj = so.json if so.json is not None else so.choice
+    memo = obj is not None and not isinstance(obj, str)
+    if memo:
+        with _KEYS_LOCK:
+            hit = _KEYS.get(id(obj))
+        if hit is not None and hit[0] is obj:
+            return hit[1]
     try:
         request_type, spec = get_structured_output_key(so)
+        key: Optional[Tuple[str, str]] = (request_type.name, spec)
     except ValueError:
-        return None
-    return request_type.name, spec
+        key = None
+    if memo:
+        with _KEYS_LOCK:
+            _KEYS[id(obj)] = (obj, key)
+            while len(_KEYS) > 8:
+                _KEYS.popitem(last=False)
+    return key
 
 
 def check_admission(params: Any) -> Optional[int]:
     """Admission of a request with structured outputs (the API server process): when routing is on and libtrie
-    recognizes the request, check its set against the operator's bounds. Returns the number of members, or None when
-    libtrie does not serve it. Raises :class:`SetError` (a ``ValueError``: HTTP 400) naming the problem."""
+    serves the request, its recognition within the operator's bounds (once per process: the frontend validation
+    has usually done it). Returns the number of members (tool names for a tool call), or None when libtrie does not
+    serve it. Raises :class:`~libtrie.sets.SetError` (a ``ValueError``: HTTP 400) naming the field and the problem."""
     so = getattr(params, "structured_outputs", None)
     if so is None or not enabled():
         return None
     key = _key(so)
     if key is None:
         return None
-    strings = set_strings(*key)
-    if strings is None and key[0] == "JSON":
-        from .tools import tool_schema
-
-        found = tool_schema(key[1])
-        strings = [n.encode("utf-8", "surrogatepass") for n in found[0]] if found else None
-    if strings is None:
-        return None
-    try:
-        texts = [s.decode("utf-8") for s in strings]
-    except UnicodeDecodeError:
-        raise SetError(Status.INVALID_ARGUMENT, "structured_outputs: a member is not valid UTF-8") from None
-    parse_spec({"strings": texts})  # the operator's inline bounds, and valid Unicode
-    return len(strings)
-
-
+    routed = recognize_key(*key)
+    return None if routed is None else len(routed.found.members)
 
 
 # ---- the frontend: skip vLLM's own parse of a recognized set ---------------------------------------------------------
@@ -146,9 +146,10 @@ def check_admission(params: Any) -> Optional[int]:
 def register() -> None:
     """The ``vllm.general_plugins`` entry point (loaded in every vLLM process). With ``LIBTRIE_VLLM_ROUTE=1``:
 
-    - vLLM's xgrammar request validation (frontend) lets a ``choice`` list through as a list after libtrie's own
-      checks (:func:`choice_strings`), instead of writing it as a grammar and parsing that with xgrammar, and skips
-      xgrammar's parse of a grammar, schema or regex that libtrie's recognizers read as a set;
+    - vLLM's xgrammar request validation (frontend, the API server's event loop) skips xgrammar's parse of a request
+      libtrie serves (:func:`recognize_key`: a ``choice`` list, stays a list; a grammar, schema or regex that is a
+      set; vLLM's schema of a ``tool_choice="required"`` tool list), and refuses one beyond the operator's bounds
+      with a 400 before anything else parses it;
     - vLLM's xgrammar backend (engine core) compiles a ``choice`` list that reaches it (routing off, e.g. another
       scheduler) as the grammar vLLM would have written, so no configuration loses a request.
 
@@ -156,8 +157,8 @@ def register() -> None:
     if not enabled():
         return
     try:
+        from vllm.exceptions import VLLMClientError
         from vllm.v1.structured_output import backend_xgrammar as bx
-        from vllm.exceptions import VLLMValidationError
         from vllm.v1.structured_output.backend_types import StructuredOutputOptions
     except ImportError:  # pragma: no cover - another vLLM layout
         log.warning("libtrie: this vLLM has no backend_xgrammar.validate_xgrammar_grammar; vLLM's frontend parses "
@@ -167,17 +168,20 @@ def register() -> None:
     if getattr(original, "_libtrie", False):
         return
 
+    class Refused(VLLMClientError, ValueError):  # type: ignore[misc,unused-ignore]  # vLLM ships no stubs
+        """A request libtrie refuses (a bound, a malformed choice or tool list): vLLM's client error, an HTTP 400
+        (its server answers 500 for a plain ValueError raised here), and not its VLLMValidationError, which its
+        "auto" backend would take as "try guidance" and parse the request again."""
+
     def validate_xgrammar_grammar(sampling_params: Any) -> None:
         so = sampling_params.structured_outputs
         if so is not None and not so.all_constraints_none():
-            if so.choice is not None:
-                try:
-                    choice_strings(so.choice)
-                except SetError as e:  # vLLM's server answers 400 for its own validation error (500 for others)
-                    raise VLLMValidationError(str(e), parameter="structured_outputs") from None
-                return
             key = _key(so)
-            if key is not None and set_strings(*key) is not None:
+            try:
+                routed = recognize_key(*key) if key is not None else None
+            except SetError as e:
+                raise Refused(str(e)) from None
+            if routed is not None:
                 return
         original(sampling_params)
 
@@ -193,78 +197,3 @@ def register() -> None:
         return compile_grammar(self, request_type, grammar_spec, *args, **kw)
 
     bx.XgrammarBackend.compile_grammar = compile_choice_as_grammar
-
-
-# ---- the engine core: a vLLM grammar backed by an automaton -----------------------------------------------------------
-
-try:
-    from vllm.v1.structured_output.backend_types import StructuredOutputGrammar as Grammar
-except ImportError:  # pragma: no cover - depends on the environment
-    Grammar = object  # type: ignore[misc,assignment,unused-ignore]
-
-
-class TrieGrammar(Grammar):  # type: ignore[misc,valid-type,unused-ignore]
-    """vLLM's ``StructuredOutputGrammar`` over a compiled set: one integer state per accepted token (kept for
-    ``rollback``), the request's stop ids allowed where a member is complete."""
-
-    def __init__(self, automaton: Automaton, stops: Set[int]) -> None:
-        self.automaton = automaton
-        self.stops = set(stops) - set(automaton.vocab.eog_ids)
-        self.states: List[int] = [automaton.start()]
-
-    def _next(self, state: int, token: int) -> Optional[int]:
-        if state == FINISHED:
-            return None
-        if token in self.stops and self.automaton.is_accepting(state):
-            return FINISHED
-        try:
-            return self.automaton.advance(state, token)
-        except TrieError:
-            return None
-
-    def accept_tokens(self, request_id: str, tokens: Sequence[int]) -> bool:
-        for t in tokens:
-            if self.states[-1] == FINISHED:
-                return True  # tokens after the end are ignored (as vLLM's xgrammar grammar does)
-            nxt = self._next(self.states[-1], t)
-            if nxt is None:
-                log.error("libtrie: request %s produced token %d, which its set does not allow", request_id, t)
-                return False
-            self.states.append(nxt)
-        return True
-
-    def validate_tokens(self, tokens: Sequence[int]) -> List[int]:
-        state, ok = self.states[-1], []
-        for t in tokens:
-            nxt = self._next(state, t)
-            if nxt is None:
-                break
-            ok.append(t)
-            state = nxt
-            if state == FINISHED:
-                break
-        return ok
-
-    def rollback(self, num_tokens: int) -> None:
-        if num_tokens > 0:
-            del self.states[-min(num_tokens, len(self.states) - 1):]
-
-    def fill_bitmask(self, bitmask: Any, idx: int) -> None:
-        state = self.states[-1]
-        row = bitmask[idx]
-        self.automaton.fill_bitmask(state, row)
-        if self.stops and self.automaton.is_accepting(state):
-            for t in self.stops:
-                if 0 <= t < row.shape[0] * 32:
-                    row[t >> 5] |= -(1 << 31) if t & 31 == 31 else 1 << (t & 31)
-
-    def is_terminated(self) -> bool:
-        return self.states[-1] == FINISHED
-
-    def reset(self) -> None:
-        self.states = [self.automaton.start()]
-
-
-def admission_error(e: Exception) -> ValueError:
-    """``e`` as the ``ValueError`` vLLM turns into an HTTP 400."""
-    return e if isinstance(e, ValueError) else ValueError(str(e))

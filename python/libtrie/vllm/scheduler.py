@@ -7,11 +7,12 @@ from typing import Any, Dict, Optional
 
 import numpy as np
 
-from .. import Automaton, bitmask_words, fill_bitmask_rows
+from .. import Automaton, bitmask_words, fill_bitmask_rows, front
 from ..masks import bit
 from ..sets import Settings
 from . import route
-from .tools import ToolCompiler, TrieToolGrammar, tool_schema
+from .grammar import TrieGrammar
+from .tools import MAX_SCHEMAS, ToolCompiler, TrieToolGrammar, matcher
 from ._common import EXTRA_KEY, Row, fits, log, shared_cache, stop_ids
 
 try:  # the V1 engine core's scheduler (vLLM 0.32)
@@ -68,37 +69,36 @@ class TrieScheduler(_VllmScheduler):  # type: ignore[misc,valid-type,unused-igno
 
     def _route_structured_outputs(self) -> None:
         """Wrap the structured-output manager's grammar factory (run on its compile threads): a request whose key
-        libtrie recognizes as a finite set gets a :class:`~libtrie.vllm.route.TrieGrammar`, compiled through the set
-        cache; any other goes to vLLM's backend as before."""
+        libtrie serves (:func:`~libtrie.vllm.route.recognize_key`) gets a libtrie grammar, compiled there with the
+        recognition's template; any other goes to vLLM's backend as before."""
         manager = self.structured_output_manager
         original = manager._create_grammar
-
-        compiler: Optional[ToolCompiler] = None
+        compiler = ToolCompiler(lambda: manager.backend)
+        vocab, settings, n_vocab = self.trie_cache.vocab, self.trie_settings, self.trie_n_vocab
 
         def create_grammar(request: Any) -> Any:
-            nonlocal compiler
             request_type, spec = request.structured_output_request.structured_output_key
-            found = tool_schema(spec) if request_type.name == "JSON" else None
-            if found is not None:  # tools with tool_choice="required": the name from a trie, then its arguments
-                names, params, defs = found
-                if compiler is None:
-                    compiler = ToolCompiler(self.trie_cache.vocab, lambda: manager.backend)
-                tc = compiler
-                stops = sorted(request.sampling_params.all_stop_token_ids or ())
-                template = tc.names(names)
+            routed = route.recognize_key(request_type.name, spec, settings)
+            if routed is None:
+                return original(request)
+            found, params = routed.found, request.sampling_params
+            if routed.kind == "tools":  # tool_choice="required": the name from a trie, then its arguments
+                contexts = compiler.compile(found)  # every argument grammar, here: off the engine loop
+                if contexts is None:
+                    route.log.info("libtrie: request %s (tools) has more than %d argument schemas: vLLM's backend "
+                                   "serves it", request.request_id, MAX_SCHEMAS)
+                    return original(request)
+                template = fits(front.compile_recognized(vocab, found, settings), n_vocab)
+                stops = sorted(params.all_stop_token_ids or ())
                 self.trie_routed += 1
                 route.log.info("libtrie: request %s (tools, %d names) is served by libtrie", request.request_id,
-                               len(names))
-                return TrieToolGrammar(template, lambda m: tc.arguments(params[m], defs, stops))
-            strings = route.set_strings(request_type.name, spec)
-            if strings is None:
-                return original(request)
-            texts = [m.decode("utf-8") for m in strings]
-            automaton = fits(self.trie_cache.get({"strings": texts}), self.trie_n_vocab)
+                               len(found.members))
+                return TrieToolGrammar(template, lambda m: matcher(contexts[m], stops))
+            automaton = fits(front.compile_recognized(vocab, found, settings, end="eog"), n_vocab)
             self.trie_routed += 1
             route.log.info("libtrie: request %s (%s, %d members) is served by libtrie", request.request_id,
-                           request_type.name.lower(), len(texts))
-            return route.TrieGrammar(automaton, stop_ids(request.sampling_params, automaton, self.trie_n_vocab))
+                           request_type.name.lower(), len(found.members))
+            return TrieGrammar(automaton, stop_ids(params, automaton, n_vocab))
 
         def create_grammar_logged(request: Any) -> Any:
             try:
