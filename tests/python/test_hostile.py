@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+import resource
 import time
 import unittest
 from pathlib import Path
@@ -29,7 +30,8 @@ from libtrie.vllm.tools import TrieToolGrammar  # noqa: E402
 #: The operator's defaults (10,000 members, 1 MiB): what a server runs with unless it raises them.
 SETTINGS = Settings()
 #: Seconds one hostile request may take here (a loaded 2-core machine; the recognizer's own bound is far lower).
-QUICK = 2.0
+# The expansion bomb of issue 28 took 1,342 MB; a bounded refusal allocates nothing near this.
+MAX_GROWTH_KB = 192 * 1024
 
 DIGITS = "d ::= " + " | ".join(f'"{i}"' for i in range(10))
 
@@ -62,16 +64,24 @@ TOOLS = [{"name": "weather.get", "parameters": {"type": "object", "properties": 
 
 
 class Timed:
+    """A hostile request must not make the process grow: the peak resident size (``ru_maxrss``, which only
+    grows) may rise by at most ``MAX_GROWTH_KB`` while it is answered. No time bound (speed goals live in
+    ``benches/recognize.rs``); the time is only printed."""
+
     def __init__(self, case: unittest.TestCase, what: str) -> None:
         self.case, self.what = case, what
 
     def __enter__(self) -> "Timed":
+        self.rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         self.t = time.monotonic()
         return self
 
     def __exit__(self, *exc: object) -> None:
         took = time.monotonic() - self.t
-        self.case.assertLess(took, QUICK, f"{self.what} took {took:.2f} s")
+        grew = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - self.rss
+        if os.environ.get("LIBTRIE_TEST_VERBOSE"):
+            print(f"{self.what}: {took * 1e3:.1f} ms, peak RSS +{grew} KiB")
+        self.case.assertLess(grew, MAX_GROWTH_KB, f"{self.what} grew the process by {grew} KiB")
 
 
 class VllmFrontDoorTest(unittest.TestCase):
@@ -259,12 +269,10 @@ class ProcessSurvivesTest(unittest.TestCase):
                 "try:\n    front.recognize_once('grammar', text, front.limits(Settings()))\n"
                 "except TrieError as e:\n    print('refused:', front.client_error('structured_outputs.grammar', e))\n")
         installed = os.environ.get("LIBTRIE_TEST_INSTALLED") == "1"
-        t = time.monotonic()
         out = subprocess.run([sys.executable, "-c", code, "" if installed else str(REPO / "python")],
                              capture_output=True, text=True, timeout=300, env={**os.environ})
         self.assertEqual(out.returncode, 0, out.stderr[-2000:])
         self.assertIn("refused: structured_outputs.grammar: ", out.stdout)
-        self.assertLess(time.monotonic() - t, 60)
 
 
 class RollbackTest(unittest.TestCase):

@@ -181,10 +181,8 @@ class SetCacheTest(unittest.TestCase):
         big = Settings(max_inline_strings=10**6, max_inline_bytes=10**8)
         cache = SetCache(self.vocab, settings=big)
         spec = parse_spec(read_set("tools-100000"), big)
-        t = time.monotonic()
         future = cache.submit(spec)
-        self.assertLess(time.monotonic() - t, 0.05, "submit returns at once")
-        self.assertFalse(future.done())
+        self.assertFalse(future.done(), "submit returns before the compile ends (no time bound: it runs on a worker)")
         self.assertEqual(future.result(timeout=120).n_members, 100_000)
         self.assertIs(cache.submit(spec).result(timeout=0), future.result())
 
