@@ -93,10 +93,14 @@ pub struct Limits {
 }
 
 /// The deepest nesting any caller may allow: the recursion of the readers stays well within a thread's stack.
+///
+/// cbindgen:ignore
 pub const MAX_DEPTH: usize = 256;
 
 /// A grammar's expansion may build at most this many times [`Limits::max_member_bytes`] in all (intermediate
 /// concatenations and alternations included), so its time and memory stay proportional to the limits.
+///
+/// cbindgen:ignore
 pub const WORK_FACTOR: usize = 8;
 
 impl Default for Limits {
