@@ -46,12 +46,6 @@
 
 
 /**
- * A grammar's expansion may build at most this many times [`Limits::max_member_bytes`] in all (intermediate
- * concatenations and alternations included), so its time and memory stay proportional to the limits.
- */
-#define WORK_FACTOR 8
-
-/**
  * Major version of libtrie (the `0` of `0.2.0`).
  */
 #define TRIE_VERSION_MAJOR 0

@@ -263,3 +263,40 @@ fn versioned_limits_and_bad_arguments() {
         let _: trie_status = TRIE_OK;
     }
 }
+
+#[test]
+fn a_huge_depth_limit_is_capped() {
+    let mut l =
+        trie_recognize_limits { struct_size: 0, max_text_bytes: 0, max_members: 0, max_member_bytes: 0, max_depth: 0 };
+    unsafe { trie_recognize_limits_init(&mut l) };
+    l.max_depth = u32::MAX;
+    let parens = format!("root ::= {}\"a\"{}", "(".repeat(200_000), ")".repeat(200_000));
+    match ask(TRIE_RECOGNIZE_GRAMMAR, parens.as_bytes(), Some(&l)) {
+        Answer::Error(TRIE_ERR_LIMIT_EXCEEDED, msg) => assert!(msg.contains("max_depth = 256"), "{msg}"),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn the_deepest_allowed_nesting_fits_a_thread_stack() {
+    let mut l =
+        trie_recognize_limits { struct_size: 0, max_text_bytes: 0, max_members: 0, max_member_bytes: 0, max_depth: 0 };
+    unsafe { trie_recognize_limits_init(&mut l) };
+    l.max_depth = 256;
+    let parens = format!("root ::= {}\"a\"{}", "(".repeat(250), ")".repeat(250));
+    let chain: String = (0..250).map(|i| format!("r{i} ::= (r{})\n", i + 1)).collect();
+    let chain = format!("root ::= r0\n{chain}r250 ::= \"a\"\n");
+    // Run on a thread with a 1 MiB stack in release builds (less than any engine thread gets; debug frames are larger): the readers' recursion must stay well within it.
+    std::thread::Builder::new()
+        .stack_size(if cfg!(debug_assertions) { 16 << 20 } else { 1 << 20 })
+        .spawn(move || {
+            assert_eq!(ask(TRIE_RECOGNIZE_GRAMMAR, parens.as_bytes(), Some(&l)), Answer::Set(1));
+            assert!(matches!(
+                ask(TRIE_RECOGNIZE_GRAMMAR, chain.as_bytes(), Some(&l)),
+                Answer::Error(TRIE_ERR_LIMIT_EXCEEDED, _)
+            ));
+        })
+        .unwrap()
+        .join()
+        .unwrap();
+}

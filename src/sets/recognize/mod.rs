@@ -88,12 +88,19 @@ pub struct Limits {
     /// included, is charged to a work budget of [`WORK_FACTOR`] times this. Default 1 MiB.
     pub max_member_bytes: usize,
     /// The deepest nesting: JSON texts (checked on the raw text, [`json_check_depth`]), grammar parentheses
-    /// and rule references. Default 64.
+    /// and rule references. Default 64; a value above [`MAX_DEPTH`] is read as [`MAX_DEPTH`].
     pub max_depth: usize,
 }
 
+/// The deepest nesting any caller may allow: the recursion of the readers stays well within a thread's stack.
+///
+/// cbindgen:ignore
+pub const MAX_DEPTH: usize = 256;
+
 /// A grammar's expansion may build at most this many times [`Limits::max_member_bytes`] in all (intermediate
 /// concatenations and alternations included), so its time and memory stay proportional to the limits.
+///
+/// cbindgen:ignore
 pub const WORK_FACTOR: usize = 8;
 
 impl Default for Limits {
@@ -218,6 +225,7 @@ pub fn recognize_with(shape: Shape, text: &[u8], limits: &Limits) -> Result<Reco
             limits.max_text_bytes
         )));
     }
+    let limits = &Limits { max_depth: limits.max_depth.min(MAX_DEPTH), ..*limits };
     let text = utf8(shape, text)?;
     if matches!(shape, Shape::Choices | Shape::JsonSchema | Shape::Tools | Shape::VllmTools) {
         json_check_depth(text.as_bytes(), limits.max_depth)
