@@ -365,6 +365,8 @@ pub mod recognize;
 
 mod sets;
 
+mod registry;
+
 mod template;
 
 use boundary::*;

@@ -12,8 +12,10 @@ mod cache;
 mod confine;
 mod front;
 mod read;
+mod registry;
 mod spec;
 
 pub use front::{Got, Options, SetCache, Stats};
+pub use registry::{GotRegistry, Registry, RegistryCache};
 #[cfg(test)]
 mod tests;
