@@ -206,7 +206,10 @@ mod tests {
             let mut id = [0u8; 16];
             assert_eq!(trie_registry_identity(r, id.as_mut_ptr()), TRIE_OK);
             let mut r2 = std::ptr::null_mut();
-            assert_eq!(trie_registry_cache_get(cache, b"../t".as_ptr(), 4, &mut r2, &mut read), TRIE_ERR_INVALID_ARGUMENT);
+            assert_eq!(
+                trie_registry_cache_get(cache, b"../t".as_ptr(), 4, &mut r2, &mut read),
+                TRIE_ERR_INVALID_ARGUMENT
+            );
             assert!(r2.is_null());
             trie_registry_free(r);
             trie_registry_cache_free(cache);
