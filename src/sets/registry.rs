@@ -107,6 +107,7 @@ impl RegistryCache {
                 0 => usize::MAX,
                 n => usize::try_from(n).unwrap_or(usize::MAX),
             },
+            max_member_bytes: usize::try_from(self.max_file_bytes).unwrap_or(usize::MAX),
             ..Limits::default()
         };
         let found = recognize_with(Shape::Tools, text.as_bytes(), &limits)
