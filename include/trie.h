@@ -46,6 +46,17 @@
 
 
 /**
+ * A grammar's expansion may build at most this many times [`Limits::max_member_bytes`] in all (intermediate
+ * concatenations and alternations included), so its time and memory stay proportional to the limits.
+ */
+#define WORK_FACTOR 8
+
+/**
+ * The longest registry name, in bytes.
+ */
+#define MAX_NAME_BYTES 128
+
+/**
  * Major version of libtrie (the `0` of `0.2.0`).
  */
 #define TRIE_VERSION_MAJOR 0
@@ -114,6 +125,13 @@
  * `kind` of [`trie_recognize`]: an OpenAI-style `tools` list (names as the set, `parameters` as payloads).
  */
 #define TRIE_RECOGNIZE_TOOLS 4
+
+/**
+ * `kind` of [`trie_recognize`]: the JSON schema vLLM writes for `tool_choice="required"`, in exactly that form
+ * (members: the tool names; payloads: each tool's parameters schema; template: `[{"name": ` NAME
+ * `, "parameters": `, open).
+ */
+#define TRIE_RECOGNIZE_VLLM_TOOLS 5
 
 /**
  * [`trie_template::render`]: the member's bytes as they are.
@@ -221,6 +239,20 @@ typedef struct trie_automaton trie_automaton;
 typedef struct trie_recognized trie_recognized;
 
 /**
+ * One registry, read and recognized: its tools' names and parameters schemas. Opaque, immutable, reference
+ * counted (a registry replaced on disk while a request holds this one stays valid): free with
+ * [`trie_registry_free`]. Views into it stay valid while it lives.
+ */
+typedef struct trie_registry trie_registry;
+
+/**
+ * The tool registries of a set directory (files `NAME.json`, OpenAI `tools` lists), cached by file identity (see
+ * [`trie_registry_cache_get`]). Opaque; thread-safe. Free with [`trie_registry_cache_free`] once no call is in
+ * flight.
+ */
+typedef struct trie_registry_cache trie_registry_cache;
+
+/**
  * A request-set front end over one vocabulary: it checks a request's set spec (JSON) against the operator's
  * rules, compiles the set once and keeps it in an LRU shared by every request (see [`trie_set_cache_get`]).
  * Opaque; thread-safe: any number of threads may call it at once (a set asked for by several at once is
@@ -279,6 +311,40 @@ typedef struct trie_options {
  * automaton that produced it. The start state is 0.
  */
 typedef uint32_t trie_state;
+
+/**
+ * Bounds of one recognition ([`trie_recognize_with`]). Initialise with [`trie_recognize_limits_init`], then
+ * set fields; a limit hit is `TRIE_ERR_LIMIT_EXCEEDED` with a message naming the limit.
+ *
+ * Versioned like [`super::trie_options`]: libtrie reads only the first `struct_size` bytes (fields past a
+ * smaller, older struct keep their defaults), and a larger, newer struct's extra bytes must be zero.
+ */
+typedef struct trie_recognize_limits {
+    /**
+     * `sizeof(trie_recognize_limits)` of the caller's header (set by [`trie_recognize_limits_init`]). Below
+     * `sizeof(size_t)` or over 4096 bytes: `TRIE_ERR_INVALID_ARGUMENT`.
+     */
+    size_t struct_size;
+    /**
+     * The request text's size, checked before anything parses it (default 8 MiB). 0: the default.
+     */
+    uint64_t max_text_bytes;
+    /**
+     * The set's members, counted as the expansion goes, before they are built (default 10,000). 0: the
+     * default.
+     */
+    uint64_t max_members;
+    /**
+     * All members' bytes + 1 per member (the inline-bytes rule), charged before a member is built (default
+     * 1 MiB). 0: the default.
+     */
+    uint64_t max_member_bytes;
+    /**
+     * JSON nesting (checked on the raw text) and grammar nesting, checked before recursion (default 64). 0:
+     * the default.
+     */
+    uint32_t max_depth;
+} trie_recognize_limits;
 
 /**
  * The operator's rules of a [`trie_set_cache`]. Initialise with [`trie_set_config_init`] (defaults, and
@@ -917,20 +983,50 @@ enum trie_status trie_forced(const struct trie_automaton *automaton,
                              bool *is_forced);
 
 /**
- * Reads `text` (`len` bytes, UTF-8) as the request shape `kind` (`TRIE_RECOGNIZE_*`). On `TRIE_OK`, `*out` is
- * a new set to free with [`trie_recognized_free`], or NULL when the request is not a set: the reason is then
- * [`trie_recognize_reason`] and the engine should keep its own backend. Malformed input (not UTF-8, not JSON,
- * an empty enum, a duplicate member, a grammar that does not parse, a tool without a name) is
- * `TRIE_ERR_INVALID_ARGUMENT` (`TRIE_ERR_EMPTY_SET` for an empty list), a size limit `TRIE_ERR_LIMIT_EXCEEDED`,
- * with the message in `trie_last_error()`; `*out` is NULL then.
+ * Sets `*limits` to the defaults (text 8 MiB, 10,000 members, member bytes 1 MiB, depth 64) and `struct_size`
+ * to `sizeof(trie_recognize_limits)`. `TRIE_ERR_NULL_ARGUMENT` for NULL.
  *
  * # Safety
- * `text` must point to `len` readable bytes (NULL is fine with 0); `out` must be writable.
+ * `limits` must be NULL or point to a writable `trie_recognize_limits`.
  */
-enum trie_status trie_recognize(uint32_t kind,
-                                const uint8_t *text,
-                                size_t len,
-                                struct trie_recognized **out);
+enum trie_status trie_recognize_limits_init(struct trie_recognize_limits *limits);
+
+/**
+ * [`trie_recognize_with`] with the default limits (`limits` NULL).
+ *
+ * # Safety
+ * As [`trie_recognize_with`].
+ */
+enum trie_status trie_recognize(uint32_t kind, const uint8_t *text, size_t len, struct trie_recognized **out);
+
+/**
+ * Reads `text` (`len` bytes, UTF-8) as the request shape `kind` (`TRIE_RECOGNIZE_*`) within `limits` (NULL:
+ * the defaults of [`trie_recognize_limits_init`]). On `TRIE_OK`, `*out` is a new set to free with
+ * [`trie_recognized_free`], or NULL when the request is not a set: the reason is then
+ * [`trie_recognize_reason`] and the engine should keep its own backend. Malformed input (not UTF-8, not JSON,
+ * an empty enum, a duplicate choice or tool, a grammar that does not parse, a tool without a name) is
+ * `TRIE_ERR_INVALID_ARGUMENT` (`TRIE_ERR_EMPTY_SET` for an empty list), a limit `TRIE_ERR_LIMIT_EXCEEDED`
+ * (the message names it), with the message in `trie_last_error()`; `*out` is NULL then.
+ *
+ * # Safety
+ * `text` must point to `len` readable bytes (NULL is fine with 0); `limits` NULL or a `trie_recognize_limits`
+ * of `struct_size` bytes; `out` must be writable.
+ */
+enum trie_status trie_recognize_with(uint32_t kind,
+                                     const uint8_t *text,
+                                     size_t len,
+                                     const struct trie_recognize_limits *limits,
+                                     struct trie_recognized **out);
+
+/**
+ * Checks that the JSON text `text` (`len` bytes) nests arrays and objects at most `max_depth` deep, by a byte
+ * scan that skips strings, before any parser touches it: `TRIE_OK`, or `TRIE_ERR_LIMIT_EXCEEDED` with a
+ * message naming the depth. Only nesting is checked (malformed JSON passes; its parser refuses it).
+ *
+ * # Safety
+ * `text` must point to `len` readable bytes (NULL is fine with 0).
+ */
+enum trie_status trie_json_check_depth(const uint8_t *text, size_t len, uint32_t max_depth);
 
 /**
  * Why the last [`trie_recognize`] call on this thread found no set (the empty string after a call that found
@@ -1131,6 +1227,88 @@ enum trie_status trie_set_cache_stats(const struct trie_set_cache *cache, struct
  * `cache` must be NULL or a live set cache, freed once, with no call on it in flight.
  */
 void trie_set_cache_free(struct trie_set_cache *cache);
+
+/**
+ * Creates the registry cache of `set_dir` (NUL-terminated; resolved once; NULL or "": no registries, every get
+ * fails with a message saying so): files of at most `max_file_bytes`, at most `max_tools` tools each (0: no bound
+ * but the size), `capacity` registries kept (0 counts as 1). Errors: `TRIE_ERR_INVALID_ARGUMENT` when `set_dir`
+ * is not a directory. On failure `*out` is NULL.
+ *
+ * # Safety
+ * `set_dir` must be NULL or NUL-terminated; `out` NULL or writable.
+ */
+enum trie_status trie_registry_cache_new(const char *set_dir,
+                                         uint64_t max_file_bytes,
+                                         uint64_t max_tools,
+                                         uint64_t capacity,
+                                         struct trie_registry_cache **out);
+
+/**
+ * Frees a registry cache (NULL: nothing). Registries handed out stay valid.
+ *
+ * # Safety
+ * `cache` must be NULL or a live registry cache, freed once, with no call on it in flight.
+ */
+void trie_registry_cache_free(struct trie_registry_cache *cache);
+
+/**
+ * The registry `name` (`len` bytes: 1 to 128 characters of `[A-Za-z0-9_.-]`, not starting with `.`): the file
+ * `name.json` of the set directory. The file is opened first, without following links (a link, a fifo, a device,
+ * a directory or a file over `max_file_bytes` is refused, never read and never blocking), and looked up in the
+ * cache by its identity (device, inode, size, modification time with nanoseconds): only a new identity reads and
+ * recognizes it (an OpenAI `tools` list: distinct names, object `parameters`). A file that changed while it was
+ * read is `TRIE_ERR_IO` (not remembered: try again). On success `*out` is a new reference and `*read` (when not
+ * NULL) says whether this call read the file. On failure `*out` is NULL and [`trie_last_error`](super::trie_last_error)
+ * holds a message fit for the client (an HTTP 400; the set directory's location is never in it).
+ *
+ * # Safety
+ * `cache` must be NULL or a live registry cache; `name` must hold `len` bytes; `out` NULL or writable; `read`
+ * NULL or writable.
+ */
+enum trie_status trie_registry_cache_get(const struct trie_registry_cache *cache,
+                                         const uint8_t *name,
+                                         size_t len,
+                                         struct trie_registry **out,
+                                         bool *read);
+
+/**
+ * Drops a reference to a registry (NULL: nothing).
+ *
+ * # Safety
+ * `registry` must be NULL or a live registry, each reference freed once.
+ */
+void trie_registry_free(const struct trie_registry *registry);
+
+/**
+ * The number of tools of a registry (0 for NULL).
+ *
+ * # Safety
+ * `registry` must be NULL or a live registry.
+ */
+size_t trie_registry_n_tools(const struct trie_registry *registry);
+
+/**
+ * Views of tool `i`'s name and parameters schema (JSON text) in `registry`, valid while it lives.
+ * `TRIE_ERR_INVALID_ARGUMENT` for `i` out of range.
+ *
+ * # Safety
+ * `registry` must be NULL or a live registry; the four output pointers writable.
+ */
+enum trie_status trie_registry_tool(const struct trie_registry *registry,
+                                    size_t i,
+                                    const uint8_t **name,
+                                    size_t *name_len,
+                                    const uint8_t **parameters,
+                                    size_t *parameters_len);
+
+/**
+ * Writes the registry's identity, a 16-byte digest of its file's device, inode, size and modification time
+ * (nanoseconds), to `out`: a changed file has another one (a key for what the caller builds from a registry).
+ *
+ * # Safety
+ * `registry` must be NULL or a live registry; `out` NULL or 16 writable bytes.
+ */
+enum trie_status trie_registry_identity(const struct trie_registry *registry, uint8_t *out);
 
 /**
  * Sets `*template` to the bare set (no prefix, no suffix, raw, end-of-generation) and its `struct_size`.
