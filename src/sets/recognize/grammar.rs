@@ -98,6 +98,9 @@ const SPACE_RULES: [&str; 3] = ["\" \"?", "| \" \" | \"\\n\" [ \\t]{0,20}", "| \
 
 /// Recognizes a grammar (see the module docs).
 pub(super) fn grammar(src: &str, limits: &Limits) -> Result<Recognition> {
+    if src.as_bytes().contains(&0) {
+        return not_a_set("the grammar has a NUL byte (both engines stop reading there)");
+    }
     match fast(src, limits) {
         Some((members, json)) => finish(members, json, false, limits),
         None => general(src, limits),
@@ -220,8 +223,9 @@ fn split_rules(src: &str, lexed: Lexed) -> std::result::Result<Rules<'_>, Result
             continue;
         }
         if i == 0 || tokens[i - 1].kind != Kind::Name {
-            // XGrammar's `name[attributes] ::=`, or no name at all.
-            return Err(not_a_set("a `::=` that does not follow a rule name"));
+            // XGrammar's `name[attributes] ::=`, a name only one dialect reads, or no name at all.
+            let why = if i > 0 && tokens[i - 1].kind == Kind::Other { lexed.why(&tokens[i - 1]) } else { "" };
+            return Err(not_a_set(format!("a `::=` that does not follow a rule name {why}")));
         }
         if t.newline_before {
             return Err(not_a_set("a line break between a rule name and its `::=` (GBNF refuses it, XGrammar does not)"));
@@ -270,7 +274,12 @@ fn split_rules(src: &str, lexed: Lexed) -> std::result::Result<Rules<'_>, Result
         if t.kind == Kind::Name {
             let n = &src[t.start as usize..t.end as usize];
             if !rules.index.contains_key(n) {
-                return Err(Err(Error::invalid(format!("malformed grammar: the rule `{n}` is not defined"))));
+                let msg = format!("the rule `{n}` is not defined");
+                if rules.lexed.tokens.iter().any(|t| matches!(t.kind, Kind::Other | Kind::BadLit)) {
+                    // A construct this lexer does not read may explain the name: not sure, not a set.
+                    return Err(not_a_set(msg));
+                }
+                return Err(Err(Error::invalid(format!("malformed grammar: {msg}"))));
             }
         }
     }
@@ -472,6 +481,11 @@ impl Expander<'_, '_> {
 
     /// The concatenation of a sequence's items, counted and charged before each product is built.
     fn sequence(&mut self, seq: &[Node], depth: usize) -> Expanded {
+        if seq.is_empty() {
+            // `()`: the empty string.
+            self.charge(1, 0, (1, 0))?;
+            return Ok(Ok(Rc::new(Exp::one(Vec::new()))));
+        }
         let mut acc: Option<Rc<Exp>> = None;
         for item in seq {
             let e = match self.node(item, depth + 1)? {

@@ -39,7 +39,7 @@ pub(super) const OTHER: [&str; 7] = [
     "a repetition {m,n}",
     "a repetition (*, + or ?)",
     "a construct other than literals, alternation, grouping and rule references",
-    "a rule name or `.` that GBNF and XGrammar read differently (GBNF names are [a-zA-Z0-9-]+; XGrammar's \
+    "a construct GBNF and XGrammar read differently, a rule name or `.` (GBNF names are [a-zA-Z0-9-]+; XGrammar's \
      are [a-zA-Z_.-][a-zA-Z0-9_.-]* and `true`, `false` and its macros are not rule references)",
     "a NUL byte (both engines stop reading there)",
     "a text too long for the grammar lexer",

@@ -49,8 +49,66 @@ fn grammars_of_literals() {
     assert_eq!(strs(&r), ["ab", "d", "c"]);
     // A newline after `|` and after `::=` is fine.
     assert_eq!(strs(&rec(Shape::Grammar, "root ::=\n  \"a\" |\n  \"b\"")), ["a", "b"]);
-    // An unreachable rule may be anything.
-    assert_eq!(strs(&rec(Shape::Grammar, "root ::= \"a\"\nother ::= [a-z]* \"x\"+")), ["a"]);
+    // Every rule is checked, reachable or not (an engine refuses the whole grammar for one bad rule).
+    assert!(not_set(Shape::Grammar, "root ::= \"a\"\nother ::= [a-z]* \"x\"+").contains("character class"));
+    // Duplicates that do not change the language are served once, the first kept.
+    assert_eq!(strs(&rec(Shape::Grammar, "root ::= \"a\" | \"a\"")), ["a"]);
+    assert_eq!(strs(&rec(Shape::Grammar, "root ::= \"a\" (\"b\" | \"\") | \"ab\"")), ["ab", "a"]);
+    assert_eq!(strs(&rec(Shape::Grammar, "root ::= (\"a\" | \"ab\") (\"b\" | \"\") | x\nx ::= \"a\"")), ["ab", "a", "abb"]);
+    // `()` and `""` are the empty string in both dialects.
+    assert_eq!(strs(&rec(Shape::Grammar, "root ::= \"a\" () | ( ) \"\"")), ["a", ""]);
+}
+
+#[test]
+fn a_comment_ends_at_a_carriage_return_too() {
+    // Issue 28: `{"ab"}` to llama.cpp and XGrammar; libtrie used to read `{"a"}`.
+    assert_eq!(strs(&rec(Shape::Grammar, "root ::= (\"a\" # c\r \"b\" # )\n)")), ["ab"]);
+    assert_eq!(strs(&rec(Shape::Grammar, "root ::= \"a\" # c\r\nx ::= \"b\"")), ["a"]);
+    // A `\r` ends a rule (GBNF) outside parentheses: going on after it is not a set.
+    assert!(not_set(Shape::Grammar, "root ::= \"a\" # c\r| \"b\"").contains("line break"));
+    assert!(not_set(Shape::Grammar, "root ::= \"a\"\r| \"b\"").contains("line break"));
+    assert_eq!(strs(&rec(Shape::Grammar, "root ::= \"a\" |\r\n \"b\"\r\n")), ["a", "b"]);
+}
+
+#[test]
+fn lexical_points_where_the_dialects_differ_are_not_sets() {
+    for (g, why) in [
+        ("root ::= my_rule\nmy_rule ::= \"a\"", "differently"),
+        ("root ::= a.b\na.b ::= \"a\"", "differently"),
+        ("root ::= 1a\n1a ::= \"a\"", "differently"),
+        ("root ::= true\ntrue ::= \"a\"", "differently"),
+        ("root ::= Token\nToken ::= \"a\"", "differently"),
+        ("root ::= \"a\" | .", "differently"),
+        ("root ::= \"\\[\"", "XGrammar refuses"),
+        ("root ::= \"\\-\"", "XGrammar refuses"),
+        ("root ::= \"\\'\"", "GBNF refuses"),
+        ("root ::= \"\\/\"", "GBNF refuses"),
+        ("root ::= \"\\0\"", "GBNF refuses"),
+        ("root ::= \"\\e\"", "GBNF refuses"),
+        ("root ::= \"\\x4\"", "hex digits"),
+        ("root ::= \"a\nb\"", "line break"),
+        ("root ::= \"a\rb\"", "line break"),
+        ("root ::= \"a\" | \"b\"\u{0}junk", "NUL"),
+        ("root ::= \"a\" |", "empty alternative"),
+        ("root ::= (\"a\" | )", "empty alternative"),
+        ("root ::= ( | \"a\")", "empty alternative"),
+        ("root ::=", "empty alternative"),
+        ("root ::= \"a\" b ::= \"c\"", "start a line"),
+        ("root\n::= \"a\"", "line break between"),
+        ("root # c\n::= \"a\"", "line break between"),
+        ("root[lazy] ::= \"a\"", "does not follow"),
+        ("root ::= \"a\" (= \"b\")", "construct"),
+        ("root ::= \"a\"\nroot ::= \"b\"", "twice"),
+        ("root ::= [a]", "character class"),
+        ("root ::= <[12]>", "construct"),
+        ("root ::= \"é\" | rè\nrè ::= \"a\"", "construct"),
+    ] {
+        let reason = not_set(Shape::Grammar, g);
+        assert!(reason.contains(why), "{g:?}: {reason}");
+    }
+    // What both read the same: `::=` spacing, names with `-` and digits, line ends after `::=`, `|`, `(`.
+    let r = rec(Shape::Grammar, "root::=a-1|\n\"b\"\na-1 ::=\n(\n\"x\"\n|\"y\"\n)");
+    assert_eq!(strs(&r), ["x", "y", "b"]);
 }
 
 #[test]
@@ -70,6 +128,7 @@ fn grammar_near_misses_are_not_sets() {
         (r#"root ::= "\q""#, "not understood"),
         ("root ::= \"a\"\nroot ::= \"b\"", "twice"),
         (r#"root ::= "a" <[123]>"#, "construct"),
+        ("root ::= ::= \" \"?", "does not follow"),
     ] {
         let reason = not_set(Shape::Grammar, g);
         assert!(reason.contains(why), "{g:?}: {reason}");
@@ -87,8 +146,6 @@ fn malformed_grammars_are_errors() {
         ("\"a\" | \"b\"", "expected a rule"),
         ("root ::= (\"a\"", "unbalanced"),
         ("root ::= \"a\")", "unbalanced"),
-        ("root ::= ::= \" \"?", "no rule name"),
-        ("root ::= \"a\" | \"a\"", "twice"),
     ] {
         let e = err(Shape::Grammar, g.as_bytes());
         assert!(e.message().contains(why), "{g:?}: {}", e.message());
@@ -146,7 +203,7 @@ fn regexes() {
         let reason = not_set(Shape::Regex, re);
         assert!(reason.contains(why), "{re}: {reason}");
     }
-    assert!(err(Shape::Regex, b"a|a").message().contains("twice"));
+    assert_eq!(strs(&rec(Shape::Regex, "a|a|b|a")), ["a", "b"]);
 }
 
 #[test]
@@ -169,6 +226,17 @@ fn json_schemas() {
         (r#"{"type": "integer", "enum": ["a"]}"#, "not of type"),
         (r#"{"enum": [{"a": 1}]}"#, "array or object"),
         (r#"{"enum": [1e300]}"#, "exponent"),
+        (r#"{"enum": [1.0]}"#, "integral float"),
+        (r#"{"enum": [0.1]}"#, "17-digit"),
+        (r#"{"enum": [18446744073709551615]}"#, "64-bit"),
+        (r#"{"enum": ["a\u007f"]}"#, "U+007F"),
+        (r#"{"oneOf": [{"const": 1}, {"const": 1}]}"#, "two branches"),
+        (r#"{"oneOf": [{"enum": ["a", "b"]}, {"const": "a"}]}"#, "two branches"),
+        (r#"{"enum": ["a"], "not": {"const": "a"}}"#, "`not`"),
+        (r#"{"enum": ["a"], "minLength": 2}"#, "minLength"),
+        (r#"{"enum": [["a"]], "minItems": 2}"#, "minItems"),
+        (r#"{"const": "a", "required": ["x"]}"#, "required"),
+        (r#"{"const": "a", "properties": {}}"#, "properties"),
         (r#"{"enum": ["a"], "const": "a"}"#, "combines"),
         (r#"{"anyOf": [{"const": "a"}, {"type": "string"}]}"#, "does not list"),
         ("true", "boolean schema"),
@@ -178,7 +246,9 @@ fn json_schemas() {
         assert!(reason.contains(why), "{s}: {reason}");
     }
     assert_eq!(err(Shape::JsonSchema, br#"{"enum": []}"#).kind(), ErrorKind::EmptySet);
-    assert!(err(Shape::JsonSchema, br#"{"enum": ["a", "a"]}"#).message().contains("twice"));
+    assert_eq!(strs(&rec(Shape::JsonSchema, r#"{"enum": ["a", "a"]}"#)), ["a"]);
+    assert_eq!(strs(&rec(Shape::JsonSchema, r#"{"anyOf": [{"enum": ["a", "b"]}, {"const": "a"}]}"#)), ["a", "b"]);
+    assert_eq!(strs(&rec(Shape::JsonSchema, r#"{"enum": [1, "1", 1, 2.5, 2.5]}"#)), ["1", "\"1\"", "2.5"]);
     assert!(err(Shape::JsonSchema, br#"{"enum": 3}"#).message().contains("must be an array"));
     assert!(err(Shape::JsonSchema, b"{\"enum\": [").message().contains("not valid JSON"));
     assert!(err(Shape::JsonSchema, b"[1]").message().contains("must be an object"));
@@ -215,7 +285,7 @@ fn tools() {
 
 #[test]
 fn limits_are_errors_naming_them() {
-    let small = Limits { max_text_bytes: 1000, max_members: 3, max_depth: 4 };
+    let small = Limits { max_text_bytes: 1000, max_members: 3, max_member_bytes: 1 << 20, max_depth: 4 };
     let e = recognize_with(Shape::Choices, &[b' '; 1001], &small).unwrap_err();
     assert!(e.kind() == ErrorKind::LimitExceeded && e.message().contains("max_text_bytes"));
     let e = recognize_with(Shape::Choices, br#"["a","b","c","d"]"#, &small).unwrap_err();
@@ -279,4 +349,102 @@ fn canonical_json_strings_match_the_renderer() {
     ] {
         assert!(!canonical_json_string(other), "{:?}", String::from_utf8_lossy(other));
     }
+}
+
+/// vLLM's `tool_choice="required"` schema for `tools` (name, parameters), as `json.dumps` writes it.
+fn vllm_schema(tools: &[(&str, &str)], defs: Option<&str>) -> String {
+    let alts: Vec<String> = tools
+        .iter()
+        .map(|(n, p)| {
+            format!(
+                r#"{{"properties": {{"name": {{"type": "string", "enum": ["{n}"]}}, "parameters": {p}}}, "required": ["name", "parameters"]}}"#
+            )
+        })
+        .collect();
+    let defs = defs.map_or(String::new(), |d| format!(r#", "$defs": {d}"#));
+    format!(r#"{{"type": "array", "minItems": 1, "items": {{"type": "object", "anyOf": [{}]}}{defs}}}"#, alts.join(", "))
+}
+
+#[test]
+fn vllm_tools() {
+    let p = r#"{"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}"#;
+    let empty = r#"{"type": "object", "properties": {}}"#;
+    let r = rec(Shape::VllmTools, &vllm_schema(&[("get_weather", p), ("ping", empty)], None));
+    assert_eq!(strs(&r), ["get_weather", "ping"]);
+    assert_eq!(r.payloads.as_ref().unwrap(), &[p.to_string(), empty.to_string()]);
+    assert_eq!(r.template.segment(b"ping").unwrap(), b"[{\"name\": \"ping\", \"parameters\": ");
+    assert_eq!(r.template.end, crate::template::End::Open);
+    // $defs travel with each payload.
+    let pd = r##"{"type": "object", "properties": {"u": {"$ref": "#/$defs/U"}}}"##;
+    let r = rec(Shape::VllmTools, &vllm_schema(&[("a", pd)], Some(r#"{"U": {"enum": ["c", "f"]}}"#)));
+    let payload: serde_json::Value = serde_json::from_str(&r.payloads.unwrap()[0]).unwrap();
+    assert_eq!(payload["$defs"]["U"]["enum"][0], "c");
+    assert_eq!(payload["properties"]["u"]["$ref"], "#/$defs/U");
+    // Look-alikes are not sets.
+    let good = vllm_schema(&[("a", p)], None);
+    for (bad, why) in [
+        (good.replace(r#""minItems": 1"#, r#""minItems": 2"#), "minItems"),
+        (good.replace(r#""minItems": 1"#, r#""minItems": 1.0"#), "minItems"),
+        (good.replace(r#""minItems": 1,"#, r#""minItems": 1, "maxItems": 0,"#), "keys"),
+        (good.replace(r#""minItems": 1,"#, r#""minItems": 1, "not": {},"#), "keys"),
+        (good.replace(r#""minItems": 1,"#, r#""minItems": 1, "minItems": 1,"#), "distinct keys"),
+        (good.replace(r#"["name", "parameters"]}"#, r#"["name", "parameters", "x"]}"#), "required"),
+        (good.replace(r#"{"type": "string", "enum": ["a"]}"#, r#"{"type": "integer", "enum": [1]}"#), "name"),
+        (good.replace(r#"{"type": "string", "enum": ["a"]}"#, r#"{"type": "string", "enum": ["a", "b"]}"#), "name"),
+        (good.replace(r#""type": "object", "anyOf""#, r#""type": "object", "minProperties": 3, "anyOf""#), "items"),
+        (vllm_schema(&[("a", "{}")], None), "parameters"),
+        (vllm_schema(&[("a", r#"{"type": "string"}"#), ("", p)], None), "empty name"),
+        (vllm_schema(&[("a", r##"{"$ref": "#"}"##)], None), "reference"),
+        (vllm_schema(&[("a", r##"{"$ref": "#/$defs/X"}"##)], None), "reference"),
+        (vllm_schema(&[("a", r#"{"$defs": {"X": {}}, "type": "object"}"#)], None), "$defs"),
+        (r#"[{"type": "function", "function": {"name": "a"}}]"#.to_string(), "top"),
+    ] {
+        let reason = not_set(Shape::VllmTools, &bad);
+        assert!(reason.contains(why), "{bad}: {reason}");
+    }
+    let e = err(Shape::VllmTools, vllm_schema(&[("a", p), ("a", empty)], None).as_bytes());
+    assert!(e.message().contains("same name"), "{}", e.message());
+}
+
+#[test]
+fn expansion_bombs_are_refused_before_they_are_built() {
+    let digits = "d ::= \"0\" | \"1\" | \"2\" | \"3\" | \"4\" | \"5\" | \"6\" | \"7\" | \"8\" | \"9\"";
+    // Issue 28: 90 bytes, 10,000,000 members (1.3 GB before the fix).
+    let bomb = format!("root ::= d d d d d d d \"\"\n{digits}");
+    let e = recognize(Shape::Grammar, bomb.as_bytes()).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::LimitExceeded);
+    assert!(e.message().contains("max_members = 10000"), "{}", e.message());
+    // 4 members of 400,000 bytes: few members, too many bytes.
+    let big = format!("root ::= w w\nw ::= \"{0}\" | \"{0}b\"", "a".repeat(400_000));
+    let e = recognize(Shape::Grammar, big.as_bytes()).unwrap_err();
+    assert!(e.message().contains("max_member_bytes"), "{}", e.message());
+    // A 4 KB variant: a chain of rules, each the product of the last.
+    let mut chain = String::from("root ::= r0 r0\nr0 ::= d d d d\n");
+    for i in 1..200 {
+        chain.push_str(&format!("r{i} ::= r{} r{}\n", i - 1, i - 1));
+    }
+    chain.push_str(&digits);
+    let e = recognize(Shape::Grammar, chain.as_bytes()).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::LimitExceeded);
+    // Within the limits, the same shapes are sets.
+    let r = rec(Shape::Grammar, &format!("root ::= d d d d\n{digits}"));
+    assert_eq!(r.members.len(), 10_000);
+    // Memoized copies are charged: many alternatives naming one big rule.
+    let copies = format!("root ::= {}\nx ::= d d d\n{digits}", vec!["x \"\""; 200].join(" | "));
+    assert_eq!(recognize(Shape::Grammar, copies.as_bytes()).unwrap_err().kind(), ErrorKind::LimitExceeded);
+}
+
+#[test]
+fn json_depth_is_checked_on_the_raw_text() {
+    assert!(json_check_depth(b"[[[]]]", 3).is_ok());
+    let e = json_check_depth(b"[[[[]]]]", 3).unwrap_err();
+    assert!(e.kind() == ErrorKind::LimitExceeded && e.message().contains("max_depth = 3"), "{}", e.message());
+    assert!(json_check_depth(br#"["[[[[\"[[[[", {"a": "{{{{"}]"#, 2).is_ok());
+    let deep = "[".repeat(50_000) + &"]".repeat(50_000);
+    for shape in [Shape::Choices, Shape::JsonSchema, Shape::Tools, Shape::VllmTools] {
+        let e = recognize(shape, deep.as_bytes()).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::LimitExceeded, "{shape:?}");
+    }
+    let e = recognize(Shape::Choices, format!("[{}]", vec!["\"a\""; 10_001].join(",")).as_bytes()).unwrap_err();
+    assert!(e.message().contains("max_members"), "{}", e.message());
 }
