@@ -372,7 +372,7 @@ def tools_part(srv, args):
         ("parameters that are not an object", {"tools": badparams, "tool_choice": "required"}, r"must be a JSON object"),
         ("a named tool not in tools", {"tools": tools, "tool_choice": {"type": "function", "function": {"name": "nope"}}},
          r"not one of"),
-        ("an unknown registry", {"trie": {"registry": "nosuch"}}, r"no registry"),
+        ("an unknown registry", {"trie": {"registry": "nosuch"}}, r"registry .nosuch. does not exist"),
         ("a registry name with a path", {"trie": {"registry": "../reg10k"}}, r"registry name"),
     ]
     for what, extra, pattern in bad:
