@@ -1,6 +1,7 @@
 // llama-libtrie-route.cpp - a request's "json_schema" / "grammar" served by libtrie when it is a set (see
-// llama-libtrie.h, "Routing without a new field"). The recognizer (trie_recognize) decides; everything it does
-// not read as a set keeps llama.cpp's grammar path untouched.
+// llama-libtrie.h, "Routing without a new field"). The recognizer (trie_recognize_with, within the operator's inline
+// bounds) decides; everything it does not read as a set keeps llama.cpp's grammar path untouched. Also here: the
+// request body's nesting bound (common_libtrie_check_body) and the reasoning-template decision.
 //
 // Invariants: the compiled language is exactly the recognized set's (prefix + render(member) + suffix, ended by
 // end-of-generation); a recognized set is compiled once per (vocabulary, shape, text) and kept in an LRU of
