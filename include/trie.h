@@ -46,6 +46,11 @@
 
 
 /**
+ * The longest registry name, in bytes.
+ */
+#define MAX_NAME_BYTES 128
+
+/**
  * Major version of libtrie (the `0` of `0.2.0`).
  */
 #define TRIE_VERSION_MAJOR 0
@@ -226,6 +231,20 @@ typedef struct trie_automaton trie_automaton;
  * Opaque and immutable; free with [`trie_recognized_free`]. Views into it stay valid while it lives.
  */
 typedef struct trie_recognized trie_recognized;
+
+/**
+ * One registry, read and recognized: its tools' names and parameters schemas. Opaque, immutable, reference
+ * counted (a registry replaced on disk while a request holds this one stays valid): free with
+ * [`trie_registry_free`]. Views into it stay valid while it lives.
+ */
+typedef struct trie_registry trie_registry;
+
+/**
+ * The tool registries of a set directory (files `NAME.json`, OpenAI `tools` lists), cached by file identity (see
+ * [`trie_registry_cache_get`]). Opaque; thread-safe. Free with [`trie_registry_cache_free`] once no call is in
+ * flight.
+ */
+typedef struct trie_registry_cache trie_registry_cache;
 
 /**
  * A request-set front end over one vocabulary: it checks a request's set spec (JSON) against the operator's
@@ -1206,6 +1225,88 @@ enum trie_status trie_set_cache_stats(const struct trie_set_cache *cache, struct
  * `cache` must be NULL or a live set cache, freed once, with no call on it in flight.
  */
 void trie_set_cache_free(struct trie_set_cache *cache);
+
+/**
+ * Creates the registry cache of `set_dir` (NUL-terminated; resolved once; NULL or "": no registries, every get
+ * fails with a message saying so): files of at most `max_file_bytes`, at most `max_tools` tools each (0: no bound
+ * but the size), `capacity` registries kept (0 counts as 1). Errors: `TRIE_ERR_INVALID_ARGUMENT` when `set_dir`
+ * is not a directory. On failure `*out` is NULL.
+ *
+ * # Safety
+ * `set_dir` must be NULL or NUL-terminated; `out` NULL or writable.
+ */
+enum trie_status trie_registry_cache_new(const char *set_dir,
+                                         uint64_t max_file_bytes,
+                                         uint64_t max_tools,
+                                         uint64_t capacity,
+                                         struct trie_registry_cache **out);
+
+/**
+ * Frees a registry cache (NULL: nothing). Registries handed out stay valid.
+ *
+ * # Safety
+ * `cache` must be NULL or a live registry cache, freed once, with no call on it in flight.
+ */
+void trie_registry_cache_free(struct trie_registry_cache *cache);
+
+/**
+ * The registry `name` (`len` bytes: 1 to 128 characters of `[A-Za-z0-9_.-]`, not starting with `.`): the file
+ * `name.json` of the set directory. The file is opened first, without following links (a link, a fifo, a device,
+ * a directory or a file over `max_file_bytes` is refused, never read and never blocking), and looked up in the
+ * cache by its identity (device, inode, size, modification time with nanoseconds): only a new identity reads and
+ * recognizes it (an OpenAI `tools` list: distinct names, object `parameters`). A file that changed while it was
+ * read is `TRIE_ERR_IO` (not remembered: try again). On success `*out` is a new reference and `*read` (when not
+ * NULL) says whether this call read the file. On failure `*out` is NULL and [`trie_last_error`](super::trie_last_error)
+ * holds a message fit for the client (an HTTP 400; the set directory's location is never in it).
+ *
+ * # Safety
+ * `cache` must be NULL or a live registry cache; `name` must hold `len` bytes; `out` NULL or writable; `read`
+ * NULL or writable.
+ */
+enum trie_status trie_registry_cache_get(const struct trie_registry_cache *cache,
+                                         const uint8_t *name,
+                                         size_t len,
+                                         struct trie_registry **out,
+                                         bool *read);
+
+/**
+ * Drops a reference to a registry (NULL: nothing).
+ *
+ * # Safety
+ * `registry` must be NULL or a live registry, each reference freed once.
+ */
+void trie_registry_free(const struct trie_registry *registry);
+
+/**
+ * The number of tools of a registry (0 for NULL).
+ *
+ * # Safety
+ * `registry` must be NULL or a live registry.
+ */
+size_t trie_registry_n_tools(const struct trie_registry *registry);
+
+/**
+ * Views of tool `i`'s name and parameters schema (JSON text) in `registry`, valid while it lives.
+ * `TRIE_ERR_INVALID_ARGUMENT` for `i` out of range.
+ *
+ * # Safety
+ * `registry` must be NULL or a live registry; the four output pointers writable.
+ */
+enum trie_status trie_registry_tool(const struct trie_registry *registry,
+                                    size_t i,
+                                    const uint8_t **name,
+                                    size_t *name_len,
+                                    const uint8_t **parameters,
+                                    size_t *parameters_len);
+
+/**
+ * Writes the registry's identity, a 16-byte digest of its file's device, inode, size and modification time
+ * (nanoseconds), to `out`: a changed file has another one (a key for what the caller builds from a registry).
+ *
+ * # Safety
+ * `registry` must be NULL or a live registry; `out` NULL or 16 writable bytes.
+ */
+enum trie_status trie_registry_identity(const struct trie_registry *registry, uint8_t *out);
 
 /**
  * Sets `*template` to the bare set (no prefix, no suffix, raw, end-of-generation) and its `struct_size`.

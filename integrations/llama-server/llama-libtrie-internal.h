@@ -60,4 +60,35 @@ template <typename T> class lru {
 // trie_last_error(), at most `n` bytes (messages go to clients).
 std::string last_error(size_t n = 1000);
 
+// ---- bounded recognition (llama-libtrie-route.cpp) -------------------------------------------------------------
+//
+// Every recognition runs within bounds that travel into the recognizer (trie_recognize_with +
+// trie_recognize_limits): the text's size is checked before anything parses it, its nesting before anything
+// recurses, members and their bytes as the expansion goes, before a member is built. A libtrie without that call
+// (an older include/trie.h: no TRIE_RECOGNIZE_VLLM_TOOLS) gets the same checks around trie_recognize: size and JSON
+// nesting before it, members and bytes after it.
+
+struct recognize_bounds {
+    uint64_t max_text_bytes   = 0;
+    uint64_t max_members      = 0;
+    uint64_t max_member_bytes = 0;  // all members' bytes + 1 per member (the inline-bytes rule)
+    uint32_t max_depth        = 0;
+};
+
+// The bounds of a request's text: the inline bounds (--trie-max-inline-strings / -bytes), the text by 12x the
+// bytes + 64 KiB (room for every character escaped), the nesting by --trie-max-json-depth.
+recognize_bounds request_bounds(const common_params_libtrie & opts);
+
+// How a hit bound is worded: the operator's flags named, and what the client can do instead.
+std::string bounds_hint();
+
+// The recognized set of `text` as `kind`, or a null pointer when it is not a set. Throws std::invalid_argument
+// with the reason (malformed input, a bound hit: "... (this server's bounds: ...)"), not prefixed by any field.
+std::unique_ptr<trie_recognized, void (*)(trie_recognized *)> recognize(uint32_t kind, const std::string & text,
+                                                                        const recognize_bounds & bounds);
+
+// "" when `text` nests JSON at most `max_depth` deep (arrays and objects; strings skipped; no recursion), else
+// the reason.
+std::string json_depth_error(const char * text, size_t len, uint32_t max_depth);
+
 }  // namespace llama_libtrie

@@ -6,11 +6,18 @@
 //   - NAME: a segment of an open template (trie_compile_template, TRIE_END_OPEN) over the tools' names: the
 //     output names exactly one of them; no crossing tokens are offered, so the hand-over happens at the token
 //     boundary right after `, "arguments": ` (the segment stage's contract with offer = NULL);
-//   - ARGS and the rest: the chosen tool's grammar only, llama.cpp's json-schema-to-grammar of its "parameters"
-//     followed by the call's closing text, built when the tool is chosen and kept for the next request.
-// Sources of tools: the request's "tools" (bounded by the inline limits) or an operator registry, the file
-// NAME.json of the set directory (an OpenAI tools list; bounded by --trie-max-file-bytes), compiled once and
-// kept in an LRU (--trie-cache-size) like a named set.
+//   - ARGS and the rest: the chosen tool's grammar only, built with llama.cpp's grammar builder (build_grammar:
+//     the tool's "parameters" added with add_schema, the call's closing text with add_rule, which pick unique rule
+//     names), for every tool when the tools are compiled: a tool whose parameters are not an object schema, or
+//     that llama.cpp's converter refuses (a dangling $ref, an unsupported keyword), refuses the request (or the
+//     registry), never a call cut short.
+// Sources of tools: the request's "tools" (recognized within the inline limits) or an operator registry, the
+// file NAME.json of the set directory (libtrie's trie_registry_*: confined like a set file, looked up by the
+// file's identity before it is read, bounded by --trie-max-file-bytes), compiled once and kept in an LRU
+// (--trie-cache-size) like a named set.
+//
+// "trie_tools" is internal: the chat endpoint writes it with a per-process secret, and a value without it (a
+// client's) is refused.
 //
 // Lifetime: a stage's `user` is the common_libtrie_tools it was made for; the request's sampling parameters
 // (common_params_sampling::trie_tools, copied into every common_sampler and its clones) keep it alive.
@@ -19,16 +26,15 @@
 #include "llama-libtrie-stage.h"  // llama.h, trie.h, trie_llama.h
 
 #include "json-schema-to-grammar.h"
+#include "json-schema.h"
 #include "json.h"
 #include "log.h"
 
 #include <chrono>
-#include <cstdlib>
+#include <cstdio>
 #include <cstring>
-#include <fstream>
-#include <sstream>
+#include <random>
 #include <stdexcept>
-#include <sys/stat.h>
 #include <vector>
 
 using json = common_json;
@@ -41,12 +47,7 @@ struct common_libtrie_tools {
     std::string                           trigger;      // lazy ("auto"): section_start, the stage waits for it; "" eager
     const llama_vocab *                   vocab = nullptr;  // part of the cache key
 
-    mutable std::mutex                    mu;           // guards grammars
-    mutable std::vector<std::string>      grammars;     // built on first choice; "" not yet
-
-    // The GBNF of what follows the name of `member` (its arguments, "}", the closing text); "" when the
-    // tool's schema cannot be converted (logged).
-    std::string grammar_of(size_t member) const;
+    std::vector<std::string>              grammars;     // by member index: the GBNF of what follows the name
 };
 
 namespace {
@@ -57,68 +58,110 @@ namespace {
 
 const size_t MAX_SECTION_BYTES = 256;
 
-std::string gbnf_literal(const std::string & s) {
-    std::string out = "\"";
-    for (unsigned char c : s) {
-        switch (c) {
-            case '"':  out += "\\\""; break;
-            case '\\': out += "\\\\"; break;
-            case '\n': out += "\\n"; break;
-            case '\r': out += "\\r"; break;
-            case '\t': out += "\\t"; break;
-            default:
-                if (c < 0x20) {
-                    char buf[8];
-                    snprintf(buf, sizeof buf, "\\x%02x", c);
-                    out += buf;
-                } else {
-                    out.push_back((char) c);
-                }
-        }
-    }
-    return out + "\"";
-}
-
 llama_libtrie::lru<common_libtrie_tools> g_tools;
 
-// The registry file NAME.json of the set directory, confined to it, bounded; its content.
-std::string read_registry(const common_params_libtrie & opts, const std::string & name, std::string & stamp) {
+// The internal "trie_tools" value's secret: 128 random bits per process, written by common_libtrie_chat_tools and
+// checked by common_libtrie_tools_resolve (a client cannot send a value the server accepts as its own).
+const std::string & secret() {
+    static const std::string value = [] {
+        std::random_device rd;
+        char buf[40];
+        snprintf(buf, sizeof buf, "%08x%08x%08x%08x", rd(), rd(), rd(), rd());
+        return std::string(buf);
+    }();
+    return value;
+}
+
+// The registries of the set directory (libtrie's trie_registry_cache), created on first use.
+struct registry_cache {
+    trie_registry_cache * cache = nullptr;
+    ~registry_cache() { trie_registry_cache_free(cache); }
+};
+
+trie_registry_cache * registries(const common_params_libtrie & opts) {
+    static std::mutex                      mu;
+    static std::unique_ptr<registry_cache> held;
+    std::lock_guard<std::mutex> lock(mu);
+    if (!held) {
+        auto r = std::make_unique<registry_cache>();
+        if (trie_registry_cache_new(opts.set_dir.c_str(), opts.max_file_bytes, 0, opts.cache_size, &r->cache) != TRIE_OK) {
+            refuse("libtrie cannot read registries: " + llama_libtrie::last_error());
+        }
+        held = std::move(r);
+    }
+    return held->cache;
+}
+
+using registry_ptr = std::unique_ptr<trie_registry, void (*)(const trie_registry *)>;
+
+// The registry NAME of the set directory: opened confined, looked up by the file's identity before it is read.
+registry_ptr open_registry(const common_params_libtrie & opts, const std::string & name, std::string & identity) {
     if (opts.set_dir.empty()) {
         refuse("\"trie\": {\"registry\": ...} needs a set directory on the server (--trie-set-dir)");
     }
-    if (name.empty() || name.size() > 128 || name[0] == '.') {
-        refuse("\"registry\": a registry name is 1 to 128 characters of [A-Za-z0-9_.-], not starting with '.'");
+    trie_registry * r = nullptr;
+    if (trie_registry_cache_get(registries(opts), (const uint8_t *) name.data(), name.size(), &r, nullptr) != TRIE_OK) {
+        refuse("\"trie\": " + llama_libtrie::last_error());
     }
-    for (char c : name) {
-        if (!(isalnum((unsigned char) c) || c == '_' || c == '-' || c == '.')) {
-            refuse("\"registry\": a registry name is 1 to 128 characters of [A-Za-z0-9_.-], not starting with '.'");
+    registry_ptr reg(r, trie_registry_free);
+    uint8_t id[16] = {};
+    trie_registry_identity(reg.get(), id);
+    static const char * hex = "0123456789abcdef";
+    identity.clear();
+    for (uint8_t b : id) {
+        identity.push_back(hex[b >> 4]);
+        identity.push_back(hex[b & 15]);
+    }
+    return reg;
+}
+
+// The GBNF of what follows a tool's name: its arguments (the "parameters" schema, which must describe objects),
+// "}", and the call's closing text; built with llama.cpp's grammar builder, which picks unique rule names (a
+// parameter named "tool_args" or "root" gets rules of its own). Throws std::invalid_argument naming the tool.
+std::string argument_grammar(const std::string & tool, const std::string & parameters, const std::string & section_end) {
+    const std::string what = "the tool '" + tool + "': ";
+    json schema;
+    try {
+        schema = json::parse(parameters);
+    } catch (const std::exception & e) {
+        refuse(what + "\"parameters\" is not JSON: " + e.what());
+    }
+    if (!schema.is_object()) {
+        refuse(what + "\"parameters\" must be a JSON schema object");
+    }
+    // OpenAI: the arguments are an object; a schema without type or structure (a description only) is read as one
+    static const char * structural[] = { "type", "anyOf", "oneOf", "allOf", "$ref", "enum", "const", "not", "items",
+                                         "prefixItems", "pattern", "properties" };
+    bool has_structure = false;
+    for (const char * k : structural) {
+        has_structure = has_structure || schema.contains(k);
+    }
+    if (!has_structure) {
+        schema["type"] = "object";
+    }
+    try {
+        common_chat_schema_document doc = common_chat_schema_from_json(schema);
+        if (!doc.root || !doc.root->value_types().is_only(common_chat_schema::TYPE_OBJECT)) {
+            refuse(what + "\"parameters\" must describe an object (\"type\": \"object\"): the arguments of a call are "
+                   "a JSON object");
         }
+        std::string root;
+        std::string g = build_grammar([&](const common_grammar_builder & b) {
+            std::string tail = b.add_schema("tool-args", *doc.root) + " " + gbnf_format_literal("}");
+            if (!section_end.empty()) {
+                tail += " " + gbnf_format_literal("\n" + section_end);
+            }
+            root = b.add_rule("root", tail);
+        });
+        if (root != "root") {
+            refuse(what + "the argument grammar has no root rule");
+        }
+        return g;
+    } catch (const std::invalid_argument &) {
+        throw;
+    } catch (const std::exception & e) {
+        refuse(what + "llama.cpp cannot constrain its arguments: " + e.what());
     }
-    const std::string path = opts.set_dir + "/" + name + ".json";
-    char * real = realpath(path.c_str(), nullptr);
-    if (real == nullptr) {
-        refuse("\"registry\": no registry '" + name + "' in the set directory");
-    }
-    std::string rp(real);
-    free(real);
-    struct stat st {};
-    if (rp.compare(0, opts.set_dir.size() + 1, opts.set_dir + "/") != 0 || stat(rp.c_str(), &st) != 0
-        || !S_ISREG(st.st_mode)) {
-        refuse("\"registry\": the registry '" + name + "' is not a file of the set directory");
-    }
-    if ((uint64_t) st.st_size > opts.max_file_bytes) {
-        refuse("\"registry\": the registry '" + name + "' is " + std::to_string((uint64_t) st.st_size) +
-               " bytes, more than this server reads (--trie-max-file-bytes " + std::to_string(opts.max_file_bytes) + ")");
-    }
-    stamp = std::to_string((uint64_t) st.st_size) + ":" + std::to_string((int64_t) st.st_mtime) + ":" +
-            std::to_string((uint64_t) st.st_ino);
-    std::ifstream in(rp, std::ios::binary);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    if (!in.good() && !in.eof()) {
-        refuse("\"registry\": the registry '" + name + "' cannot be read");
-    }
-    return ss.str();
 }
 
 // Fail closed: a stage that allows only end-of-generation (libtrie's set of the empty string): the call is cut
@@ -140,8 +183,8 @@ llama_sampler * end_here(const common_libtrie_tools * t) {
 llama_sampler * next_of(void * user, size_t member, const uint8_t * overflow, size_t len) {
     const auto * t = (const common_libtrie_tools *) user;
     (void) overflow;  // offer = NULL: no crossing token, so no overflow
-    const std::string g = len == 0 ? t->grammar_of(member) : std::string();
-    llama_sampler *   s = g.empty() ? nullptr : llama_sampler_init_grammar(t->vocab, g.c_str(), "root");
+    const std::string & g = member < t->grammars.size() && len == 0 ? t->grammars[member] : std::string();
+    llama_sampler *     s = g.empty() ? nullptr : llama_sampler_init_grammar(t->vocab, g.c_str(), "root");
     if (s == nullptr) {
         LOG_ERR("libtrie: no argument grammar for tool %zu; the call ends here\n", member);
         return end_here(t);
@@ -149,71 +192,89 @@ llama_sampler * next_of(void * user, size_t member, const uint8_t * overflow, si
     return s;
 }
 
-// Checks a request's "tools" before the chat template sees them (so a bad list is refused with libtrie's reason):
-// an OpenAI list of functions with distinct names and object parameters, including `only` when it is not "".
-void check_tools(const json & tools, const std::string & only) {
-    const std::string text = tools.dump();
-    trie_recognized * r = nullptr;
-    if (trie_recognize(TRIE_RECOGNIZE_TOOLS, (const uint8_t *) text.data(), text.size(), &r) != TRIE_OK) {
-        refuse("\"tools\": " + llama_libtrie::last_error());
+// A tool list recognized, with every tool's argument grammar: what the chat endpoint checks before the template
+// sees the tools, and what common_libtrie_tools_resolve compiles for a vocabulary (the same object, from an LRU).
+struct prepared_tools {
+    std::vector<std::string> names;       // by member index
+    std::vector<std::string> parameters;  // JSON schema text
+    std::vector<std::string> grammars;    // argument_grammar of each
+};
+
+llama_libtrie::lru<prepared_tools> g_prepared;
+
+// The request's "tools" (`text`: their JSON) or the registry `registry` (when not ""), recognized within the
+// bounds, each tool's argument grammar built; cached by the text or the registry file's identity (`source` is
+// set to the key part that names it). Throws std::invalid_argument naming the client's field.
+std::shared_ptr<const prepared_tools> prepare(const common_params_libtrie & opts, const std::string & text,
+                                              const std::string & registry, const std::string & section_end,
+                                              std::string & source) {
+    const std::string field = registry.empty() ? "\"tools\": " : "\"trie\": the registry '" + registry + "': ";
+    registry_ptr      reg(nullptr, trie_registry_free);
+    if (!registry.empty()) {
+        std::string identity;
+        reg    = open_registry(opts, registry, identity);  // looked up by identity before it is read
+        source = "r" + registry + ":" + identity;
+    } else {
+        source = "t" + text;
     }
-    std::unique_ptr<trie_recognized, void (*)(trie_recognized *)> rec(r, trie_recognized_free);
-    if (!rec) {
-        refuse(std::string("\"tools\": not a list of functions: ") + trie_recognize_reason());
-    }
-    if (only.empty()) {
-        return;
-    }
-    for (size_t i = 0, n = trie_recognized_n_members(rec.get()); i < n; ++i) {
-        const uint8_t * b = nullptr;
-        size_t          bl = 0;
-        if (trie_recognized_member(rec.get(), i, &b, &bl) == TRIE_OK && std::string((const char *) b, bl) == only) {
-            return;
+    return g_prepared.get(section_end + "\x01" + source, opts.cache_size, [&]() -> std::shared_ptr<const prepared_tools> {
+        const auto t0 = std::chrono::steady_clock::now();
+        auto p = std::make_shared<prepared_tools>();
+        if (reg) {
+            for (size_t i = 0, n = trie_registry_n_tools(reg.get()); i < n; ++i) {
+                const uint8_t * b = nullptr; size_t bl = 0;
+                const uint8_t * q = nullptr; size_t ql = 0;
+                if (trie_registry_tool(reg.get(), i, &b, &bl, &q, &ql) != TRIE_OK) {
+                    refuse("libtrie: " + llama_libtrie::last_error());
+                }
+                p->names.emplace_back((const char *) b, bl);
+                p->parameters.emplace_back((const char *) q, ql);
+            }
+        } else {
+            std::unique_ptr<trie_recognized, void (*)(trie_recognized *)> rec(nullptr, trie_recognized_free);
+            try {
+                rec = llama_libtrie::recognize(TRIE_RECOGNIZE_TOOLS, text, llama_libtrie::request_bounds(opts));
+            } catch (const std::invalid_argument & e) {
+                refuse(field + e.what());
+            }
+            if (!rec) {
+                refuse(field + "not a list of functions: " + trie_recognize_reason());
+            }
+            for (size_t i = 0, n = trie_recognized_n_members(rec.get()); i < n; ++i) {
+                const uint8_t * b = nullptr; size_t bl = 0;
+                const uint8_t * q = nullptr; size_t ql = 0;
+                if (trie_recognized_member(rec.get(), i, &b, &bl) != TRIE_OK || trie_recognized_payload(rec.get(), i, &q, &ql) != TRIE_OK) {
+                    refuse("libtrie: " + llama_libtrie::last_error());
+                }
+                p->names.emplace_back((const char *) b, bl);
+                p->parameters.emplace_back((const char *) q, ql);
+            }
         }
-    }
-    refuse("\"tool_choice\" names the tool '" + only + "', which is not one of the \"tools\"");
+        for (size_t i = 0; i < p->names.size(); ++i) {
+            try {
+                p->grammars.push_back(argument_grammar(p->names[i], p->parameters[i], section_end));
+            } catch (const std::invalid_argument & e) {
+                refuse(field + e.what());
+            }
+        }
+        const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+        LOG_INF("libtrie: argument grammars of %zu tools built in %.1f ms\n", p->names.size(), ms);
+        return p;
+    });
+}
+
+// The markers without their surrounding whitespace (Qwen2.5's analysis gives "<tool_call>\n"): the call writes
+// one "\n" after the start and before the end, and the lazy trigger is the marker itself.
+std::string trim(const std::string & m) {
+    const size_t b = m.find_first_not_of(" \t\r\n");
+    return b == std::string::npos ? std::string() : m.substr(b, m.find_last_not_of(" \t\r\n") - b + 1);
 }
 
 }  // namespace
 
-std::string common_libtrie_tools::grammar_of(size_t member) const {
-    if (member >= parameters.size()) {
-        return "";
-    }
-    std::lock_guard<std::mutex> lock(mu);
-    if (!grammars[member].empty()) {
-        return grammars[member];
-    }
-    const auto t0 = std::chrono::steady_clock::now();
-    std::string args;
-    try {
-        args = json_schema_to_grammar(json::parse(parameters[member]), true);
-    } catch (const std::exception & e) {
-        LOG_ERR("libtrie: tool '%s': json-schema-to-grammar: %s\n", names[member].c_str(), e.what());
-        return "";
-    }
-    // the schema's root becomes tool-args; the call closes after it
-    std::string renamed;
-    std::istringstream lines(args);
-    for (std::string line; std::getline(lines, line);) {
-        if (line.rfind("root ::=", 0) == 0) {
-            line = "tool-args ::=" + line.substr(8);
-        }
-        renamed += line + "\n";
-    }
-    renamed += "root ::= tool-args \"}\"";
-    if (!section_end.empty()) {
-        renamed += " \"\\n\" " + gbnf_literal(section_end);
-    }
-    renamed += "\n";
-    grammars[member] = renamed;
-    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    LOG_INF("libtrie: argument grammar of tool '%s' built in %.2f ms (%zu bytes)\n", names[member].c_str(), ms, renamed.size());
-    return renamed;
-}
-
-std::string common_libtrie_chat_tools(const json & body, const common_libtrie_tool_format & format) {
-    if (!llama_libtrie::g_route) {
+std::string common_libtrie_chat_tools(const common_params_libtrie & opts, const json & body,
+                                      const common_libtrie_tool_format & format) {
+    if (!llama_libtrie::g_route || !opts.route) {
         return "";
     }
     const json tools   = body.contains("tools") ? body.at("tools") : json();
@@ -230,6 +291,7 @@ std::string common_libtrie_chat_tools(const json & body, const common_libtrie_to
         only = choice.at("function").at("name").get<std::string>();
     }
     json spec = json::object();
+    std::string registry;
     if (trie.is_object() && trie.contains("registry")) {
         if (!trie.at("registry").is_string()) {
             refuse("\"trie\": \"registry\" must be a string (a registry of the set directory)");
@@ -237,114 +299,85 @@ std::string common_libtrie_chat_tools(const json & body, const common_libtrie_to
         if (choice.is_string() && choice.get<std::string>() == "none") {
             refuse("\"trie\": {\"registry\": ...} asks for a tool call, but \"tool_choice\" is \"none\"");
         }
-        spec["registry"] = trie.at("registry");
+        registry = trie.at("registry").get<std::string>();
+        spec["registry"] = registry;
     } else if (has_tools && (only.size() > 0 || (choice.is_string() && choice.get<std::string>() == "required"))) {
-        check_tools(tools, only);
         spec["tools"] = tools;
     } else if (has_tools && (choice.is_null() || (choice.is_string() && choice.get<std::string>() == "auto"))
                && format.native && format.section_start.find_first_not_of(" \t\r\n") != std::string::npos) {
-        check_tools(tools, only);
         spec["tools"] = tools;  // "auto": the model may answer, or open a call with the template's section marker
         spec["lazy"]  = true;
     } else {
         return "";  // "auto" / "none" / no tools: llama.cpp's own path
     }
-    if (!only.empty()) {
-        spec["only"] = only;
-    }
-    // the markers without their surrounding whitespace (Qwen2.5's analysis gives "<tool_call>\n"): the call writes
-    // one "\n" after the start and before the end, and the lazy trigger is the marker itself
-    auto trim = [](const std::string & m) {
-        const size_t b = m.find_first_not_of(" \t\r\n");
-        return b == std::string::npos ? std::string() : m.substr(b, m.find_last_not_of(" \t\r\n") - b + 1);
-    };
     spec["section_start"] = format.native ? trim(format.section_start) : std::string();
     spec["section_end"]   = format.native ? trim(format.section_end) : std::string();
+    // checked now, before the template sees the tools: refusals name the client's fields
+    std::string source;
+    const auto  prepared = prepare(opts, registry.empty() ? tools.dump() : std::string(), registry,
+                                   spec["section_end"].get<std::string>(), source);
+    if (!only.empty()) {
+        bool found = false;
+        for (const auto & n : prepared->names) {
+            found = found || n == only;
+        }
+        if (!found) {
+            refuse("\"tool_choice\" names the tool '" + only + "', which is not one of the " +
+                   (registry.empty() ? std::string("\"tools\"") : "registry '" + registry + "'"));
+        }
+        spec["only"] = only;
+    }
+    spec["secret"] = secret();
     return spec.dump();
 }
 
 std::shared_ptr<const common_libtrie_tools> common_libtrie_tools_resolve(const common_params_libtrie & opts,
                                                                          const llama_vocab *           vocab,
                                                                          const json &                  value) {
-    if (!value.is_object()) {
-        refuse("\"trie_tools\" must be an object");
+    if (!value.is_object() || !value.contains("secret") || !value.at("secret").is_string()
+        || value.at("secret").get<std::string>() != secret()) {
+        refuse("this field is not a request field (the server sets it internally for tool calls): send \"tools\" with "
+               "\"tool_choice\", or \"trie\": {\"registry\": NAME}");
     }
     auto str = [&](const char * key) -> std::string {
-        if (!value.contains(key)) return "";
-        if (!value.at(key).is_string()) refuse(std::string("\"trie_tools\": \"") + key + "\" must be a string");
-        return value.at(key).get<std::string>();
+        return value.contains(key) && value.at(key).is_string() ? value.at(key).get<std::string>() : std::string();
     };
     const std::string section_start = str("section_start");
     const std::string section_end   = str("section_end");
     const std::string only          = str("only");
-    if (value.contains("lazy") && !value.at("lazy").is_boolean()) {
-        refuse("\"trie_tools\": \"lazy\" must be a boolean");
+    const std::string registry      = str("registry");
+    const bool        lazy          = value.contains("lazy") && value.at("lazy").is_boolean() && value.at("lazy").get<bool>();
+    if ((lazy && section_start.empty()) || section_start.size() > MAX_SECTION_BYTES || section_end.size() > MAX_SECTION_BYTES) {
+        refuse("libtrie: the template's tool-call markers cannot be served");
     }
-    const bool lazy = value.contains("lazy") && value.at("lazy").get<bool>();
-    if (lazy && section_start.empty()) {
-        refuse("\"trie_tools\": \"lazy\" needs a \"section_start\" to wait for");
+    if (registry.empty() && !(value.contains("tools") && value.at("tools").is_array())) {
+        refuse("libtrie: no tools");
     }
-    if (section_start.size() > MAX_SECTION_BYTES || section_end.size() > MAX_SECTION_BYTES) {
-        refuse("\"trie_tools\": a section marker is longer than 256 bytes");
-    }
-    std::string text, source, stamp;
-    if (value.contains("registry")) {
-        source = str("registry");
-        text   = read_registry(opts, source, stamp);
-    } else if (value.contains("tools") && value.at("tools").is_array()) {
-        const uint64_t max_text = opts.max_inline_bytes * 12 + (64u << 10);
-        text = value.at("tools").dump();
-        if (text.size() > max_text) {
-            refuse("\"tools\" is " + std::to_string(text.size()) + " bytes, more than this server compiles from a request (" +
-                   std::to_string(max_text) + "); keep a registry in the set directory and name it with \"trie\": {\"registry\": NAME}");
-        }
-        if (value.at("tools").size() > opts.max_inline_strings) {
-            refuse("\"tools\" lists " + std::to_string(value.at("tools").size()) + " tools, more than this server compiles from a request (" +
-                   std::to_string(opts.max_inline_strings) + "); keep a registry in the set directory");
-        }
-    } else {
-        refuse("\"trie_tools\" needs \"tools\" (an array) or \"registry\" (a name)");
-    }
+    std::string source;
+    const auto  prepared = prepare(opts, registry.empty() ? value.at("tools").dump() : std::string(), registry, section_end, source);
     const auto  sets = llama_libtrie::sets_of(opts, vocab);
     char        addr[32];
     snprintf(addr, sizeof addr, "%p", (const void *) vocab);
     const std::string key = std::string(addr) + llama_libtrie::fingerprint_hex(sets->vocab) + "\x01" + section_start + "\x01" +
-                            section_end + "\x01" + only + (lazy ? "\x01L" : "\x01E") + (source.empty() ? "t" + text : "r" + source + ":" + stamp);
+                            section_end + "\x01" + only + (lazy ? "\x01L" : "\x01E") + source;
     bool made = false;
     const auto t0 = std::chrono::steady_clock::now();
     auto tools = g_tools.get(key, opts.cache_size, [&]() -> std::shared_ptr<const common_libtrie_tools> {
-        trie_recognized * r = nullptr;
-        if (trie_recognize(TRIE_RECOGNIZE_TOOLS, (const uint8_t *) text.data(), text.size(), &r) != TRIE_OK) {
-            refuse((source.empty() ? std::string("\"tools\": ") : "the registry '" + source + "': ") + llama_libtrie::last_error());
-        }
-        std::unique_ptr<trie_recognized, void (*)(trie_recognized *)> rec(r, trie_recognized_free);
-        if (!rec) {
-            refuse((source.empty() ? std::string("\"tools\": ") : "the registry '" + source + "': ") + "not a list of functions: " +
-                   trie_recognize_reason());
-        }
         auto t = std::make_shared<common_libtrie_tools>();
         t->vocab       = vocab;
         t->section_end = section_end;
         t->trigger     = lazy ? section_start : std::string();
-        const size_t n = trie_recognized_n_members(rec.get());
-        for (size_t i = 0; i < n; ++i) {
-            const uint8_t * b = nullptr; size_t bl = 0;
-            const uint8_t * p = nullptr; size_t pl = 0;
-            if (trie_recognized_member(rec.get(), i, &b, &bl) != TRIE_OK || trie_recognized_payload(rec.get(), i, &p, &pl) != TRIE_OK) {
-                refuse("libtrie: " + llama_libtrie::last_error());
-            }
-            std::string name((const char *) b, bl);
-            if (!only.empty() && name != only) {
+        for (size_t i = 0; i < prepared->names.size(); ++i) {
+            if (!only.empty() && prepared->names[i] != only) {
                 continue;
             }
-            t->names.push_back(std::move(name));
-            t->parameters.emplace_back((const char *) p, pl);
+            t->names.push_back(prepared->names[i]);
+            t->parameters.push_back(prepared->parameters[i]);
+            t->grammars.push_back(prepared->grammars[i]);
         }
         if (t->names.empty()) {
-            refuse("\"tool_choice\" names the tool '" + only + "', which is not one of the " +
-                   (source.empty() ? std::string("\"tools\"") : "registry '" + source + "'"));
+            refuse("\"tool_choice\" names the tool '" + only + "', which is not one of the tools");
         }
-        t->grammars.resize(t->names.size());
         // the name's segment: section_start ["\n"] {"name": NAME, "arguments":   (open: the arguments follow);
         // lazy: the stage waits for section_start, the segment begins after it
         std::string prefix = section_start.empty() ? "" : (lazy ? "" : section_start) + "\n";
@@ -379,7 +412,7 @@ std::shared_ptr<const common_libtrie_tools> common_libtrie_tools_resolve(const c
     if (made) {
         const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
         LOG_INF("libtrie: compiled %zu tool names%s%s in %.1f ms\n", tools->names.size(),
-                source.empty() ? "" : " of the registry ", source.c_str(), ms);
+                registry.empty() ? "" : " of the registry ", registry.c_str(), ms);
     }
     return tools;
 }

@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 struct llama_vocab;
 struct llama_sampler;
@@ -37,6 +38,7 @@ struct common_params_libtrie {
     uint64_t    max_states         = 0;            // trie_options.max_states of every compile (0: the library's own bounds)
     uint64_t    max_bytes          = 0;            // trie_options.max_bytes of every compile (0: no bound)
     uint64_t    cache_size         = 64;           // compiled sets kept (least recently used dropped first)
+    uint32_t    max_json_depth     = 128;          // deepest JSON nesting of a request body (checked before it is parsed)
     bool        route              = true;         // serve json_schema / grammar sets and tool calls (--trie-no-route: off)
 };
 
@@ -80,10 +82,12 @@ enum common_libtrie_shape : int {
     COMMON_LIBTRIE_GRAMMAR     = 2,  // trie_recognize(TRIE_RECOGNIZE_GRAMMAR)
 };
 
-// Whether `text` (a JSON schema or a GBNF grammar) is a set libtrie serves (false with routing off): no vocabulary needed, no size bound
-// but the recognizer's own (the bounds apply when it is compiled, common_libtrie_route). Throws
-// std::invalid_argument for malformed input (an empty enum, a duplicate member, a grammar that does not parse).
-bool common_libtrie_is_set(int shape, const std::string & text);
+// Whether `text` (a JSON schema or a GBNF grammar) is a set libtrie serves (false with routing off): no vocabulary
+// needed; recognized within the operator's inline bounds (trie_recognize_with: --trie-max-inline-strings / -bytes,
+// the text by 12x the bytes + 64 KiB, the nesting by --trie-max-json-depth), so a set over them is refused before
+// it is built. Throws std::invalid_argument for malformed input or a bound hit, the message starting with `field`
+// (the request field the client sent: "json_schema", "response_format", "grammar").
+bool common_libtrie_is_set(const common_params_libtrie & opts, int shape, const std::string & text, const char * field);
 
 // The compiled set of `text` for `vocab`, or nullptr when it is not a set or routing is off (the caller keeps its
 // own grammar).
@@ -94,6 +98,23 @@ std::shared_ptr<const trie_automaton> common_libtrie_route(const common_params_l
                                                            const llama_vocab *           vocab,
                                                            int                           shape,
                                                            const std::string &           text);
+
+// ---- Requests before they are parsed, and reasoning templates (llama-libtrie-route.cpp) ------------------------
+
+// The deepest JSON nesting of a request body (--trie-max-json-depth; process-wide, set while the options are parsed).
+void common_libtrie_set_max_json_depth(uint32_t depth);
+
+// "" when the raw request body may be parsed, else the reason for an HTTP 400: its JSON nesting is deeper than
+// --trie-max-json-depth (checked on the raw bytes, without recursion, before any JSON parser or dump touches it:
+// nlohmann's dump and destructor recurse, and a deep enough body overflows the stack). With or without routing.
+std::string common_libtrie_check_body(const std::string & body);
+
+// Whether a chat request's output starts with a reasoning block (the template has reasoning tags, and thinking is
+// on or the generation prompt leaves a block open, e.g. "<think>\n"): libtrie's stage would then constrain the
+// reasoning instead of the content, and the reasoning-budget sampler could force its end tag outside the set, so
+// such a request is left to llama.cpp (not routed).
+bool common_libtrie_reasoning_first(const std::string & generation_prompt, const std::string & thinking_start_tag,
+                                    const std::vector<std::string> & thinking_end_tags, bool enable_thinking);
 
 // ---- Tool calls (llama-libtrie-tools.cpp) ---------------------------------------------------------------------
 //
@@ -121,12 +142,16 @@ common_libtrie_tool_format common_chat_templates_libtrie_tool_format(const struc
 // this request's tool call (always "" with routing off). Served: "tools" with "tool_choice" "required" or a named tool
 // ({"type": "function", "function": {"name": ...}}), or "trie": {"registry": NAME}; "auto" (or no tool_choice) with
 // "tools" when the template has a JSON-native format with a section marker: lazily, the stage waits for the marker
-// ("lazy": true). `body` is the request.
+// ("lazy": true). `body` is the request; its "tools" are recognized within the inline bounds of `opts`.
 // Throws std::invalid_argument for a bad request (a named tool not in "tools", a bad registry name).
-std::string common_libtrie_chat_tools(const common_json & body, const common_libtrie_tool_format & format);
+std::string common_libtrie_chat_tools(const common_params_libtrie & opts, const common_json & body,
+                                      const common_libtrie_tool_format & format);
 
-// Resolves a "trie_tools" value: checks it, compiles the names (cached like a named set). Throws
-// std::invalid_argument naming the problem.
+// Resolves a "trie_tools" value: checks it, compiles the names (cached like a named set), builds every tool's
+// argument grammar (llama.cpp's build_grammar; a tool whose parameters are not an object schema, or that llama.cpp's
+// converter refuses, refuses the request, or the registry). The value carries a per-process secret that
+// common_libtrie_chat_tools writes: a value a client sent itself is refused. Throws std::invalid_argument naming
+// the problem by the client's fields ("tools", "tool_choice", "trie").
 std::shared_ptr<const common_libtrie_tools> common_libtrie_tools_resolve(const common_params_libtrie & opts,
                                                                          const llama_vocab *           vocab,
                                                                          const common_json &           value);

@@ -341,6 +341,8 @@ pub mod recognize;
 
 mod sets;
 
+mod registry;
+
 mod template;
 
 use boundary::*;

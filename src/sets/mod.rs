@@ -13,8 +13,10 @@ mod confine;
 mod front;
 mod options;
 mod read;
+mod registry;
 mod spec;
 
 pub use front::{Got, Options, SetCache, Stats};
+pub use registry::{GotRegistry, Registry, RegistryCache};
 #[cfg(test)]
 mod tests;

@@ -1,11 +1,21 @@
 // B2: llama-server's map from a model's vocabulary to its set cache (integrations/llama-server/
 // llama-libtrie-registry.h), checked against libtrie alone: a model freed and another loaded at the same address
 // gets its own vocabulary and sets; one tokenizer at two addresses shares one set cache.
+// Issue 28: llama-server's tool registries (trie_registry_*, the front end's confinement and LRU): names that are
+// paths, links, fifos, directories and big files refused (a fifo without blocking), a registry looked up by its
+// file's identity before it is read, a registry replaced while a request holds the old one.
 #include "../../integrations/llama-server/llama-libtrie-registry.h"
 
+#include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <string>
 #include <vector>
+
+#include <sys/stat.h>
+#include <unistd.h>
 
 static int passed, failed;
 #define CHECK(cond)                                                                                            \
@@ -48,7 +58,89 @@ static size_t n_vocab_of_set(llama_libtrie::set_cache & sets) {
     return n;
 }
 
+static void write_file(const std::string & path, const std::string & text) {
+    std::ofstream(path, std::ios::binary) << text;
+}
+
+static std::string error_of(trie_registry_cache * c, const std::string & name) {
+    trie_registry * r = nullptr;
+    const trie_status st = trie_registry_cache_get(c, (const uint8_t *) name.data(), name.size(), &r, nullptr);
+    trie_registry_free(r);
+    return st == TRIE_OK ? std::string("(served)") : std::string(trie_last_error());
+}
+
+static bool refused(trie_registry_cache * c, const std::string & name, const char * reason) {
+    const std::string e = error_of(c, name);
+    const bool ok = e.find(reason) != std::string::npos;
+    if (!ok) std::fprintf(stderr, "registry '%s': expected '%s', got '%s'\n", name.c_str(), reason, e.c_str());
+    return ok;
+}
+
+static std::string first_tool(const trie_registry * r) {
+    const uint8_t * n = nullptr; size_t nl = 0;
+    const uint8_t * p = nullptr; size_t pl = 0;
+    return trie_registry_tool(r, 0, &n, &nl, &p, &pl) == TRIE_OK ? std::string((const char *) n, nl) : "";
+}
+
+static void registries() {
+    char tmpl[] = "/tmp/libtrie-registry-XXXXXX";
+    const std::string tmp = mkdtemp(tmpl);
+    const std::string sets = tmp + "/sets";
+    mkdir(sets.c_str(), 0700);
+    const char * tools = "[{\"name\": \"f\", \"parameters\": {\"type\": \"object\"}}]";
+    write_file(sets + "/tools.json", tools);
+    write_file(tmp + "/outside.json", tools);
+    CHECK(symlink((tmp + "/outside.json").c_str(), (sets + "/escape.json").c_str()) == 0);
+    CHECK(mkfifo((sets + "/fifo.json").c_str(), 0600) == 0);
+    write_file(sets + "/big.json", std::string(5000, ' '));
+
+    trie_registry_cache * c = nullptr;
+    CHECK(trie_registry_cache_new(sets.c_str(), 4096, 0, 8, &c) == TRIE_OK);
+    trie_registry * a = nullptr;
+    bool read = false;
+    CHECK(trie_registry_cache_get(c, (const uint8_t *) "tools", 5, &a, &read) == TRIE_OK && read);
+    CHECK(trie_registry_n_tools(a) == 1 && first_tool(a) == "f");
+    trie_registry * again = nullptr;
+    CHECK(trie_registry_cache_get(c, (const uint8_t *) "tools", 5, &again, &read) == TRIE_OK && !read);  // by identity
+    trie_registry_free(again);
+
+    for (const char * name : { "../outside", "..", "/etc/passwd", "sub/x", ".hidden", "" }) {
+        CHECK(refused(c, name, "a registry name is 1 to 128 characters"));
+    }
+    CHECK(refused(c, (tmp + "/outside").c_str(), "a registry name"));
+    CHECK(refused(c, "escape", "a symbolic link"));
+    const auto t0 = std::chrono::steady_clock::now();
+    CHECK(refused(c, "fifo", "not a regular file"));  // never opened: no hang
+    CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5));
+    CHECK(refused(c, "big", "more than this server reads"));
+    CHECK(refused(c, "nope", "does not exist"));
+    CHECK(error_of(c, "escape").find(sets) == std::string::npos);  // the set directory's location is not disclosed
+
+    // replaced while a request holds the old one: the holder keeps it, the next get reads the new file
+    uint8_t id_a[16], id_b[16];
+    CHECK(trie_registry_identity(a, id_a) == TRIE_OK);
+    write_file(sets + "/new.tmp", "[{\"name\": \"g\"}, {\"name\": \"h\"}]");
+    CHECK(rename((sets + "/new.tmp").c_str(), (sets + "/tools.json").c_str()) == 0);
+    trie_registry * b = nullptr;
+    CHECK(trie_registry_cache_get(c, (const uint8_t *) "tools", 5, &b, &read) == TRIE_OK && read);
+    CHECK(trie_registry_n_tools(b) == 2 && first_tool(b) == "g");
+    CHECK(trie_registry_identity(b, id_b) == TRIE_OK && std::memcmp(id_a, id_b, 16) != 0);
+    CHECK(trie_registry_n_tools(a) == 1 && first_tool(a) == "f");
+    trie_registry_free(a);
+    trie_registry_free(b);
+    trie_registry_cache_free(c);
+
+    trie_registry_cache * none = nullptr;
+    CHECK(trie_registry_cache_new(nullptr, 4096, 0, 8, &none) == TRIE_OK);
+    CHECK(refused(none, "tools", "no set directory"));
+    trie_registry_cache_free(none);
+    CHECK(trie_registry_cache_new((tmp + "/nonexistent").c_str(), 4096, 0, 8, &none) == TRIE_ERR_INVALID_ARGUMENT);
+    CHECK(none == nullptr);
+    if (std::system(("rm -rf '" + tmp + "'").c_str()) != 0) std::fprintf(stderr, "cannot remove %s\n", tmp.c_str());
+}
+
 int main() {
+    registries();
     llama_libtrie::registry r;
     trie_set_config config;
     trie_set_config_init(&config);

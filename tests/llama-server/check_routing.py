@@ -7,6 +7,13 @@ Started by tests/llama-server/run.sh after check.py. Standard library only. Two 
                    output is a JSON value / literal of the set, and the server log says it routed them); a schema
                    that is not a set goes llama.cpp's way (a valid object); bad schemas and sets over the bounds
                    are a 400 naming the problem while the server goes on.
+  --part hostile   requests a hostile client sends (issue 28): an expansion-bomb grammar, a 50,000-deep anyOf, a
+                   1,000,000-member enum, a client-sent "trie_tools", tools whose parameters are not an object or
+                   whose $ref points nowhere, a registry with such a tool: each a clear 400 (or a correct answer)
+                   while the server goes on serving; /health is polled during each and its worst delay printed.
+  --part reasoning (a server with tests/llama-server/think-template.jinja, a template that forces "<think>" open)
+                   a json_schema enum is left to llama.cpp while the model reasons first (not forced into the
+                   reasoning block), and routed to libtrie with "enable_thinking": false.
   --part tools     tool calls: 10 tools in "tools" with tool_choice "required" and a named tool, and a 10,000-tool
                    registry (written here into the set directory) named by "trie": {"registry": NAME}: every call
                    names a tool of the set and its arguments parse and fit that tool's schema, and comes back parsed
@@ -21,10 +28,13 @@ import json
 import os
 import re
 import sys
+import threading
 import time
+import urllib.error
+import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from check import check, finish, get, post, read_set  # noqa: E402  (shared helpers and counters)
+from check import TIMEOUT, check, finish, get, post, read_set  # noqa: E402  (shared helpers and counters)
 
 TOOL_SCHEMAS = [
     {"type": "object", "properties": {"city": {"type": "string"}, "unit": {"enum": ["celsius", "fahrenheit"]}},
@@ -223,9 +233,8 @@ def routing(srv, args):
     # bad requests: a 400 naming the problem, the server goes on
     bad = [
         ("an empty enum", srv.completion, ("x", {"json_schema": {"enum": []}}), r"empty"),
-        ("a duplicate enum member", srv.completion, ("x", {"json_schema": {"enum": ["a", "b", "a"]}}), r'lists \\?"a\\?" twice'),
         ("an enum over --trie-max-inline-strings", srv.completion, ("x", {"json_schema": {"enum": names[:1001]}}),
-         r"1001 strings.*--trie-max-inline-strings"),
+         r"--trie-max-inline-strings"),
         ("a chat enum over the bound", srv.chat, (user("x"), {"response_format": {
             "type": "json_schema", "json_schema": {"schema": {"enum": names[:1500]}}}}), r"--trie-max-inline-strings"),
         ("\"trie\" together with a routed enum", srv.completion, ("x", {"json_schema": {"enum": ["a", "b"]},
@@ -236,6 +245,12 @@ def routing(srv, args):
         msg = error_text(res)
         check(status == 400 and re.search(pattern, msg) is not None, f"{what}: HTTP 400 naming it",
               f"status {status}: {msg[:300]}")
+    # a duplicate enum member does not change the language: served deduplicated (issue 28; a libtrie before that
+    # refuses it with a 400 naming the duplicate)
+    status, res, _ = srv.completion("x", {"json_schema": {"enum": ["a", "b", "a"]}})
+    out = res.get("content") if status == 200 and isinstance(res, dict) else None
+    check((status == 200 and out in ('"a"', '"b"')) or (status == 400 and re.search(r'lists \\?"a\\?" twice', error_text(res))),
+          "a duplicate enum member: served deduplicated (or, before issue 28, a 400 naming it)", f"status {status}: {error_text(res)[:300]}")
     still_serves(srv, "the bad schemas")
 
 
@@ -338,6 +353,17 @@ def tools_part(srv, args):
     check(log_count(args.server_log, r"libtrie: compiled 10000 tool names of the registry reg10k") == 1,
           f"[{label}] the registry was compiled once")
 
+    # a parameter named tool_args (the old argument grammar renamed root to tool-args in the grammar text, and the
+    # converter's rule of this parameter replaced the whole arguments object): the arguments are an object
+    targs = {"type": "object", "properties": {"tool_args": {"type": "integer"}, "note": {"enum": ["a", "b"]}},
+             "required": ["tool_args", "note"], "additionalProperties": False}
+    status, res, _ = srv.chat(user("Call it with 7."), {"tools": [tool("run", "run it", targs)], "tool_choice": "required"},
+                              max_tokens=64)
+    name, arguments, how = the_call(status, res)
+    check(how == "parsed" and name == "run" and isinstance(arguments, dict) and fits(targs, arguments),
+          f"[{label}] a parameter named tool_args: the arguments are the object its schema describes",
+          f"{how}: {name!r} {arguments!r}")
+
     # bad tools: a 400 naming the problem, the server goes on
     dup = tools + [tool("get_weather", "again", TOOL_SCHEMAS[4])]
     badparams = [tool("x", "", "not an object")]
@@ -346,7 +372,7 @@ def tools_part(srv, args):
         ("parameters that are not an object", {"tools": badparams, "tool_choice": "required"}, r"must be a JSON object"),
         ("a named tool not in tools", {"tools": tools, "tool_choice": {"type": "function", "function": {"name": "nope"}}},
          r"not one of"),
-        ("an unknown registry", {"trie": {"registry": "nosuch"}}, r"no registry"),
+        ("an unknown registry", {"trie": {"registry": "nosuch"}}, r"registry .nosuch. does not exist"),
         ("a registry name with a path", {"trie": {"registry": "../reg10k"}}, r"registry name"),
     ]
     for what, extra, pattern in bad:
@@ -357,13 +383,154 @@ def tools_part(srv, args):
     still_serves(srv, "the bad tools")
 
 
+# ---- part 3: hostile requests (issue 28) -----------------------------------------------------------------------
+
+def post_raw(url, data, timeout=TIMEOUT):
+    """POST `data` (bytes, sent as is): (status, parsed json or text, seconds)."""
+    req = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
+    t = time.monotonic()
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            raw, status = r.read(), r.status
+    except urllib.error.HTTPError as e:
+        raw, status = e.read(), e.code
+    except OSError as e:
+        return 0, str(e), time.monotonic() - t
+    dt = time.monotonic() - t
+    try:
+        return status, json.loads(raw), dt
+    except ValueError:
+        return status, raw.decode("utf-8", "replace"), dt
+
+
+class HealthProbe:
+    """Polls /health every 20 ms in a thread while a request runs; `worst` is the slowest answer (seconds)."""
+
+    def __init__(self, url):
+        self.url, self.worst, self.failures = url, 0.0, 0
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self.run, daemon=True)
+
+    def run(self):
+        while not self.stop.is_set():
+            t = time.monotonic()
+            status, _ = get(self.url + "/health", timeout=60)
+            self.worst = max(self.worst, time.monotonic() - t)
+            self.failures += status != 200
+            self.stop.wait(0.02)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        self.thread.join()
+
+
+def deep_any_of(depth):
+    """{"anyOf": [{"anyOf": [ ... {"const": "x"} ... ]}]} nested `depth` deep, as text (json.dumps recurses)."""
+    return '{"json_schema": ' + '{"anyOf": [' * depth + '{"const": "x"}' + ']}' * depth + ', "prompt": "x", "n_predict": 4}'
+
+
+def hostile(srv, args):
+    digits = " | ".join(f'"{d}"' for d in range(10))
+    bomb = 'root ::= d d d d d d d ""\nd ::= ' + digits + "\n"
+    big_enum = [f"m{i:07d}" for i in range(1_000_000)]
+    string_tool = [tool("say", "say it", {"type": "string"})]
+    dangling = [tool("look", "look it up", {"type": "object", "properties": {"q": {"$ref": "#/$defs/nowhere"}},
+                                            "required": ["q"]})]
+    with open(os.path.join(args.sets, "regbad.json"), "w", encoding="utf-8") as f:
+        json.dump([{"name": "ok", "parameters": {"type": "object"}}, {"name": "bad", "parameters": {"type": "string"}}], f)
+    cases = [
+        # (what, endpoint, body bytes, accepted statuses, pattern of the 400's message)
+        ("an expansion-bomb grammar (10,000,000 members in 90 bytes)", "/completion",
+         json.dumps({"prompt": "x", "n_predict": 8, "grammar": bomb}).encode(), (400, 200),
+         r"max_members|max_member_bytes|--trie-max-inline|more than"),
+        ("a 50,000-deep anyOf", "/completion", deep_any_of(50_000).encode(), (400,),
+         r"nest|deep.*--trie-max-json-depth"),
+        ("a 50,000-deep anyOf in chat", "/v1/chat/completions",
+         ('{"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_object", "schema": '
+          + '{"anyOf": [' * 50_000 + '{"const": "x"}' + ']}' * 50_000 + '}}').encode(), (400,),
+         r"--trie-max-json-depth"),
+        ("a 1,000,000-member enum", "/completion",
+         json.dumps({"prompt": "x", "n_predict": 8, "json_schema": {"enum": big_enum}}).encode(), (400,),
+         r"--trie-max-inline"),
+        ("a 1,000,000-member enum in chat", "/v1/chat/completions",
+         json.dumps({"messages": user("x"), "max_tokens": 8, "response_format": {
+             "type": "json_schema", "json_schema": {"schema": {"enum": big_enum}}}}).encode(), (400,),
+         r"response_format.*--trie-max-inline"),
+        ("a client-sent trie_tools on /completion", "/completion",
+         json.dumps({"prompt": "x", "n_predict": 4, "trie_tools": {"tools": [tool("f", "", {"type": "object"})]}}).encode(),
+         (400,), r"not a request field"),
+        ("a client-sent trie_tools on chat", "/v1/chat/completions",
+         json.dumps({"messages": user("x"), "trie_tools": {"registry": "reg10k"}}).encode(), (400,), r"not a request field"),
+        ("a tool whose parameters are {\"type\": \"string\"}", "/v1/chat/completions",
+         json.dumps({"messages": user("x"), "tools": string_tool, "tool_choice": "required"}).encode(), (400,),
+         r"tools.*'say'.*must describe an object"),
+        ("a tool whose $ref points nowhere", "/v1/chat/completions",
+         json.dumps({"messages": user("x"), "tools": dangling, "tool_choice": "required"}).encode(), (400,),
+         r"tools.*'look'.*(Unresolved|\$ref)"),
+        ("a registry with a non-object tool", "/v1/chat/completions",
+         json.dumps({"messages": user("x"), "trie": {"registry": "regbad"}, "tool_choice": "required"}).encode(), (400,),
+         r"registry 'regbad'.*'bad'.*must describe an object"),
+    ]
+    for what, path, data, statuses, pattern in cases:
+        with HealthProbe(srv.url) as probe:
+            status, res, dt = post_raw(srv.url + path, data)
+        msg = error_text(res)
+        if status == 200 and 200 in statuses:
+            ok = True  # served by llama.cpp (not a set libtrie reads): a normal answer
+        else:
+            ok = status == 400 and re.search(pattern, msg) is not None
+        print(f"# {what}: HTTP {status} in {dt * 1000:.0f} ms, /health worst {probe.worst * 1000:.0f} ms"
+              f" ({len(data)} bytes): {msg[:160]}")
+        check(ok, f"{what}: a clear 400 ({'or a normal answer, ' if 200 in statuses else ''}the message names the bound)",
+              f"status {status}: {msg[:300]}")
+        check(probe.failures == 0, f"{what}: /health answered 200 throughout", f"{probe.failures} failures")
+        still_serves(srv, what)
+    # the messages name the client's field once
+    status, res, _ = srv.completion("x", {"json_schema": {"enum": []}})
+    msg = error_text(res)
+    check(status == 400 and msg.count("json_schema") == 1, "a bad json_schema: the field is named once", msg[:300])
+    status, res, _ = srv.chat(user("x"), {"response_format": {"type": "json_schema", "json_schema": {"schema": {"enum": []}}}})
+    msg = error_text(res)
+    check(status == 400 and "response_format" in msg and "json_schema\\\": \\\"json_schema" not in msg and "trie_tools" not in msg,
+          "a bad response_format schema in chat: the client's field named, not an internal one", msg[:300])
+
+
+# ---- part 4: a reasoning template --------------------------------------------------------------------------------
+
+def reasoning(srv, args):
+    rf = {"type": "json_schema", "json_schema": {"schema": {"enum": ["yes", "no"]}}}
+    routed = r"libtrie: routed a json_schema set of"
+    left = r"libtrie: not routed: the template reasons before the content"
+    before_routed, before_left = log_count(args.server_log, routed), log_count(args.server_log, left)
+    status, res, _ = srv.chat(user("Is water wet? Answer yes or no."), {"response_format": rf}, max_tokens=32)
+    msg = res["choices"][0]["message"] if status == 200 else {}
+    print(f"# reasoning on: status {status}, message {json.dumps(msg)[:300]}")
+    check(status == 200 and log_count(args.server_log, left) == before_left + 1
+          and log_count(args.server_log, routed) == before_routed,
+          "a template that forces <think> open: the enum is left to llama.cpp (not forced into the reasoning block)",
+          f"status {status}: {error_text(res)[:200]}")
+    check(msg.get("content") in (None, "", '"yes"', '"no"'),
+          "a template that forces <think> open: the content, if any, is a member", repr(msg.get("content")))
+    status, res, _ = srv.chat(user("Is water wet? Answer yes or no."), {
+        "response_format": rf, "chat_template_kwargs": {"enable_thinking": False}}, max_tokens=32)
+    content = res["choices"][0]["message"].get("content") if status == 200 else None
+    check(status == 200 and content in ('"yes"', '"no"') and log_count(args.server_log, routed) == before_routed + 1,
+          "the same with enable_thinking false (the block closed by the prompt): routed to libtrie, a member",
+          f"status {status}: {content!r} {error_text(res)[:200] if status != 200 else ''}")
+    still_serves(srv, "the reasoning template")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--url", required=True)
     ap.add_argument("--server-log", required=True)
     ap.add_argument("--pid", type=int, required=True)
     ap.add_argument("--sets", required=True)
-    ap.add_argument("--part", choices=["routing", "tools"], action="append", required=True)
+    ap.add_argument("--part", choices=["routing", "tools", "hostile", "reasoning"], action="append", required=True)
     ap.add_argument("--model-label", default="model")
     args = ap.parse_args()
     if not wait_healthy(args.url, args.pid):
@@ -374,6 +541,10 @@ def main():
         routing(srv, args)
     if "tools" in args.part:
         tools_part(srv, args)
+    if "hostile" in args.part:
+        hostile(srv, args)
+    if "reasoning" in args.part:
+        reasoning(srv, args)
     return finish()
 
 

@@ -13,7 +13,9 @@
 # served by libtrie without the "trie" field, tool calls (10 tools, a named tool, a 10,000-tool registry) and bad
 # schemas / tools refused with a 400; the tool checks run again on a second server with Qwen2.5-Coder-0.5B
 # (scripts/fetch-model.sh qwen2.5-coder-0.5b), whose template has a JSON-native tool-call format that llama.cpp
-# parses. The servers are stopped on exit. Prints "N passed, M failed" per part; exit status 1 when anything failed.
+# parses. Then the hostile requests of issue 28 (--part hostile: each a clear 400 while the server goes on, /health
+# polled during each), and a reasoning template (tests/llama-server/think-template.jinja, "<think>" forced open: a
+# json_schema enum is left to llama.cpp, not forced into the reasoning block). The servers are stopped on exit. Prints "N passed, M failed" per part; exit status 1 when anything failed.
 #
 # Environment: TRIE_CACHE (default <repo>/.cache), TRIE_SERVER_PORT (default: a free port), TRIE_SERVER_THREADS
 # (default 2), TRIE_KEEP=1 keeps the temporary folder (server log, set directory).
@@ -71,7 +73,7 @@ python3 "$REPO/tests/llama-server/check.py" --url "http://127.0.0.1:$PORT" --ser
 rc=$?
 # issue 22: json_schema / response_format / grammar sets and tool calls reach libtrie without the "trie" field
 python3 "$REPO/tests/llama-server/check_routing.py" --url "http://127.0.0.1:$PORT" --server-log "$LOG" \
-  --pid "$SERVER_PID" --sets "$SETS" --part routing --part tools --model-label SmolLM2
+  --pid "$SERVER_PID" --sets "$SETS" --part routing --part tools --part hostile --model-label SmolLM2
 rc2=$?
 set -e
 if [[ "$rc" != 0 || "$rc2" != 0 ]]; then
@@ -98,6 +100,25 @@ if [[ "$rc3" != 0 ]]; then
   log "Qwen2.5 server log (last 40 lines):"
   tail -40 "$QLOG" >&2 || true
 fi
-[[ "$rc" == 0 && "$rc2" == 0 && "$rc3" == 0 ]] || rc=1
+stop_server "$SERVER_PID"
+SERVER_PID=""
+
+# ---- a reasoning template (issue 28): SmolLM2 with a template that forces "<think>" open ----------------------
+RLOG="$WORK/server-reasoning.log"
+"$BIN" -m "$MODEL" --host 127.0.0.1 --port "$PORT" -np 1 -c 4096 -t "${TRIE_SERVER_THREADS:-2}" -nr \
+  --no-webui --seed 1 --jinja --chat-template-file "$REPO/tests/llama-server/think-template.jinja" \
+  > "$RLOG" 2>&1 &
+SERVER_PID=$!
+log "reasoning-template server pid $SERVER_PID on 127.0.0.1:$PORT (log: $RLOG)"
+set +e
+python3 "$REPO/tests/llama-server/check_routing.py" --url "http://127.0.0.1:$PORT" --server-log "$RLOG" \
+  --pid "$SERVER_PID" --sets "$SETS" --part reasoning --model-label SmolLM2-think
+rc4=$?
+set -e
+if [[ "$rc4" != 0 ]]; then
+  log "reasoning-template server log (last 40 lines):"
+  tail -40 "$RLOG" >&2 || true
+fi
+[[ "$rc" == 0 && "$rc2" == 0 && "$rc3" == 0 && "$rc4" == 0 ]] || rc=1
 log "total $(( $(date +%s) - t_start )) s (build/model $(( t_built - t_start )) s, server test $(( $(date +%s) - t_built )) s)"
 exit "$rc"
