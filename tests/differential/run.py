@@ -230,7 +230,7 @@ class Runner:
             # The harness's own check: the oracles read a portable text and accept its reference language. One oracle
             # alone reading it otherwise is a dialect difference (counted; libtrie must not serve it then, which the
             # checks below see); all of them refusing it is a bug of the generator.
-            ref = sorted(case.ref)[:200]
+            ref = sorted(case.ref)[:200] if case.family != "grammar-hostile" else sorted(case.ref)[:5]
             views = []
             for name, h in handles.items():
                 views.append(all(self.ask(name, h, ref)))
@@ -266,16 +266,18 @@ class Runner:
             extra = sorted(served_set - case.ref)[:5]
             findings.append(Finding("set differs from the reference", sorted(case.ref)[:20], sorted(served_set)[:20],
                                     f"missing {missing!r}, extra {extra!r}"))
-        probe = sorted(served_set)[:300]
-        pool = probe + sorted(case.ref or [])[:100] + case.candidates
-        probe += [s for s in near_misses(rng, pool) + case.candidates if s not in served_set]
+        cap = 300 if case.family != "grammar-hostile" else 5
+        probe = sorted(served_set)[:cap] if len(served_set) <= cap else rng.sample(sorted(served_set), cap)
+        pool = probe + sorted(case.ref or [])[:cap] + case.candidates
+        probe += [s for s in near_misses(rng, pool, limit=40 if cap > 15 else 10) + case.candidates if s not in served_set]
         probe = list(dict.fromkeys(probe))
         for name, h in handles.items():
-            for s, ok in zip(probe, self.ask(name, h, probe)):
+            answers = self.ask(name, h, probe)
+            for s, ok in zip(probe, answers):
                 if s in served_set and not ok:
                     findings.append(Finding(f"{name} rejects a served member", "accepted", "rejected", repr(s)))
                     break
-            for s, ok in zip(probe, self.ask(name, h, probe)):
+            for s, ok in zip(probe, answers):
                 if s not in served_set and ok:
                     findings.append(Finding(f"{name} accepts a string libtrie does not serve", "not served", "accepted",
                                             repr(s)))
@@ -482,6 +484,7 @@ def main() -> int:
     errors = 0
     shown: Dict[Tuple[str, str, str], Dict[str, Any]] = {}
     shrunk: Set[Tuple[str, str, str]] = set()
+    args.out = args.out.replace("{seed}", str(args.seed))
     out = open(args.out, "w", encoding="utf-8")
 
     def gen() -> Any:
@@ -495,8 +498,10 @@ def main() -> int:
             print(f"  progress: {n_cases} cases, {disagreements} disagreements, {errors} errors, "
                   f"{time.time() - t0:.0f} s", flush=True)
         rng = random.Random(f"near:{cid}")
+        tc = time.time()
         try:
             outcome, findings, crashes = runner.check(case, rng)
+            stats[case.family]["ms"] += int(1000 * (time.time() - tc))
         except Exception as e:  # a bug of the harness or an oracle: an error, never silent
             errors += 1
             stats[case.family]["errors"] += 1
@@ -558,7 +563,7 @@ def main() -> int:
         s = stats[fam]
         rate = 100.0 * s["not-a-set"] / max(1, s["cases"])
         print(f"  {fam:18s} {s['cases']:8d} cases  set {s['set']:7d}  not-a-set {s['not-a-set']:7d} ({rate:5.1f} %)  "
-              f"limit {s['limit']:5d}  error {s['error']:6d}  disagreements {s['disagreements']:6d}"
+              f"limit {s['limit']:5d}  error {s['error']:6d}  disagreements {s['disagreements']:6d}  {s['ms'] / 1000:6.1f} s"
               + (f"  oracle-crash {s['oracle-crash']}" if s["oracle-crash"] else ""))
     real_shown = [r for r in shown.values() if r]
     if real_shown:
