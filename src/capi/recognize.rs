@@ -2,8 +2,14 @@
 //! payloads) or "not a set" out.
 //!
 //! ```c
+//! trie_recognize_limits limits;
+//! trie_recognize_limits_init(&limits);                      /* the defaults; then the operator's bounds */
+//! limits.max_members = max_inline_strings;
+//! limits.max_member_bytes = max_inline_bytes;
 //! trie_recognized *r;
-//! if (trie_recognize(TRIE_RECOGNIZE_GRAMMAR, text, len, &r) != TRIE_OK) { /* malformed: trie_last_error() */ }
+//! if (trie_recognize_with(TRIE_RECOGNIZE_GRAMMAR, text, len, &limits, &r) != TRIE_OK) {
+//!     /* malformed or a limit (TRIE_ERR_LIMIT_EXCEEDED: HTTP 400): trie_last_error() */
+//! }
 //! else if (!r) { /* not a set: trie_recognize_reason(); keep the engine's own backend */ }
 //! else {
 //!     const uint8_t *const *members; const size_t *lens;
@@ -17,7 +23,7 @@ use super::handle::{box_to_ptr, free_box, try_ref, Castable, OwnershipBox};
 use super::template::{TRIE_END_EOG, TRIE_END_OPEN, TRIE_RENDER_JSON_STRING, TRIE_RENDER_JSON_TEXT, TRIE_RENDER_RAW};
 use super::{boundary, guard, null, out_view, slice, trie_status};
 use crate::error::{Error, Result};
-use crate::sets::recognize::{recognize, Recognition, Recognized, Shape};
+use crate::sets::recognize::{json_check_depth, recognize_with, Limits, Recognition, Recognized, Shape};
 use crate::{End, Render};
 use std::cell::RefCell;
 use std::ffi::{c_char, CString};
@@ -32,6 +38,106 @@ pub const TRIE_RECOGNIZE_GRAMMAR: u32 = 2;
 pub const TRIE_RECOGNIZE_REGEX: u32 = 3;
 /// `kind` of [`trie_recognize`]: an OpenAI-style `tools` list (names as the set, `parameters` as payloads).
 pub const TRIE_RECOGNIZE_TOOLS: u32 = 4;
+/// `kind` of [`trie_recognize`]: the JSON schema vLLM writes for `tool_choice="required"`, in exactly that form
+/// (members: the tool names; payloads: each tool's parameters schema; template: `[{"name": ` NAME
+/// `, "parameters": `, open).
+pub const TRIE_RECOGNIZE_VLLM_TOOLS: u32 = 5;
+
+/// Bounds of one recognition ([`trie_recognize_with`]). Initialise with [`trie_recognize_limits_init`], then
+/// set fields; a limit hit is `TRIE_ERR_LIMIT_EXCEEDED` with a message naming the limit.
+///
+/// Versioned like [`super::trie_options`]: libtrie reads only the first `struct_size` bytes (fields past a
+/// smaller, older struct keep their defaults), and a larger, newer struct's extra bytes must be zero.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct trie_recognize_limits {
+    /// `sizeof(trie_recognize_limits)` of the caller's header (set by [`trie_recognize_limits_init`]). Below
+    /// `sizeof(size_t)` or over 4096 bytes: `TRIE_ERR_INVALID_ARGUMENT`.
+    pub struct_size: usize,
+    /// The request text's size, checked before anything parses it (default 8 MiB). 0: the default.
+    pub max_text_bytes: u64,
+    /// The set's members, counted as the expansion goes, before they are built (default 10,000). 0: the
+    /// default.
+    pub max_members: u64,
+    /// All members' bytes + 1 per member (the inline-bytes rule), charged before a member is built (default
+    /// 1 MiB). 0: the default.
+    pub max_member_bytes: u64,
+    /// JSON nesting (checked on the raw text) and grammar nesting, checked before recursion (default 64). 0:
+    /// the default.
+    pub max_depth: u32,
+}
+
+impl Default for trie_recognize_limits {
+    fn default() -> Self {
+        let d = Limits::default();
+        trie_recognize_limits {
+            struct_size: std::mem::size_of::<trie_recognize_limits>(),
+            max_text_bytes: d.max_text_bytes as u64,
+            max_members: d.max_members as u64,
+            max_member_bytes: d.max_member_bytes as u64,
+            max_depth: d.max_depth as u32,
+        }
+    }
+}
+
+/// The largest `struct_size` accepted: a garbage size (uninitialised limits) is refused instead of read.
+const MAX_LIMITS_SIZE: usize = 4096;
+
+impl trie_recognize_limits {
+    /// Reads limits a caller laid out with its own `struct_size` (NULL: the defaults).
+    unsafe fn read(limits: *const trie_recognize_limits) -> Result<Limits> {
+        let mut out = Limits::default();
+        if limits.is_null() {
+            return Ok(out);
+        }
+        let size = (limits as *const usize).read_unaligned();
+        let ours = std::mem::size_of::<trie_recognize_limits>();
+        let min = std::mem::size_of::<usize>();
+        if !(min..=MAX_LIMITS_SIZE).contains(&size) {
+            return Err(Error::invalid(format!(
+                "limits.struct_size is {size}, outside {min}..={MAX_LIMITS_SIZE}: initialise the limits with \
+                 trie_recognize_limits_init (it sets struct_size = sizeof(trie_recognize_limits) = {ours})"
+            )));
+        }
+        let bytes = std::slice::from_raw_parts(limits as *const u8, size);
+        if size > ours && bytes[ours..].iter().any(|&b| b != 0) {
+            return Err(Error::invalid(format!(
+                "the limits set fields this libtrie {} does not know (struct_size {size} > {ours}): use a newer \
+                 libtrie or leave them zero",
+                env!("CARGO_PKG_VERSION")
+            )));
+        }
+        let field = |offset: usize, len: usize| (offset + len <= size).then(|| &bytes[offset..offset + len]);
+        let u64_at = |offset: usize| field(offset, 8).map(|b| u64::from_ne_bytes(b.try_into().unwrap()));
+        let u32_at = |offset: usize| field(offset, 4).map(|b| u32::from_ne_bytes(b.try_into().unwrap()));
+        let set = |slot: &mut usize, v: Option<u64>| {
+            if let Some(v) = v.filter(|&v| v != 0) {
+                *slot = usize::try_from(v).unwrap_or(usize::MAX);
+            }
+        };
+        set(&mut out.max_text_bytes, u64_at(std::mem::offset_of!(trie_recognize_limits, max_text_bytes)));
+        set(&mut out.max_members, u64_at(std::mem::offset_of!(trie_recognize_limits, max_members)));
+        set(&mut out.max_member_bytes, u64_at(std::mem::offset_of!(trie_recognize_limits, max_member_bytes)));
+        set(&mut out.max_depth, u32_at(std::mem::offset_of!(trie_recognize_limits, max_depth)).map(u64::from));
+        Ok(out)
+    }
+}
+
+/// Sets `*limits` to the defaults (text 8 MiB, 10,000 members, member bytes 1 MiB, depth 64) and `struct_size`
+/// to `sizeof(trie_recognize_limits)`. `TRIE_ERR_NULL_ARGUMENT` for NULL.
+///
+/// # Safety
+/// `limits` must be NULL or point to a writable `trie_recognize_limits`.
+#[no_mangle]
+pub unsafe extern "C" fn trie_recognize_limits_init(limits: *mut trie_recognize_limits) -> trie_status {
+    guard(|| {
+        if limits.is_null() {
+            return Err(null("limits"));
+        }
+        limits.write(trie_recognize_limits::default());
+        Ok(())
+    })
+}
 
 /// A request shape recognized as a finite set: members (distinct, in the request's order), a template
 /// (prefix, suffix, rendering, end), optional per-member payloads (JSON text) and the trailing-whitespace flag.
@@ -60,20 +166,37 @@ impl Castable for trie_recognized {
     const WHAT: &'static str = "recognized";
 }
 
-/// Reads `text` (`len` bytes, UTF-8) as the request shape `kind` (`TRIE_RECOGNIZE_*`). On `TRIE_OK`, `*out` is
-/// a new set to free with [`trie_recognized_free`], or NULL when the request is not a set: the reason is then
-/// [`trie_recognize_reason`] and the engine should keep its own backend. Malformed input (not UTF-8, not JSON,
-/// an empty enum, a duplicate member, a grammar that does not parse, a tool without a name) is
-/// `TRIE_ERR_INVALID_ARGUMENT` (`TRIE_ERR_EMPTY_SET` for an empty list), a size limit `TRIE_ERR_LIMIT_EXCEEDED`,
-/// with the message in `trie_last_error()`; `*out` is NULL then.
+/// [`trie_recognize_with`] with the default limits (`limits` NULL).
 ///
 /// # Safety
-/// `text` must point to `len` readable bytes (NULL is fine with 0); `out` must be writable.
+/// As [`trie_recognize_with`].
 #[no_mangle]
 pub unsafe extern "C" fn trie_recognize(
     kind: u32,
     text: *const u8,
     len: usize,
+    out: *mut *mut trie_recognized,
+) -> trie_status {
+    trie_recognize_with(kind, text, len, std::ptr::null(), out)
+}
+
+/// Reads `text` (`len` bytes, UTF-8) as the request shape `kind` (`TRIE_RECOGNIZE_*`) within `limits` (NULL:
+/// the defaults of [`trie_recognize_limits_init`]). On `TRIE_OK`, `*out` is a new set to free with
+/// [`trie_recognized_free`], or NULL when the request is not a set: the reason is then
+/// [`trie_recognize_reason`] and the engine should keep its own backend. Malformed input (not UTF-8, not JSON,
+/// an empty enum, a duplicate choice or tool, a grammar that does not parse, a tool without a name) is
+/// `TRIE_ERR_INVALID_ARGUMENT` (`TRIE_ERR_EMPTY_SET` for an empty list), a limit `TRIE_ERR_LIMIT_EXCEEDED`
+/// (the message names it), with the message in `trie_last_error()`; `*out` is NULL then.
+///
+/// # Safety
+/// `text` must point to `len` readable bytes (NULL is fine with 0); `limits` NULL or a `trie_recognize_limits`
+/// of `struct_size` bytes; `out` must be writable.
+#[no_mangle]
+pub unsafe extern "C" fn trie_recognize_with(
+    kind: u32,
+    text: *const u8,
+    len: usize,
+    limits: *const trie_recognize_limits,
     out: *mut *mut trie_recognized,
 ) -> trie_status {
     set_reason("");
@@ -82,11 +205,13 @@ pub unsafe extern "C" fn trie_recognize(
             return Err(null("out"));
         }
         out.write(std::ptr::null_mut());
+        let n = Shape::ALL.len() - 1;
         let shape = *Shape::ALL
             .get(kind as usize)
-            .ok_or_else(|| Error::invalid(format!("kind {kind} is not a request shape (TRIE_RECOGNIZE_*: 0..4)")))?;
+            .ok_or_else(|| Error::invalid(format!("kind {kind} is not a request shape (TRIE_RECOGNIZE_*: 0..={n})")))?;
+        let limits = trie_recognize_limits::read(limits)?;
         let text = slice(text, len, "text")?;
-        match recognize(shape, text)? {
+        match recognize_with(shape, text, &limits)? {
             Recognition::NotASet(reason) => set_reason(&reason),
             Recognition::Set(set) => {
                 let ptrs = set.members.iter().map(|m| m.as_ptr()).collect();
@@ -96,6 +221,17 @@ pub unsafe extern "C" fn trie_recognize(
         }
         Ok(())
     })
+}
+
+/// Checks that the JSON text `text` (`len` bytes) nests arrays and objects at most `max_depth` deep, by a byte
+/// scan that skips strings, before any parser touches it: `TRIE_OK`, or `TRIE_ERR_LIMIT_EXCEEDED` with a
+/// message naming the depth. Only nesting is checked (malformed JSON passes; its parser refuses it).
+///
+/// # Safety
+/// `text` must point to `len` readable bytes (NULL is fine with 0).
+#[no_mangle]
+pub unsafe extern "C" fn trie_json_check_depth(text: *const u8, len: usize, max_depth: u32) -> trie_status {
+    guard(|| json_check_depth(slice(text, len, "text")?, max_depth as usize))
 }
 
 /// Why the last [`trie_recognize`] call on this thread found no set (the empty string after a call that found
@@ -287,7 +423,9 @@ mod tests {
             (TRIE_RECOGNIZE_GRAMMAR, Shape::Grammar),
             (TRIE_RECOGNIZE_REGEX, Shape::Regex),
             (TRIE_RECOGNIZE_TOOLS, Shape::Tools),
+            (TRIE_RECOGNIZE_VLLM_TOOLS, Shape::VllmTools),
         ];
+        assert_eq!(Shape::ALL.len(), kinds.len());
         for (k, s) in kinds {
             assert_eq!(Shape::ALL[k as usize], s);
         }

@@ -1,227 +1,65 @@
-//! EBNF/GBNF grammars whose `root` is a finite alternation of string literals.
+//! EBNF/GBNF grammars whose `root` is a finite alternation of string literals, read exactly as both engines
+//! read them (llama.cpp's GBNF, `src/llama-grammar.cpp`; XGrammar's EBNF, `cpp/grammar_parser.cc`), or "not a
+//! set" wherever the two dialects read a text differently or libtrie is not sure.
 //!
-//! Understood: rules `name ::= body`, `#` comments, string literals with the escapes of llama.cpp's GBNF and
-//! XGrammar's EBNF (`\n \r \t \\ \" \' \? \[ \] \a \b \f \v \0 \e`, `\xHH`, `\uHHHH`, `\UHHHHHHHH`: code points,
-//! written as UTF-8), alternation `|`, grouping `( )`, concatenation, and references to rules that are
-//! themselves such alternations. A rule equal to one of llama.cpp's `space` rules (`" "?`,
-//! `| " " | "\n" [ \t]{0,20}`, `| " " | "\n"{1,2} [ \t]{0,20}`) may end every alternative of `root`: the set is
-//! returned with `trailing_whitespace`. A grammar that defines such a rule was written by llama.cpp's
-//! json-schema-to-grammar, so its members are read as JSON values ([`super::json_view`]).
+//! Understood: rules `name ::= body`, `#` comments, string literals with the escapes both dialects share
+//! (`\n \r \t \\ \"`, `\xHH`, `\uHHHH`, `\UHHHHHHHH`: code points, written as UTF-8), alternation `|`, grouping
+//! `( )` (`()` is the empty string), concatenation, and references to rules that are themselves such
+//! alternations. A rule equal to one of llama.cpp's `space` rules (`" "?`, `| " " | "\n" [ \t]{0,20}`,
+//! `| " " | "\n"{1,2} [ \t]{0,20}`) may end every alternative of `root`: the set is returned with
+//! `trailing_whitespace`. A grammar that defines such a rule was written by llama.cpp's json-schema-to-grammar,
+//! so its members are read as JSON values ([`super::json_view`]). Alternatives that give the same string are
+//! served once (the first kept): `root ::= "a" | "a"` is `{"a"}`.
 //!
-//! Anything else reachable from `root` — a repetition (`* + ? {m,n}`), a character class, `.`, a token
-//! reference, recursion, an escape the two dialects read differently (`\x` followed by a third hex digit), a code
-//! point that is not a Unicode scalar value, a rule continued on a new line outside parentheses (GBNF ends the
-//! rule there) — is "not a set". A grammar that does not parse (an unterminated literal, no `root`, a reference
-//! to an undefined rule) is an error.
+//! Every rule is checked, reachable from `root` or not (an engine parses them all; one it refuses fails the
+//! whole grammar): any rule but a `space` rule must be such a literal alternation. Anything else — a repetition
+//! (`* + ? {m,n}`), a character class (even of one character), `.`, a token reference, a macro, recursion, an
+//! empty alternative, a lexical point below — is "not a set". A grammar no dialect parses (an unterminated
+//! literal, no `root`, a reference to an undefined rule, an unbalanced parenthesis) is an error.
+//!
+//! The members are charged against [`Limits`] before they are built: a concatenation's product count and
+//! bytes are computed (saturating) before it is materialized, and so are alternation appends and copies of
+//! memoized rules; all strings built, intermediate ones included, are charged to a work budget of
+//! [`super::WORK_FACTOR`] × `max_member_bytes`.
+//!
+//! # The two dialects, point by point
+//!
+//! | point | llama.cpp GBNF | XGrammar EBNF | libtrie |
+//! |---|---|---|---|
+//! | `#` comment | to `\n` or `\r` | to `\n` or `\r` | the same |
+//! | line end | `\n`, `\r`, `\r\n` end a rule outside `( )` | whitespace; a rule ends at the next `name ::=` | a rule going on over a line end outside `( )` (except after `::=` and `\|`) is not a set |
+//! | `name ::=` position | after a line end | the name must start its line (else an error) | not a set |
+//! | line end between name and `::=` | error | accepted | not a set |
+//! | rule names | `[a-zA-Z0-9-]+` | `[a-zA-Z_.-][a-zA-Z0-9_.-]*` | `[a-zA-Z-][a-zA-Z0-9-]*` only; `_`, `.`, a leading digit: not a set |
+//! | `true`, `false` | rule names | boolean tokens (error as a rule) | not a set |
+//! | `TagDispatch`, `Token`, `ExcludeToken`, `TokenTagDispatch`, `Regex`, `Substring` | rule references | macros | not a set |
+//! | `.` | any character | a name character | not a set |
+//! | non-ASCII in names | error | error | not a set |
+//! | `name[attrs] ::=` | error | rule attributes | not a set |
+//! | `(= ...)` lookahead | error | lookahead assertion | not a set |
+//! | `<[id]>`, `!<..>` tokens | token references | error | not a set |
+//! | escapes `\n \r \t \\ \"` | yes | yes | understood |
+//! | `\[ \] \-` | yes | error in a string | not a set |
+//! | `\' \? \/ \a \b \f \v \0 \e` | error | yes | not a set |
+//! | `\xHH` | exactly 2 digits (a third is a character) | every hex digit that follows | 2 digits then no hex digit; else not a set |
+//! | `\uHHHH`, `\UHHHHHHHH` | 4 / 8 digits | 4 / 8 digits | understood when a Unicode scalar value, else not a set |
+//! | raw line end inside `"..."` | a character | error | not a set |
+//! | NUL byte | end of the text | end of the text | not a set |
+//! | empty literal `""` | empty | empty | empty |
+//! | `()` | empty | empty | empty |
+//! | empty alternative (`"a" \|`, `( \| "a")`, `root ::=` with nothing) | empty | error | not a set (but in llama.cpp's `space` rules) |
+//! | a rule defined twice | the last wins | error | not a set |
+//! | whitespace around `::=` | optional, not a line end | optional | the same |
+//! | whitespace inside `( )` | spaces, tabs, comments, line ends | the same | the same |
+//! | text after `root`'s rule | more rules | more rules | every rule checked |
+//! | `[a]` (one-character class) | that character | that character | not a set |
 
-use super::{check_count, check_members, json_view, not_a_set, Limits, Recognition, Recognized};
+use super::lex::{lex, literal, Kind, Lexed, Token};
+use super::{check_members, dedup, json_view, not_a_set, Charge, Limits, Recognition, Recognized, WORK_FACTOR};
 use crate::error::{show_bytes, Error, Result};
 use crate::template::{Render, Template};
 use std::collections::HashMap;
-
-#[derive(Clone, Debug, PartialEq)]
-enum Tok {
-    Name(String),
-    Assign,
-    /// A literal's decoded bytes: a range of the lexer's arena.
-    Lit(usize, usize),
-    Pipe,
-    Open,
-    Close,
-    /// A construct that is never part of a finite literal alternation (its description).
-    Other(&'static str),
-    /// A literal whose meaning is not certain (the reason).
-    BadLit(String),
-}
-
-#[derive(Clone, Debug)]
-struct Token {
-    tok: Tok,
-    /// A line break (or a comment) came between this token and the previous one.
-    newline_before: bool,
-    start: usize,
-    end: usize,
-}
-
-/// Splits a grammar into tokens. An unterminated literal is an error unless a construct this lexer does not
-/// know came earlier (then the lexer may be out of step with the real syntax: not a set).
-fn lex(src: &str, arena: &mut Vec<u8>) -> std::result::Result<Vec<Token>, Result<Recognition>> {
-    let b = src.as_bytes();
-    let mut out = Vec::new();
-    let mut i = 0;
-    let mut newline = false;
-    let mut unknown_seen = false;
-    while i < b.len() {
-        let c = b[i];
-        let start = i;
-        let tok = match c {
-            b' ' | b'\t' | b'\r' => {
-                i += 1;
-                continue;
-            }
-            b'\n' => {
-                newline = true;
-                i += 1;
-                continue;
-            }
-            b'#' => {
-                while i < b.len() && b[i] != b'\n' {
-                    i += 1;
-                }
-                continue;
-            }
-            b':' if b[i..].starts_with(b"::=") => {
-                i += 3;
-                Tok::Assign
-            }
-            b'"' => match literal(src, i + 1, arena) {
-                Ok((tok, next)) => {
-                    i = next;
-                    tok
-                }
-                Err(msg) if unknown_seen => return Err(not_a_set(format!("the grammar does not lex here: {msg}"))),
-                Err(msg) => return Err(Err(Error::invalid(format!("malformed grammar: {msg}")))),
-            },
-            b'|' => {
-                i += 1;
-                Tok::Pipe
-            }
-            b'(' => {
-                i += 1;
-                Tok::Open
-            }
-            b')' => {
-                i += 1;
-                Tok::Close
-            }
-            b'[' => {
-                // A character class: skip to its unescaped `]`.
-                i += 1;
-                while i < b.len() && b[i] != b']' {
-                    i += if b[i] == b'\\' { 2 } else { 1 };
-                }
-                i = (i + 1).min(b.len());
-                Tok::Other("a character class")
-            }
-            b'{' => {
-                while i < b.len() && b[i] != b'}' {
-                    i += 1;
-                }
-                i = (i + 1).min(b.len());
-                Tok::Other("a repetition {m,n}")
-            }
-            b'*' | b'+' | b'?' => {
-                i += 1;
-                Tok::Other("a repetition (*, + or ?)")
-            }
-            c if c.is_ascii_alphanumeric() || c == b'_' || c == b'-' => {
-                while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'_' || b[i] == b'-') {
-                    i += 1;
-                }
-                Tok::Name(src[start..i].to_string())
-            }
-            _ => {
-                unknown_seen = true;
-                i += src[i..].chars().next().map_or(1, char::len_utf8);
-                Tok::Other("a construct other than literals, alternation, grouping and rule references")
-            }
-        };
-        out.push(Token { tok, newline_before: newline, start, end: i });
-        newline = false;
-    }
-    Ok(out)
-}
-
-/// Reads a string literal whose body starts at `i`; returns the token and the index after the closing quote.
-fn literal(src: &str, mut i: usize, out: &mut Vec<u8>) -> std::result::Result<(Tok, usize), String> {
-    let b = src.as_bytes();
-    let open = i - 1;
-    let start = out.len();
-    // Reserve the literal's text length (its decoded bytes are never more): one allocation per literal.
-    let mut end = i;
-    while let Some(k) = b.get(end..).and_then(|rest| rest.iter().position(|&c| c == b'"' || c == b'\\')) {
-        end += k;
-        if b[end] == b'"' {
-            break;
-        }
-        end += 2;
-    }
-    out.reserve(end.min(b.len()).saturating_sub(i));
-    let mut bad: Option<String> = None;
-    loop {
-        // Copy the run of plain bytes up to the next quote or backslash at once.
-        let run = b[i..].iter().position(|&c| c == b'"' || c == b'\\').unwrap_or(b.len() - i);
-        out.extend_from_slice(&b[i..i + run]);
-        i += run;
-        let Some(&c) = b.get(i) else {
-            return Err(format!("unterminated string literal at offset {open}: {}", show_bytes(&b[open..], 40)));
-        };
-        match c {
-            b'"' => break,
-            b'\\' => {
-                let (cp, len) = match escape(&b[i..]) {
-                    Ok(v) => v,
-                    Err(why) => {
-                        bad.get_or_insert(why);
-                        // Skip the backslash and the next character, and keep looking for the closing quote.
-                        (0, 1 + src[i + 1..].chars().next().map_or(0, char::len_utf8))
-                    }
-                };
-                match char::from_u32(cp) {
-                    Some(ch) => out.extend_from_slice(ch.encode_utf8(&mut [0; 4]).as_bytes()),
-                    None => {
-                        bad.get_or_insert(format!("the escape {} is not a Unicode scalar value", &src[i..i + len]));
-                    }
-                }
-                i += len;
-            }
-            _ => unreachable!("the run stops at a quote or a backslash"),
-        }
-    }
-    let tok = match bad {
-        Some(why) => Tok::BadLit(why),
-        None => Tok::Lit(start, out.len()),
-    };
-    Ok((tok, i + 1))
-}
-
-/// One escape at the start of `b` (which begins with `\`): its code point and its length.
-fn escape(b: &[u8]) -> std::result::Result<(u32, usize), String> {
-    let Some(&c) = b.get(1) else { return Err("a backslash ends the grammar".into()) };
-    let simple = match c {
-        b'n' => Some(0x0a),
-        b'r' => Some(0x0d),
-        b't' => Some(0x09),
-        b'\\' | b'"' | b'\'' | b'?' | b'[' | b']' => Some(c as u32),
-        b'a' => Some(0x07),
-        b'b' => Some(0x08),
-        b'f' => Some(0x0c),
-        b'v' => Some(0x0b),
-        b'0' => Some(0),
-        b'e' => Some(0x1b),
-        _ => None,
-    };
-    if let Some(cp) = simple {
-        if c == b'0' && b.get(2).is_some_and(u8::is_ascii_digit) {
-            return Err("an escape \\0 followed by a digit".into());
-        }
-        return Ok((cp, 2));
-    }
-    let digits = match c {
-        b'x' => 2,
-        b'u' => 4,
-        b'U' => 8,
-        _ => return Err(format!("the escape \\{} is not understood", String::from_utf8_lossy(&b[1..2]))),
-    };
-    let hex = b.get(2..2 + digits).filter(|h| h.iter().all(u8::is_ascii_hexdigit));
-    let Some(hex) = hex else { return Err(format!("\\{} needs {digits} hex digits", c as char)) };
-    if c == b'x' && b.get(4).is_some_and(u8::is_ascii_hexdigit) {
-        // GBNF reads two digits, XGrammar all of them: the two disagree.
-        return Err("a \\x escape followed by a third hex digit (GBNF and XGrammar read it differently)".into());
-    }
-    let cp = hex.iter().fold(0u32, |acc, &h| (acc << 4) | (h as char).to_digit(16).unwrap_or(0));
-    Ok((cp, 2 + digits))
-}
+use std::rc::Rc;
 
 /// A rule body: alternatives of sequences of items.
 #[derive(Debug)]
@@ -231,19 +69,28 @@ enum Node {
     Alt(Vec<Vec<Node>>),
 }
 
-/// A set of strings, each followed by optional whitespace when `space`.
+/// A set of strings (`bytes`: their total length), each followed by optional whitespace when `space`.
 #[derive(Clone, Debug)]
 struct Exp {
     strings: Vec<Vec<u8>>,
+    bytes: usize,
     space: bool,
 }
 
+impl Exp {
+    fn one(s: Vec<u8>) -> Exp {
+        Exp { bytes: s.len(), strings: vec![s], space: false }
+    }
+}
+
 struct Rules<'a> {
-    arena: Vec<u8>,
+    src: &'a str,
+    lexed: Lexed,
     names: Vec<&'a str>,
-    bodies: Vec<&'a [Token]>,
+    bodies: Vec<(usize, usize)>,
     index: HashMap<&'a str, usize>,
     space: Vec<bool>,
+    nodes: Vec<Option<Node>>,
 }
 
 /// The llama.cpp `space` rule bodies (whitespace runs collapsed to one space).
@@ -251,6 +98,9 @@ const SPACE_RULES: [&str; 3] = ["\" \"?", "| \" \" | \"\\n\" [ \\t]{0,20}", "| \
 
 /// Recognizes a grammar (see the module docs).
 pub(super) fn grammar(src: &str, limits: &Limits) -> Result<Recognition> {
+    if src.as_bytes().contains(&0) {
+        return not_a_set("the grammar has a NUL byte (both engines stop reading there)");
+    }
     match fast(src, limits) {
         Some((members, json)) => finish(members, json, false, limits),
         None => general(src, limits),
@@ -258,7 +108,8 @@ pub(super) fn grammar(src: &str, limits: &Limits) -> Result<Recognition> {
 }
 
 /// The members as a recognized set (JSON view when the grammar defines a llama.cpp `space` rule).
-fn finish(members: Vec<Vec<u8>>, json: bool, space: bool, limits: &Limits) -> Result<Recognition> {
+fn finish(mut members: Vec<Vec<u8>>, json: bool, space: bool, limits: &Limits) -> Result<Recognition> {
+    dedup(&mut members);
     check_members(&members, "grammar", limits)?;
     let (members, render) = if json { json_view(members) } else { (members, Render::Raw) };
     Ok(Recognition::Set(Recognized {
@@ -282,16 +133,20 @@ fn fast(src: &str, limits: &Limits) -> Option<(Vec<Vec<u8>>, bool)> {
     let paren = b.get(i) == Some(&b'(');
     i += usize::from(paren);
     let mut members = Vec::new();
+    let mut bytes = 0usize;
+    let charge = Charge::new(limits, "grammar");
     loop {
-        if b.get(i) != Some(&b'"') || members.len() >= limits.max_members {
+        if b.get(i) != Some(&b'"') {
             return None;
         }
         let mut m = Vec::new();
         match literal(src, i + 1, &mut m) {
-            Ok((Tok::Lit(..), next)) => i = next,
+            Ok((Ok(_), next)) => i = next,
             _ => return None,
         }
+        bytes += m.len();
         members.push(m);
+        charge.check(members.len(), bytes).ok()?;
         if b[i..].starts_with(b" | ") {
             i += 3;
         } else {
@@ -313,6 +168,9 @@ fn fast(src: &str, limits: &Limits) -> Option<(Vec<Vec<u8>>, bool)> {
             continue;
         }
         let body = line.strip_prefix("space ::=")?;
+        if body.contains(['\r', '#']) {
+            return None;
+        }
         let normal = body.split_whitespace().collect::<Vec<_>>().join(" ");
         if !SPACE_RULES.contains(&normal.as_str()) || json {
             return None;
@@ -322,69 +180,106 @@ fn fast(src: &str, limits: &Limits) -> Option<(Vec<Vec<u8>>, bool)> {
     Some((members, json))
 }
 
-/// The general path: tokens, rules, expansion.
+/// The general path: tokens, rules, a check of every rule, expansion of `root`.
 fn general(src: &str, limits: &Limits) -> Result<Recognition> {
-    let mut arena = Vec::new();
-    let tokens = match lex(src, &mut arena) {
+    let lexed = match lex(src) {
         Ok(t) => t,
-        Err(answer) => return answer,
+        Err((msg, true)) => return not_a_set(format!("the grammar does not lex here: {}", msg.0)),
+        Err((msg, false)) => return Err(Error::invalid(format!("malformed grammar: {}", msg.0))),
     };
-    let rules = match split_rules(src, &tokens, arena) {
+    let mut rules = match split_rules(src, lexed) {
         Ok(r) => r,
         Err(answer) => return answer,
     };
     let Some(&root) = rules.index.get("root") else {
         return Err(Error::invalid("malformed grammar: there is no rule named `root`"));
     };
-    let mut memo: Vec<Option<Exp>> = vec![None; rules.names.len()];
-    let mut active = vec![false; rules.names.len()];
-    let exp = match expand_rule(&rules, root, 0, limits, &mut memo, &mut active)? {
+    for r in 0..rules.names.len() {
+        if rules.space[r] {
+            continue;
+        }
+        match parse_body(&rules, r, limits)? {
+            Ok(node) => rules.nodes[r] = Some(node),
+            Err(reason) => return not_a_set(reason),
+        }
+    }
+    let n = rules.names.len();
+    let mut x = Expander { rules: &rules, limits, memo: vec![None; n], active: vec![false; n], work: 0 };
+    let exp = match x.rule(root, 0)? {
         Ok(e) => e,
         Err(reason) => return not_a_set(reason),
     };
+    drop(x);
+    let exp = Rc::try_unwrap(exp).unwrap_or_else(|e| (*e).clone());
     finish(exp.strings, rules.space.iter().any(|&s| s), exp.space, limits)
 }
 
 /// Splits the tokens into rules at each `name ::=`; checks rule names and references.
-fn split_rules<'a>(
-    src: &'a str,
-    tokens: &'a [Token],
-    arena: Vec<u8>,
-) -> std::result::Result<Rules<'a>, Result<Recognition>> {
+fn split_rules(src: &str, lexed: Lexed) -> std::result::Result<Rules<'_>, Result<Recognition>> {
+    let tokens = &lexed.tokens;
     let mut starts = Vec::new();
-    for i in 0..tokens.len() {
-        if matches!(tokens[i].tok, Tok::Name(_)) && tokens.get(i + 1).is_some_and(|t| t.tok == Tok::Assign) {
-            starts.push(i);
+    for (i, t) in tokens.iter().enumerate() {
+        if t.kind != Kind::Assign {
+            continue;
         }
+        if i == 0 || tokens[i - 1].kind != Kind::Name {
+            // XGrammar's `name[attributes] ::=`, a name only one dialect reads, or no name at all.
+            let why = if i > 0 && tokens[i - 1].kind == Kind::Other { lexed.why(&tokens[i - 1]) } else { "" };
+            return Err(not_a_set(format!("a `::=` that does not follow a rule name {why}")));
+        }
+        if t.newline_before {
+            return Err(not_a_set("a line break between a rule name and its `::=` (GBNF refuses it, XGrammar does not)"));
+        }
+        if i >= 2 && !tokens[i - 1].newline_before {
+            return Err(not_a_set("a rule that does not start a line"));
+        }
+        starts.push(i - 1);
     }
     if starts.first() != Some(&0) {
-        let what = tokens.first().map_or("nothing".to_string(), |t| show_bytes(&src.as_bytes()[t.start..t.end], 40));
+        let what = tokens.first().map_or("nothing".to_string(), |t| show_bytes(lexed.text(src, t).as_bytes(), 40));
+        if tokens.iter().any(|t| matches!(t.kind, Kind::Other | Kind::BadLit)) {
+            return Err(not_a_set(format!("the grammar starts with {what}, not a rule")));
+        }
         return Err(Err(Error::invalid(format!("malformed grammar: expected a rule `name ::= ...`, found {what}"))));
     }
-    let mut rules = Rules { arena, names: Vec::new(), bodies: Vec::new(), index: HashMap::new(), space: Vec::new() };
+    let n = starts.len();
+    let mut rules = Rules {
+        names: Vec::with_capacity(n),
+        bodies: Vec::with_capacity(n),
+        index: HashMap::with_capacity(n),
+        space: Vec::with_capacity(n),
+        nodes: Vec::new(),
+        src,
+        lexed,
+    };
     for (k, &s) in starts.iter().enumerate() {
-        let Tok::Name(name) = &tokens[s].tok else { unreachable!("starts are names") };
-        let end = starts.get(k + 1).copied().unwrap_or(tokens.len());
-        let body = &tokens[s + 2..end];
-        if rules.index.insert(name.as_str(), rules.names.len()).is_some() {
-            return Err(not_a_set(format!("the rule `{name}` is defined twice")));
+        let name = &src[rules.lexed.tokens[s].start as usize..rules.lexed.tokens[s].end as usize];
+        let end = starts.get(k + 1).copied().unwrap_or(rules.lexed.tokens.len());
+        if rules.index.insert(name, rules.names.len()).is_some() {
+            return Err(not_a_set(format!("the rule `{name}` is defined twice (GBNF keeps the last, XGrammar refuses it)")));
         }
-        let text = body.first().map_or("", |f| &src[f.start..body[body.len() - 1].end]);
+        let body = &rules.lexed.tokens[s + 2..end];
+        let text = body.first().map_or("", |f| &src[f.start as usize..body[body.len() - 1].end as usize]);
         // The space rules are short: normalize only short bodies.
-        let space = text.len() <= 64 && {
+        let space = text.len() <= 64 && !text.contains(['#', '\r']) && {
             let normal = text.split_whitespace().collect::<Vec<_>>().join(" ");
             SPACE_RULES.contains(&normal.as_str())
         };
         rules.space.push(space);
         rules.names.push(name);
-        rules.bodies.push(body);
+        rules.bodies.push((s + 2, end));
     }
-    for body in &rules.bodies {
-        for t in body.iter() {
-            if let Tok::Name(n) = &t.tok {
-                if !rules.index.contains_key(n.as_str()) {
-                    return Err(Err(Error::invalid(format!("malformed grammar: the rule `{n}` is not defined"))));
+    rules.nodes = (0..n).map(|_| None).collect();
+    for t in rules.lexed.tokens.iter() {
+        if t.kind == Kind::Name {
+            let n = &src[t.start as usize..t.end as usize];
+            if !rules.index.contains_key(n) {
+                let msg = format!("the rule `{n}` is not defined");
+                if rules.lexed.tokens.iter().any(|t| matches!(t.kind, Kind::Other | Kind::BadLit)) {
+                    // A construct this lexer does not read may explain the name: not sure, not a set.
+                    return Err(not_a_set(msg));
                 }
+                return Err(Err(Error::invalid(format!("malformed grammar: {msg}"))));
             }
         }
     }
@@ -393,25 +288,30 @@ fn split_rules<'a>(
 
 /// Parses the body of rule `r` into alternatives, or a reason it is not a literal alternation.
 fn parse_body(rules: &Rules, r: usize, limits: &Limits) -> Result<std::result::Result<Node, String>> {
-    let body = rules.bodies[r];
+    let (from, to) = rules.bodies[r];
+    let body: &[Token] = &rules.lexed.tokens[from..to];
+    let name = rules.names[r];
+    let empty = || Ok(Err(format!("the rule `{name}` has an empty alternative (GBNF reads it, XGrammar refuses it)")));
     // A stack of open groups: each holds its finished alternatives and the current sequence.
     let mut stack: Vec<(Vec<Vec<Node>>, Vec<Node>)> = vec![(Vec::new(), Vec::new())];
     for (k, t) in body.iter().enumerate() {
-        if t.newline_before && stack.len() == 1 && k > 0 && body[k - 1].tok != Tok::Pipe {
+        if t.newline_before && stack.len() == 1 && k > 0 && body[k - 1].kind != Kind::Pipe {
             return Ok(Err(format!(
-                "the rule `{}` goes on over a line break outside parentheses (GBNF ends a rule at its line's end)",
-                rules.names[r]
+                "the rule `{name}` goes on over a line break outside parentheses (GBNF ends a rule at its line's end)"
             )));
         }
         let top = stack.last_mut().expect("the stack holds the rule's own level");
-        match &t.tok {
-            Tok::Lit(s, e) => top.1.push(Node::Lit(*s, *e)),
-            Tok::Name(n) => top.1.push(Node::Ref(rules.index[n.as_str()])),
-            Tok::Pipe => {
+        match t.kind {
+            Kind::Lit => top.1.push(Node::Lit(t.a as usize, t.b as usize)),
+            Kind::Name => top.1.push(Node::Ref(rules.index[rules.lexed.text(rules.src, t)])),
+            Kind::Pipe => {
+                if top.1.is_empty() {
+                    return empty();
+                }
                 let seq = std::mem::take(&mut top.1);
                 top.0.push(seq);
             }
-            Tok::Open => {
+            Kind::Open => {
                 if stack.len() > limits.max_depth {
                     return Err(Error::limit(format!(
                         "the grammar nests parentheses deeper than the limit max_depth = {}",
@@ -420,139 +320,220 @@ fn parse_body(rules: &Rules, r: usize, limits: &Limits) -> Result<std::result::R
                 }
                 stack.push((Vec::new(), Vec::new()));
             }
-            Tok::Close => {
+            Kind::Close => {
                 if stack.len() == 1 {
-                    return Err(Error::invalid(format!(
-                        "malformed grammar: unbalanced `)` in rule `{}`",
-                        rules.names[r]
-                    )));
+                    return Err(Error::invalid(format!("malformed grammar: unbalanced `)` in rule `{name}`")));
                 }
                 let (mut alts, seq) = stack.pop().expect("checked above");
+                if seq.is_empty() && !(alts.is_empty() && body[k - 1].kind == Kind::Open) {
+                    return empty();
+                }
                 alts.push(seq);
                 stack.last_mut().expect("not the last level").1.push(Node::Alt(alts));
             }
-            Tok::Other(what) => return Ok(Err(format!("the rule `{}` has {what}", rules.names[r]))),
-            Tok::BadLit(why) => return Ok(Err(format!("a literal of the rule `{}` has {why}", rules.names[r]))),
-            Tok::Assign => {
-                let msg =
-                    format!("malformed grammar: a `::=` with no rule name before it in rule `{}`", rules.names[r]);
-                return Err(Error::invalid(msg));
+            Kind::Other | Kind::BadLit => {
+                let why = rules.lexed.why(t);
+                return Ok(Err(if t.kind == Kind::BadLit {
+                    format!("a literal of the rule `{name}` has {why}")
+                } else {
+                    format!("the rule `{name}` has {why}")
+                }));
             }
+            Kind::Assign => unreachable!("split_rules ends a body before a `name ::=`"),
         }
     }
     if stack.len() != 1 {
-        return Err(Error::invalid(format!("malformed grammar: unbalanced `(` in rule `{}`", rules.names[r])));
+        return Err(Error::invalid(format!("malformed grammar: unbalanced `(` in rule `{name}`")));
     }
     let (mut alts, seq) = stack.pop().expect("one level");
+    if seq.is_empty() {
+        return empty();
+    }
     alts.push(seq);
     Ok(Ok(Node::Alt(alts)))
 }
 
-type Expanded = Result<std::result::Result<Exp, String>>;
+type Expanded = Result<std::result::Result<Rc<Exp>, String>>;
 
-/// The strings of rule `r` (memoized); a rule on the current path again is recursion: not a set.
-fn expand_rule(
-    rules: &Rules,
-    r: usize,
-    depth: usize,
-    limits: &Limits,
-    memo: &mut Vec<Option<Exp>>,
-    active: &mut Vec<bool>,
-) -> Expanded {
-    if let Some(e) = &memo[r] {
-        return Ok(Ok(e.clone()));
-    }
-    if rules.space[r] {
-        return Ok(Ok(Exp { strings: vec![Vec::new()], space: true }));
-    }
-    if active[r] {
-        return Ok(Err(format!("the rule `{}` is recursive", rules.names[r])));
-    }
-    if depth > limits.max_depth {
-        return Err(Error::limit(format!(
-            "the grammar's rule references nest deeper than the limit max_depth = {}",
-            limits.max_depth
-        )));
-    }
-    let node = match parse_body(rules, r, limits)? {
-        Ok(n) => n,
-        Err(reason) => return Ok(Err(reason)),
-    };
-    active[r] = true;
-    let e = expand(rules, &node, depth + 1, limits, memo, active);
-    active[r] = false;
-    let e = e?;
-    if let Ok(e) = &e {
-        memo[r] = Some(e.clone());
-    }
-    Ok(e)
+/// The expansion of `root`: memoized rules, the rules on the current path (recursion), the work done.
+struct Expander<'r, 'a> {
+    rules: &'r Rules<'a>,
+    limits: &'r Limits,
+    memo: Vec<Option<Rc<Exp>>>,
+    active: Vec<bool>,
+    /// Bytes (+ 1 per string) of all strings built so far.
+    work: usize,
 }
 
-/// The strings of a node: literals, rule references, alternations of concatenations.
-fn expand(
-    rules: &Rules,
-    node: &Node,
-    depth: usize,
-    limits: &Limits,
-    memo: &mut Vec<Option<Exp>>,
-    active: &mut Vec<bool>,
-) -> Expanded {
-    let alts = match node {
-        Node::Lit(s, e) => return Ok(Ok(Exp { strings: vec![rules.arena[*s..*e].to_vec()], space: false })),
-        Node::Ref(r) => return expand_rule(rules, *r, depth, limits, memo, active),
-        Node::Alt(alts) => alts,
-    };
-    if depth > limits.max_depth {
-        return Err(Error::limit(format!("the grammar nests deeper than the limit max_depth = {}", limits.max_depth)));
+impl Expander<'_, '_> {
+    /// Charges `n` strings of `bytes` bytes in all to the result's limits and the work budget.
+    fn charge(&mut self, n: usize, bytes: usize, result: (usize, usize)) -> Result<()> {
+        Charge::new(self.limits, "grammar").check(result.0, result.1)?;
+        self.work = self.work.saturating_add(bytes).saturating_add(n);
+        let budget = self.limits.max_member_bytes.saturating_mul(WORK_FACTOR);
+        if self.work > budget {
+            return Err(Error::limit(format!(
+                "the grammar's expansion builds more than {budget} bytes ({WORK_FACTOR} × the limit \
+                 max_member_bytes = {})",
+                self.limits.max_member_bytes
+            )));
+        }
+        Ok(())
     }
-    let mut out: Option<Exp> = None;
-    for seq in alts {
-        // The common case, one literal: no intermediate vectors.
-        if let ([Node::Lit(s, e)], Some(o)) = (seq.as_slice(), &mut out) {
-            if !o.space {
-                check_count(o.strings.len() + 1, limits)?;
-                o.strings.push(rules.arena[*s..*e].to_vec());
-                continue;
+
+    /// The strings of rule `r` (memoized); a rule on the current path again is recursion: not a set.
+    fn rule(&mut self, r: usize, depth: usize) -> Expanded {
+        if let Some(e) = &self.memo[r] {
+            return Ok(Ok(e.clone()));
+        }
+        if self.rules.space[r] {
+            return Ok(Ok(Rc::new(Exp { strings: vec![Vec::new()], bytes: 0, space: true })));
+        }
+        if self.active[r] {
+            return Ok(Err(format!("the rule `{}` is recursive", self.rules.names[r])));
+        }
+        if depth > self.limits.max_depth {
+            return Err(Error::limit(format!(
+                "the grammar's rule references nest deeper than the limit max_depth = {}",
+                self.limits.max_depth
+            )));
+        }
+        let rules = self.rules;
+        let node = rules.nodes[r].as_ref().expect("every rule but the space rules is parsed");
+        self.active[r] = true;
+        let e = self.node(node, depth + 1);
+        self.active[r] = false;
+        let e = e?;
+        if let Ok(e) = &e {
+            self.memo[r] = Some(e.clone());
+        }
+        Ok(e)
+    }
+
+    /// The strings of a node: literals, rule references, alternations of concatenations (deduplicated).
+    fn node(&mut self, node: &Node, depth: usize) -> Expanded {
+        let alts = match node {
+            Node::Lit(s, e) => {
+                self.charge(1, e - s, (1, e - s))?;
+                return Ok(Ok(Rc::new(Exp::one(self.rules.lexed.arena[*s..*e].to_vec()))));
+            }
+            Node::Ref(r) => return self.rule(*r, depth),
+            Node::Alt(alts) => alts,
+        };
+        if depth > self.limits.max_depth {
+            return Err(Error::limit(format!(
+                "the grammar nests deeper than the limit max_depth = {}",
+                self.limits.max_depth
+            )));
+        }
+        let mut out: Option<Exp> = None;
+        for seq in alts {
+            // The common case, one literal: no intermediate vectors.
+            if let ([Node::Lit(s, e)], Some(o)) = (seq.as_slice(), &mut out) {
+                if !o.space {
+                    let len = e - s;
+                    self.charge(1, len, (o.strings.len() + 1, o.bytes.saturating_add(len)))?;
+                    o.strings.push(self.rules.lexed.arena[*s..*e].to_vec());
+                    o.bytes += len;
+                    continue;
+                }
+            }
+            let acc = match self.sequence(seq, depth)? {
+                Ok(acc) => acc,
+                Err(reason) => return Ok(Err(reason)),
+            };
+            match &mut out {
+                None => {
+                    out = Some(match Rc::try_unwrap(acc) {
+                        Ok(acc) => acc,
+                        Err(rc) => {
+                            // A memoized rule's strings: copied, so charged as built.
+                            self.charge(rc.strings.len(), rc.bytes, (rc.strings.len(), rc.bytes))?;
+                            (*rc).clone()
+                        }
+                    })
+                }
+                Some(o) => {
+                    if o.space != acc.space {
+                        return Ok(Err("only some alternatives allow trailing whitespace".into()));
+                    }
+                    let (n, bytes) = (o.strings.len().saturating_add(acc.strings.len()), o.bytes.saturating_add(acc.bytes));
+                    Charge::new(self.limits, "grammar").check(n, bytes)?;
+                    match Rc::try_unwrap(acc) {
+                        Ok(mut acc) => o.strings.append(&mut acc.strings),
+                        Err(rc) => {
+                            // A memoized rule's strings: copied, so charged as built.
+                            self.charge(rc.strings.len(), rc.bytes, (n, bytes))?;
+                            o.strings.extend(rc.strings.iter().cloned());
+                        }
+                    }
+                    o.bytes = bytes;
+                }
             }
         }
-        let mut acc = Exp { strings: vec![Vec::new()], space: false };
+        let mut out = out.expect("a body has at least one alternative");
+        if alts.len() > 1 || alts[0].len() > 1 {
+            dedup(&mut out.strings);
+            out.bytes = out.strings.iter().map(Vec::len).sum();
+        }
+        Ok(Ok(Rc::new(out)))
+    }
+
+    /// The concatenation of a sequence's items, counted and charged before each product is built.
+    fn sequence(&mut self, seq: &[Node], depth: usize) -> Expanded {
+        if seq.is_empty() {
+            // `()`: the empty string.
+            self.charge(1, 0, (1, 0))?;
+            return Ok(Ok(Rc::new(Exp::one(Vec::new()))));
+        }
+        let mut acc: Option<Rc<Exp>> = None;
         for item in seq {
-            let e = match expand(rules, item, depth + 1, limits, memo, active)? {
+            let e = match self.node(item, depth + 1)? {
                 Ok(e) => e,
                 Err(reason) => return Ok(Err(reason)),
             };
-            if acc.space {
+            let Some(a) = acc.take() else {
+                acc = Some(e);
+                continue;
+            };
+            if a.space {
                 return Ok(Err("optional whitespace (llama.cpp's `space` rule) is followed by more text".into()));
             }
-            check_count(acc.strings.len().saturating_mul(e.strings.len()), limits)?;
-            acc.strings = if let [tail] = e.strings.as_slice() {
-                for s in &mut acc.strings {
+            let (an, en) = (a.strings.len(), e.strings.len());
+            let n = an.saturating_mul(en);
+            let bytes = a.bytes.saturating_mul(en).saturating_add(e.bytes.saturating_mul(an));
+            let next = if en == 1 {
+                // Extended in place: the work is the bytes added (and a copy when `a` is memoized).
+                let added = e.bytes.saturating_mul(an);
+                let mut a = match Rc::try_unwrap(a) {
+                    Ok(a) => a,
+                    Err(rc) => {
+                        self.charge(an, rc.bytes, (n, bytes))?;
+                        (*rc).clone()
+                    }
+                };
+                self.charge(0, added, (n, bytes))?;
+                let tail = &e.strings[0];
+                for s in &mut a.strings {
                     s.extend_from_slice(tail);
                 }
-                acc.strings
+                a.bytes = bytes;
+                a.space = e.space;
+                a
             } else {
-                let mut next = Vec::with_capacity(acc.strings.len() * e.strings.len());
-                for head in &acc.strings {
+                self.charge(n, bytes, (n, bytes))?;
+                let mut strings = Vec::with_capacity(n);
+                for head in &a.strings {
                     for tail in &e.strings {
-                        next.push([head.as_slice(), tail.as_slice()].concat());
+                        strings.push([head.as_slice(), tail.as_slice()].concat());
                     }
                 }
-                next
+                Exp { strings, bytes, space: e.space }
             };
-            acc.space = e.space;
+            acc = Some(Rc::new(next));
         }
-        match &mut out {
-            None => out = Some(acc),
-            Some(o) => {
-                if o.space != acc.space {
-                    return Ok(Err("only some alternatives allow trailing whitespace".into()));
-                }
-                check_count(o.strings.len() + acc.strings.len(), limits)?;
-                o.strings.append(&mut acc.strings);
-            }
-        }
+        Ok(Ok(acc.expect("a sequence has at least one item")))
     }
-    Ok(Ok(out.expect("a body has at least one alternative")))
 }
 
 #[cfg(test)]

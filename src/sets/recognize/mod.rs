@@ -10,15 +10,25 @@
 //!   the one documented exception is [`Recognized::trailing_whitespace`] (llama.cpp's `space` rule after the
 //!   value): the request also allows optional whitespace after a segment, which libtrie does not emit (a subset
 //!   that keeps every member);
-//! - members are distinct and in the request's order; there is at least one;
-//! - malformed input (non-UTF-8, non-JSON, an empty enum, a duplicate member, a grammar that does not parse, a
-//!   tool without a name) is an [`Error`]; "not a set" is not an error;
-//! - sizes are bounded by [`Limits`] (an error naming the limit); no parsing recursion deeper than
-//!   [`Limits::max_depth`], so a crafted input cannot overflow the stack.
+//! - members are distinct and in the request's order; there is at least one. A duplicate that does not change
+//!   the language (grammar and regex alternatives, a schema's `enum`, `anyOf`) is dropped (the first occurrence
+//!   is kept); a duplicate is an error only where the client lists the members on purpose ([`Shape::Choices`],
+//!   [`Shape::Tools`], [`Shape::VllmTools`]);
+//! - malformed input (non-UTF-8, non-JSON, an empty enum, a duplicate choice or tool, a grammar that does not
+//!   parse in either dialect, a tool without a name) is an [`Error`]; "not a set" is not an error;
+//! - bounded by [`Limits`] (an [`ErrorKind::LimitExceeded`] error naming the limit): the text's size is checked
+//!   before anything parses it, a JSON text's nesting before serde reads it ([`json_check_depth`]), and members
+//!   *and* their bytes are charged before they are built (a grammar's concatenation is counted, saturating,
+//!   before it is materialized), so no request allocates much more than its limits; no parsing recursion
+//!   deeper than [`Limits::max_depth`], so a crafted input cannot overflow the stack.
 
 mod grammar;
+mod lex;
 mod regex;
 mod schema;
+mod vllm;
+
+pub use vllm::vllm_tool_call_template;
 
 use crate::error::{show_bytes, Error, ErrorKind, Result};
 use crate::template::{End, Render, Template};
@@ -39,13 +49,18 @@ pub enum Shape {
     Regex,
     /// An OpenAI-style `tools` list: the tool names are the set, each tool's `parameters` its payload.
     Tools,
+    /// The JSON schema vLLM writes for `tool_choice="required"` (`get_json_schema_from_tools`), in exactly that
+    /// form: the tool names are the set, each tool's `parameters` its payload, the template writes
+    /// `[{"name": NAME, "parameters": ` (open: the arguments and `}]` follow).
+    VllmTools,
 }
 
 impl Shape {
     /// All shapes, in the order of their C numbers (`TRIE_RECOGNIZE_*`).
     ///
     /// cbindgen:ignore
-    pub const ALL: [Shape; 5] = [Shape::Choices, Shape::JsonSchema, Shape::Grammar, Shape::Regex, Shape::Tools];
+    pub const ALL: [Shape; 6] =
+        [Shape::Choices, Shape::JsonSchema, Shape::Grammar, Shape::Regex, Shape::Tools, Shape::VllmTools];
 
     /// The shape's name as written in messages and in the Python binding.
     pub fn name(self) -> &'static str {
@@ -55,6 +70,7 @@ impl Shape {
             Shape::Grammar => "grammar",
             Shape::Regex => "regex",
             Shape::Tools => "tools",
+            Shape::VllmTools => "vllm_tools",
         }
     }
 }
@@ -62,17 +78,94 @@ impl Shape {
 /// Bounds on what a recognizer reads; exceeding one is an [`ErrorKind::LimitExceeded`] error naming it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Limits {
-    /// The longest request text, in bytes.
+    /// The longest request text, in bytes (checked before anything parses it). Default 8 MiB.
     pub max_text_bytes: usize,
-    /// The most members a set may have.
+    /// The most members a set may have (counted as the expansion goes, before members are built; a grammar's
+    /// intermediate results are bounded by it too). Default 10,000.
     pub max_members: usize,
-    /// The deepest nesting (grammar parentheses and rule references, JSON schema `anyOf`/`oneOf`).
+    /// The most bytes of all members + 1 per member (the inline-bytes rule of [`crate::sets::Options`]),
+    /// charged before a member is built; every member string a grammar's expansion builds, intermediate ones
+    /// included, is charged to a work budget of [`WORK_FACTOR`] times this. Default 1 MiB.
+    pub max_member_bytes: usize,
+    /// The deepest nesting: JSON texts (checked on the raw text, [`json_check_depth`]), grammar parentheses
+    /// and rule references. Default 64.
     pub max_depth: usize,
 }
 
+/// A grammar's expansion may build at most this many times [`Limits::max_member_bytes`] in all (intermediate
+/// concatenations and alternations included), so its time and memory stay proportional to the limits.
+pub const WORK_FACTOR: usize = 8;
+
 impl Default for Limits {
     fn default() -> Self {
-        Limits { max_text_bytes: 256 << 20, max_members: 10_000_000, max_depth: 64 }
+        Limits { max_text_bytes: 8 << 20, max_members: 10_000, max_member_bytes: 1 << 20, max_depth: 64 }
+    }
+}
+
+/// Checks that the JSON text `text` nests arrays and objects at most `max_depth` deep, by a byte scan that
+/// skips strings (no parser, no recursion, no allocation): run it before any recursive parser touches a
+/// request. Only nesting is checked (malformed JSON is left to the parser). An
+/// [`ErrorKind::LimitExceeded`] error naming `max_depth` when deeper.
+pub fn json_check_depth(text: &[u8], max_depth: usize) -> Result<()> {
+    let mut depth = 0usize;
+    let mut i = 0;
+    while i < text.len() {
+        match text[i] {
+            b'"' => {
+                // Skip the string: to the next unescaped quote.
+                i += 1;
+                while i < text.len() {
+                    match text[i] {
+                        b'\\' => i += 2,
+                        b'"' => break,
+                        _ => i += 1,
+                    }
+                }
+            }
+            b'[' | b'{' => {
+                depth += 1;
+                if depth > max_depth {
+                    return Err(Error::limit(format!(
+                        "the JSON text nests deeper than the limit max_depth = {max_depth} (at byte {i})"
+                    )));
+                }
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+        i += 1;
+    }
+    Ok(())
+}
+
+/// Members and their bytes charged against [`Limits`] before they are built.
+pub(crate) struct Charge<'a> {
+    limits: &'a Limits,
+    what: &'static str,
+}
+
+impl<'a> Charge<'a> {
+    pub(crate) fn new(limits: &'a Limits, what: &'static str) -> Self {
+        Charge { limits, what }
+    }
+
+    /// An error unless `n` members of `bytes` bytes in all (+ 1 per member) fit the limits.
+    pub(crate) fn check(&self, n: usize, bytes: usize) -> Result<()> {
+        if n > self.limits.max_members {
+            return Err(Error::limit(format!(
+                "the {} has {n} members or more, more than the limit max_members = {}",
+                self.what, self.limits.max_members
+            )));
+        }
+        let total = bytes.saturating_add(n);
+        if total > self.limits.max_member_bytes {
+            return Err(Error::limit(format!(
+                "the {}'s members take {total} bytes or more (+ 1 per member), more than the limit \
+                 max_member_bytes = {}",
+                self.what, self.limits.max_member_bytes
+            )));
+        }
+        Ok(())
     }
 }
 
@@ -126,12 +219,17 @@ pub fn recognize_with(shape: Shape, text: &[u8], limits: &Limits) -> Result<Reco
         )));
     }
     let text = utf8(shape, text)?;
+    if matches!(shape, Shape::Choices | Shape::JsonSchema | Shape::Tools | Shape::VllmTools) {
+        json_check_depth(text.as_bytes(), limits.max_depth)
+            .map_err(|e| Error::limit(format!("the {} text: {}", shape.name(), e.message())))?;
+    }
     match shape {
         Shape::Choices => choices(text, limits),
         Shape::JsonSchema => schema::json_schema(text, limits),
         Shape::Grammar => grammar::grammar(text, limits),
         Shape::Regex => regex::regex(text, limits),
         Shape::Tools => schema::tools(text, limits),
+        Shape::VllmTools => vllm::vllm_tools(text, limits),
     }
 }
 
@@ -156,17 +254,26 @@ pub(crate) fn parse_json(shape: Shape, text: &str) -> Result<serde_json::Value> 
     serde_json::from_str(text).map_err(|e| Error::invalid(format!("the {} text is not valid JSON: {e}", shape.name())))
 }
 
-/// Checks the member count and that members are distinct; `what` names the shape in messages. Members are
-/// hashed once each (xxh3) into a table of hashes; only when two distinct members share a hash is every member
-/// compared byte for byte.
-pub(crate) fn check_members(members: &[Vec<u8>], what: &str, limits: &Limits) -> Result<()> {
+/// Checks the member count and bytes and that members are distinct (a duplicate is an error: the client
+/// listed it on purpose); `what` names the shape in messages. Members are hashed once each (xxh3) into a table
+/// of hashes; only when two distinct members share a hash is every member compared byte for byte.
+pub(crate) fn check_members(members: &[Vec<u8>], what: &'static str, limits: &Limits) -> Result<()> {
     if members.is_empty() {
         return Err(Error::new(ErrorKind::EmptySet, format!("the {what} lists no member")));
     }
-    check_count(members.len(), limits)?;
-    let twice = |m: &[u8], i: usize| {
-        Error::invalid(format!("the {what} lists {} twice (again at index {i})", show_bytes(m, 60)))
-    };
+    let bytes = members.iter().fold(0usize, |a, m| a.saturating_add(m.len()));
+    Charge::new(limits, what).check(members.len(), bytes)?;
+    if let Some((first, again)) = first_duplicate(members) {
+        return Err(Error::invalid(format!(
+            "the {what} lists {} twice (at index {first} and again at index {again})",
+            show_bytes(&members[again], 60)
+        )));
+    }
+    Ok(())
+}
+
+/// The first member equal to an earlier one: `(earlier index, its index)`.
+pub(crate) fn first_duplicate(members: &[Vec<u8>]) -> Option<(usize, usize)> {
     let mut first: HashMap<u64, usize, BuildHasherDefault<Identity>> =
         HashMap::with_capacity_and_hasher(members.len(), Default::default());
     let mut collision = false;
@@ -175,19 +282,35 @@ pub(crate) fn check_members(members: &[Vec<u8>], what: &str, limits: &Limits) ->
             Entry::Vacant(v) => {
                 v.insert(i);
             }
-            Entry::Occupied(o) if members[*o.get()] == *m => return Err(twice(m, i)),
+            Entry::Occupied(o) if members[*o.get()] == *m => return Some((*o.get(), i)),
             Entry::Occupied(_) => collision = true,
         }
     }
     if collision {
-        let mut seen: HashSet<&[u8]> = HashSet::with_capacity(members.len());
+        let mut seen: HashMap<&[u8], usize> = HashMap::with_capacity(members.len());
         for (i, m) in members.iter().enumerate() {
-            if !seen.insert(m) {
-                return Err(twice(m, i));
+            if let Some(&f) = seen.get(m.as_slice()) {
+                return Some((f, i));
             }
+            seen.insert(m, i);
         }
     }
-    Ok(())
+    None
+}
+
+/// Drops the members equal to an earlier one (the language is the same), keeping the request's order.
+pub(crate) fn dedup(members: &mut Vec<Vec<u8>>) {
+    if first_duplicate(members).is_none() {
+        return;
+    }
+    let mut seen: HashSet<Vec<u8>> = HashSet::with_capacity(members.len());
+    members.retain(|m| seen.insert(m.clone()));
+}
+
+/// Deduplicates (see [`dedup`]) then checks the members as [`check_members`] does.
+pub(crate) fn dedup_members(members: &mut Vec<Vec<u8>>, what: &'static str, limits: &Limits) -> Result<()> {
+    dedup(members);
+    check_members(members, what, limits)
 }
 
 /// A hasher for keys that are already hashes.
@@ -208,15 +331,9 @@ impl Hasher for Identity {
     }
 }
 
-/// An error when `n` members exceed the limit.
-pub(crate) fn check_count(n: usize, limits: &Limits) -> Result<()> {
-    if n > limits.max_members {
-        return Err(Error::limit(format!(
-            "the set has {n} members or more, more than the limit max_members = {}",
-            limits.max_members
-        )));
-    }
-    Ok(())
+/// An error when `n` members exceed the limit (before their bytes are known).
+pub(crate) fn check_count(n: usize, what: &'static str, limits: &Limits) -> Result<()> {
+    Charge::new(limits, what).check(n, 0)
 }
 
 /// A recognized set with no payloads and no trailing whitespace.
@@ -226,10 +343,12 @@ pub(crate) fn set(members: Vec<Vec<u8>>, template: Template) -> Result<Recogniti
 
 /// A JSON array of strings, each one member written as it is.
 fn choices(text: &str, limits: &Limits) -> Result<Recognition> {
+    // Counted on the raw text first: a million-member list is refused before it is parsed.
+    check_count(top_level_items(text.as_bytes()), "choice list", limits)?;
     let serde_json::Value::Array(items) = parse_json(Shape::Choices, text)? else {
         return Err(Error::invalid("the choices are not a JSON array of strings"));
     };
-    check_count(items.len(), limits)?;
+    check_count(items.len(), "choice list", limits)?;
     let mut members = Vec::with_capacity(items.len());
     for (i, item) in items.into_iter().enumerate() {
         match item {
@@ -239,6 +358,36 @@ fn choices(text: &str, limits: &Limits) -> Result<Recognition> {
     }
     check_members(&members, "choice list", limits)?;
     set(members, Template::bare())
+}
+
+/// The number of items of a JSON array text (its first-level commas + 1; 0 for `[]`), a bound read without
+/// parsing (malformed text is left to the parser).
+fn top_level_items(text: &[u8]) -> usize {
+    let (mut depth, mut commas, mut any, mut i) = (0usize, 0usize, false, 0usize);
+    while i < text.len() {
+        let c = text[i];
+        if depth == 1 && !c.is_ascii_whitespace() && !matches!(c, b']' | b',') {
+            any = true;
+        }
+        match c {
+            b'"' => {
+                i += 1;
+                while i < text.len() && text[i] != b'"' {
+                    i += if text[i] == b'\\' { 2 } else { 1 };
+                }
+            }
+            b'[' | b'{' => depth += 1,
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            b',' if depth == 1 => commas += 1,
+            _ => {}
+        }
+        i += 1;
+    }
+    if any {
+        commas + 1
+    } else {
+        0
+    }
 }
 
 /// A value's JSON text, cut for a message.

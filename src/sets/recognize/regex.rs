@@ -4,9 +4,12 @@
 //! A literal character is any character but `\ . ^ $ | ? * + ( ) [ ] { }`; escapes: `\` + an ASCII character that is
 //! not a letter or digit (that character, as Python's `re.escape` writes them), `\n \r \t \f \v`, `\xHH`, `\uHHHH` (a Unicode scalar value). Anchors are accepted at
 //! the two ends only, around one group or one alternative. Everything else — classes, quantifiers, other groups,
-//! `\d \w \s \b`, back references, flags — is "not a set".
+//! `\d \w \s \b`, back references, flags — is "not a set". Escapes are read as Python's `re` reads them: `\`
+//! + an ASCII letter other than `n r t f v x u` (`\a`, `\U`, `\N{...}`, classes, assertions) and `\` + a digit
+//! (a back reference or an octal escape) are not sets; `\` + a non-ASCII character is not a set (libtrie
+//! does not decide it). Alternatives that give the same string are served once (`a|a` is `{"a"}`).
 
-use super::{check_members, not_a_set, set, Limits, Recognition};
+use super::{dedup_members, not_a_set, set, Charge, Limits, Recognition};
 use crate::template::Template;
 
 /// Recognizes a regex (see the module docs).
@@ -33,11 +36,18 @@ pub(super) fn regex(src: &str, limits: &Limits) -> Result<Recognition, crate::Er
         }
     }
     let mut members: Vec<Vec<u8>> = Vec::new();
+    let charge = Charge::new(limits, "regex");
+    let mut bytes = 0usize;
     let mut current = Vec::new();
     let mut chars = body.char_indices().peekable();
     while let Some((i, c)) = chars.next() {
         match c {
-            '|' => members.push(std::mem::take(&mut current)),
+            '|' => {
+                // Charged as listed (before duplicates are dropped), so a long list stops at the limits.
+                bytes += current.len();
+                members.push(std::mem::take(&mut current));
+                charge.check(members.len(), bytes)?;
+            }
             '\\' => {
                 let rest = &body[i + 1..];
                 let (ch, len) = match escape(rest) {
@@ -59,7 +69,7 @@ pub(super) fn regex(src: &str, limits: &Limits) -> Result<Recognition, crate::Er
     if (anchored_start || anchored_end) && !grouped && members.len() > 1 {
         return not_a_set("an anchor binds to one alternative only (write `^(?:a|b)$`)");
     }
-    check_members(&members, "regex", limits)?;
+    dedup_members(&mut members, "regex", limits)?;
     set(members, Template::bare())
 }
 
