@@ -11,7 +11,8 @@
 # $TRIE_CACHE/diff-venv from tests/differential/requirements.lock (pinned, --require-hashes, --no-deps); and
 # llama.cpp's grammar parser/matcher (tests/differential/llama_oracle.cpp linked against the build of
 # scripts/fetch-llama.sh). TRIE_DIFF_LLAMA: auto (default: used when that build is present, else said "NOT RUN"),
-# 1 (required: builds llama.cpp through scripts/fetch-llama.sh if needed, fails without it), 0 (not used).
+# 1 (required: builds llama.cpp through scripts/fetch-llama.sh if needed, fails without it), 0 (not used); with
+# CI=true, auto without that build fails (an oracle is never skipped silently in CI).
 # An oracle that is required and does not load fails the run (xgrammar, re and jsonschema are always required).
 # Environment: TRIE_CACHE (default <repo>/.cache), TRIE_SKIP_CARGO=1 (do not build libtrie), TRIE_DIFF_CASES.
 # Exits 1 on any disagreement; each is written to $TRIE_CACHE/differential/disagreements-<seed>.jsonl.
@@ -63,9 +64,14 @@ if [[ "$LLAMA_MODE" != 0 ]]; then
     [[ "$LLAMA_MODE" == 1 ]] && required="$required,llama"
   elif [[ "$LLAMA_MODE" == 1 ]]; then
     log "TRIE_DIFF_LLAMA=1 but no llama.cpp build in $LLAMA_ROOT"; exit 2
+  elif [[ "${CI:-}" == true ]]; then
+    # CI never skips an oracle silently: say which way (0: the llama stage runs it; 1: build and require it here).
+    log "llama.cpp oracle: no build in $LLAMA_ROOT and CI=true: set TRIE_DIFF_LLAMA=0 or 1"; exit 2
   else
     log "llama.cpp oracle NOT RUN: no build of scripts/fetch-llama.sh in $LLAMA_ROOT (TRIE_DIFF_LLAMA=1 requires it)"
   fi
+else
+  log "llama.cpp oracle NOT RUN (TRIE_DIFF_LLAMA=0)"
 fi
 
 run() {
