@@ -496,3 +496,28 @@ def hostile(rng: random.Random) -> Case:
         return Case("grammar-hostile", "grammar", text, set(members), note="%d alternatives" % n)
     s = "".join(rng.choice("abc\u00e9") for _ in range(rng.choice([1000, 30000])))
     return Case("grammar-hostile", "grammar", 'root ::= "' + s + '"', {s}, note="long literal")
+
+
+SPACE_RULES = ['" "?', '| " " | "\\n" [ \\t]{0,20}', '| " " | "\\n"{1,2} [ \\t]{0,20}']
+
+
+def space_json(rng: random.Random) -> Case:
+    """The grammars llama.cpp's json-schema-to-grammar writes for an enum: JSON texts as literals and a `space` rule
+    (libtrie serves the members and reports ``trailing_whitespace``: optional whitespace after them is allowed)."""
+    import json
+
+    vals = [rng.choice(["a", "b", "é", 'q"t', "back\\s", "tab\t", "\x01", "", "中", 1, -2, 3.5, True, None])
+            for _ in range(rng.choice([1, 2, 3, 4]))]
+    texts = list(dict.fromkeys(json.dumps(v, ensure_ascii=False) for v in vals))
+    lits = [Render(rng).literal(t) if rng.random() < 0.5 else '"' + t.replace("\\", "\\\\").replace('"', '\\"') + '"'
+            for t in texts]
+    space = rng.choice(SPACE_RULES)
+    form = rng.randrange(3)
+    if form == 0:
+        root = "root ::= (" + " | ".join(lits) + ") space"
+    elif form == 1:
+        root = "root ::= " + " | ".join(lit + " space" for lit in lits)
+    else:
+        root = "root ::= (" + " | ".join(lits) + ")"
+    text = root + "\nspace ::= " + space + rng.choice(["", "\n"])
+    return Case("grammar-space", "grammar", text, set(texts), note="space rule form %d" % form)
