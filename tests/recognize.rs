@@ -147,7 +147,13 @@ fn choices_and_schemas_of_the_same_sets_agree_with_the_grammars() {
         let r = recognize(Shape::Choices, members.to_string().as_bytes()).unwrap().set().unwrap();
         assert_eq!(r.members, choices, "{}", v.name);
         let schema = serde_json::json!({"type": "string", "enum": members});
-        let r = recognize(Shape::JsonSchema, schema.to_string().as_bytes()).unwrap().set().unwrap();
+        let r = recognize(Shape::JsonSchema, schema.to_string().as_bytes()).unwrap();
+        if choices.iter().any(|m| m.contains(&0x7f)) {
+            // XGrammar writes U+007F as `\u007f` in an enum value, libtrie and llama.cpp as it is: not a set.
+            assert!(matches!(r, Recognition::NotASet(ref why) if why.contains("U+007F")), "{}: {r:?}", v.name);
+            continue;
+        }
+        let r = r.set().unwrap();
         assert_eq!((r.members, r.template.render), (choices, Render::JsonString), "{}", v.name);
     }
 }

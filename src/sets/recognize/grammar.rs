@@ -488,7 +488,9 @@ impl Expander<'_, '_> {
         }
         let mut acc: Option<Rc<Exp>> = None;
         for item in seq {
-            let e = match self.node(item, depth + 1)? {
+            // A group is one level deeper; a literal or a rule reference is not (the rule counts its own).
+            let d = if matches!(item, Node::Alt(_)) { depth + 1 } else { depth };
+            let e = match self.node(item, d)? {
                 Ok(e) => e,
                 Err(reason) => return Ok(Err(reason)),
             };

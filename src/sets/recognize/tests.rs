@@ -350,3 +350,101 @@ fn canonical_json_strings_match_the_renderer() {
         assert!(!canonical_json_string(other), "{:?}", String::from_utf8_lossy(other));
     }
 }
+
+/// vLLM's `tool_choice="required"` schema for `tools` (name, parameters), as `json.dumps` writes it.
+fn vllm_schema(tools: &[(&str, &str)], defs: Option<&str>) -> String {
+    let alts: Vec<String> = tools
+        .iter()
+        .map(|(n, p)| {
+            format!(
+                r#"{{"properties": {{"name": {{"type": "string", "enum": ["{n}"]}}, "parameters": {p}}}, "required": ["name", "parameters"]}}"#
+            )
+        })
+        .collect();
+    let defs = defs.map_or(String::new(), |d| format!(r#", "$defs": {d}"#));
+    format!(r#"{{"type": "array", "minItems": 1, "items": {{"type": "object", "anyOf": [{}]}}{defs}}}"#, alts.join(", "))
+}
+
+#[test]
+fn vllm_tools() {
+    let p = r#"{"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}"#;
+    let empty = r#"{"type": "object", "properties": {}}"#;
+    let r = rec(Shape::VllmTools, &vllm_schema(&[("get_weather", p), ("ping", empty)], None));
+    assert_eq!(strs(&r), ["get_weather", "ping"]);
+    assert_eq!(r.payloads.as_ref().unwrap(), &[p.to_string(), empty.to_string()]);
+    assert_eq!(r.template.segment(b"ping").unwrap(), b"[{\"name\": \"ping\", \"parameters\": ");
+    assert_eq!(r.template.end, crate::template::End::Open);
+    // $defs travel with each payload.
+    let pd = r##"{"type": "object", "properties": {"u": {"$ref": "#/$defs/U"}}}"##;
+    let r = rec(Shape::VllmTools, &vllm_schema(&[("a", pd)], Some(r#"{"U": {"enum": ["c", "f"]}}"#)));
+    let payload: serde_json::Value = serde_json::from_str(&r.payloads.unwrap()[0]).unwrap();
+    assert_eq!(payload["$defs"]["U"]["enum"][0], "c");
+    assert_eq!(payload["properties"]["u"]["$ref"], "#/$defs/U");
+    // Look-alikes are not sets.
+    let good = vllm_schema(&[("a", p)], None);
+    for (bad, why) in [
+        (good.replace(r#""minItems": 1"#, r#""minItems": 2"#), "minItems"),
+        (good.replace(r#""minItems": 1"#, r#""minItems": 1.0"#), "minItems"),
+        (good.replace(r#""minItems": 1,"#, r#""minItems": 1, "maxItems": 0,"#), "keys"),
+        (good.replace(r#""minItems": 1,"#, r#""minItems": 1, "not": {},"#), "keys"),
+        (good.replace(r#""minItems": 1,"#, r#""minItems": 1, "minItems": 1,"#), "distinct keys"),
+        (good.replace(r#"["name", "parameters"]}"#, r#"["name", "parameters", "x"]}"#), "required"),
+        (good.replace(r#"{"type": "string", "enum": ["a"]}"#, r#"{"type": "integer", "enum": [1]}"#), "name"),
+        (good.replace(r#"{"type": "string", "enum": ["a"]}"#, r#"{"type": "string", "enum": ["a", "b"]}"#), "name"),
+        (good.replace(r#""type": "object", "anyOf""#, r#""type": "object", "minProperties": 3, "anyOf""#), "items"),
+        (vllm_schema(&[("a", "{}")], None), "parameters"),
+        (vllm_schema(&[("a", r#"{"type": "string"}"#), ("", p)], None), "empty name"),
+        (vllm_schema(&[("a", r##"{"$ref": "#"}"##)], None), "reference"),
+        (vllm_schema(&[("a", r##"{"$ref": "#/$defs/X"}"##)], None), "reference"),
+        (vllm_schema(&[("a", r#"{"$defs": {"X": {}}, "type": "object"}"#)], None), "$defs"),
+        (r#"[{"type": "function", "function": {"name": "a"}}]"#.to_string(), "top"),
+    ] {
+        let reason = not_set(Shape::VllmTools, &bad);
+        assert!(reason.contains(why), "{bad}: {reason}");
+    }
+    let e = err(Shape::VllmTools, vllm_schema(&[("a", p), ("a", empty)], None).as_bytes());
+    assert!(e.message().contains("same name"), "{}", e.message());
+}
+
+#[test]
+fn expansion_bombs_are_refused_before_they_are_built() {
+    let digits = "d ::= \"0\" | \"1\" | \"2\" | \"3\" | \"4\" | \"5\" | \"6\" | \"7\" | \"8\" | \"9\"";
+    // Issue 28: 90 bytes, 10,000,000 members (1.3 GB before the fix).
+    let bomb = format!("root ::= d d d d d d d \"\"\n{digits}");
+    let e = recognize(Shape::Grammar, bomb.as_bytes()).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::LimitExceeded);
+    assert!(e.message().contains("max_members = 10000"), "{}", e.message());
+    // 4 members of 400,000 bytes: few members, too many bytes.
+    let big = format!("root ::= w w\nw ::= \"{0}\" | \"{0}b\"", "a".repeat(400_000));
+    let e = recognize(Shape::Grammar, big.as_bytes()).unwrap_err();
+    assert!(e.message().contains("max_member_bytes"), "{}", e.message());
+    // A 4 KB variant: a chain of rules, each the product of the last.
+    let mut chain = String::from("root ::= r0 r0\nr0 ::= d d d d\n");
+    for i in 1..200 {
+        chain.push_str(&format!("r{i} ::= r{} r{}\n", i - 1, i - 1));
+    }
+    chain.push_str(&digits);
+    let e = recognize(Shape::Grammar, chain.as_bytes()).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::LimitExceeded);
+    // Within the limits, the same shapes are sets.
+    let r = rec(Shape::Grammar, &format!("root ::= d d d d\n{digits}"));
+    assert_eq!(r.members.len(), 10_000);
+    // Memoized copies are charged: many alternatives naming one big rule.
+    let copies = format!("root ::= {}\nx ::= d d d\n{digits}", vec!["x \"\""; 200].join(" | "));
+    assert_eq!(recognize(Shape::Grammar, copies.as_bytes()).unwrap_err().kind(), ErrorKind::LimitExceeded);
+}
+
+#[test]
+fn json_depth_is_checked_on_the_raw_text() {
+    assert!(json_check_depth(b"[[[]]]", 3).is_ok());
+    let e = json_check_depth(b"[[[[]]]]", 3).unwrap_err();
+    assert!(e.kind() == ErrorKind::LimitExceeded && e.message().contains("max_depth = 3"), "{}", e.message());
+    assert!(json_check_depth(br#"["[[[[\"[[[[", {"a": "{{{{"}]"#, 2).is_ok());
+    let deep = "[".repeat(50_000) + &"]".repeat(50_000);
+    for shape in [Shape::Choices, Shape::JsonSchema, Shape::Tools, Shape::VllmTools] {
+        let e = recognize(shape, deep.as_bytes()).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::LimitExceeded, "{shape:?}");
+    }
+    let e = recognize(Shape::Choices, format!("[{}]", vec!["\"a\""; 10_001].join(",")).as_bytes()).unwrap_err();
+    assert!(e.message().contains("max_members"), "{}", e.message());
+}
