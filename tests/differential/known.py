@@ -10,7 +10,8 @@ from gen_other import vllm_schema
 
 
 def _tools(lookalike: str) -> Case:
-    s = vllm_schema([("get_weather", {"type": "object", "properties": {}}), ("search", {"type": "object", "properties": {}})])
+    second = "get_weather" if lookalike == "duplicate" else "search"
+    s = vllm_schema([("get_weather", {"type": "object", "properties": {}}), (second, {"type": "object", "properties": {}})])
     if lookalike == "minItems":
         s["minItems"] = 2
     elif lookalike == "maxItems":
@@ -49,4 +50,9 @@ KNOWN: List[Case] = [
     _tools("not"),
     _tools("required"),
     _tools("name-integer"),
+    # Found by the harness on the recognize branch (issue 28 follow-ups).
+    Case("regex", "regex", "\\x41B", {"AB"}, note="known \\x41B: Python reads AB, XGrammar U+041B"),
+    Case("grammar", "grammar", 'root ::= "\\x00"', {"\x00"}, note="known NUL: llama.cpp never matches it"),
+    Case("grammar", "grammar", 'root ::= "a\\u0000" | "b"', {"a\x00", "b"}, note="known NUL: llama.cpp never matches it"),
+    _tools("duplicate"),
 ]
