@@ -2,7 +2,7 @@
 # The differential harness (tests/differential/README.md): libtrie's recognized sets against the engines' own matchers.
 #
 #   scripts/test-differential.sh                 the CI-sized run: the fixed corpus, seed 1 (TRIE_DIFF_CASES cases,
-#                                                default 2000) and a random seed (a quarter as many), printed for
+#                                                default 3000) and a random seed (a quarter as many), printed for
 #                                                reproduction
 #   scripts/test-differential.sh --cases N [--seed S] [--first I] [--families a,b] [--progress K]
 #                                                one run of N generated cases (a fuzz campaign: large N, any seed)
@@ -86,7 +86,7 @@ if [[ $# -gt 0 ]]; then
   exit $?
 fi
 
-CASES="${TRIE_DIFF_CASES:-2000}"
+CASES="${TRIE_DIFF_CASES:-3000}"
 RANDOM_SEED="$(python3 -c 'import secrets; print(secrets.randbelow(10**9))')"
 t0=$SECONDS
 rc=0
