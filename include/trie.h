@@ -46,6 +46,12 @@
 
 
 /**
+ * A grammar's expansion may build at most this many times [`Limits::max_member_bytes`] in all (intermediate
+ * concatenations and alternations included), so its time and memory stay proportional to the limits.
+ */
+#define WORK_FACTOR 8
+
+/**
  * Major version of libtrie (the `0` of `0.2.0`).
  */
 #define TRIE_VERSION_MAJOR 0
@@ -114,6 +120,13 @@
  * `kind` of [`trie_recognize`]: an OpenAI-style `tools` list (names as the set, `parameters` as payloads).
  */
 #define TRIE_RECOGNIZE_TOOLS 4
+
+/**
+ * `kind` of [`trie_recognize`]: the JSON schema vLLM writes for `tool_choice="required"`, in exactly that form
+ * (members: the tool names; payloads: each tool's parameters schema; template: `[{"name": ` NAME
+ * `, "parameters": `, open).
+ */
+#define TRIE_RECOGNIZE_VLLM_TOOLS 5
 
 /**
  * [`trie_template::render`]: the member's bytes as they are.
@@ -279,6 +292,40 @@ typedef struct trie_options {
  * automaton that produced it. The start state is 0.
  */
 typedef uint32_t trie_state;
+
+/**
+ * Bounds of one recognition ([`trie_recognize_with`]). Initialise with [`trie_recognize_limits_init`], then
+ * set fields; a limit hit is `TRIE_ERR_LIMIT_EXCEEDED` with a message naming the limit.
+ *
+ * Versioned like [`super::trie_options`]: libtrie reads only the first `struct_size` bytes (fields past a
+ * smaller, older struct keep their defaults), and a larger, newer struct's extra bytes must be zero.
+ */
+typedef struct trie_recognize_limits {
+    /**
+     * `sizeof(trie_recognize_limits)` of the caller's header (set by [`trie_recognize_limits_init`]). Below
+     * `sizeof(size_t)` or over 4096 bytes: `TRIE_ERR_INVALID_ARGUMENT`.
+     */
+    size_t struct_size;
+    /**
+     * The request text's size, checked before anything parses it (default 8 MiB). 0: the default.
+     */
+    uint64_t max_text_bytes;
+    /**
+     * The set's members, counted as the expansion goes, before they are built (default 10,000). 0: the
+     * default.
+     */
+    uint64_t max_members;
+    /**
+     * All members' bytes + 1 per member (the inline-bytes rule), charged before a member is built (default
+     * 1 MiB). 0: the default.
+     */
+    uint64_t max_member_bytes;
+    /**
+     * JSON nesting (checked on the raw text) and grammar nesting, checked before recursion (default 64). 0:
+     * the default.
+     */
+    uint32_t max_depth;
+} trie_recognize_limits;
 
 /**
  * The operator's rules of a [`trie_set_cache`]. Initialise with [`trie_set_config_init`] (defaults, and
@@ -917,20 +964,50 @@ enum trie_status trie_forced(const struct trie_automaton *automaton,
                              bool *is_forced);
 
 /**
- * Reads `text` (`len` bytes, UTF-8) as the request shape `kind` (`TRIE_RECOGNIZE_*`). On `TRIE_OK`, `*out` is
- * a new set to free with [`trie_recognized_free`], or NULL when the request is not a set: the reason is then
- * [`trie_recognize_reason`] and the engine should keep its own backend. Malformed input (not UTF-8, not JSON,
- * an empty enum, a duplicate member, a grammar that does not parse, a tool without a name) is
- * `TRIE_ERR_INVALID_ARGUMENT` (`TRIE_ERR_EMPTY_SET` for an empty list), a size limit `TRIE_ERR_LIMIT_EXCEEDED`,
- * with the message in `trie_last_error()`; `*out` is NULL then.
+ * Sets `*limits` to the defaults (text 8 MiB, 10,000 members, member bytes 1 MiB, depth 64) and `struct_size`
+ * to `sizeof(trie_recognize_limits)`. `TRIE_ERR_NULL_ARGUMENT` for NULL.
  *
  * # Safety
- * `text` must point to `len` readable bytes (NULL is fine with 0); `out` must be writable.
+ * `limits` must be NULL or point to a writable `trie_recognize_limits`.
  */
-enum trie_status trie_recognize(uint32_t kind,
-                                const uint8_t *text,
-                                size_t len,
-                                struct trie_recognized **out);
+enum trie_status trie_recognize_limits_init(struct trie_recognize_limits *limits);
+
+/**
+ * [`trie_recognize_with`] with the default limits (`limits` NULL).
+ *
+ * # Safety
+ * As [`trie_recognize_with`].
+ */
+enum trie_status trie_recognize(uint32_t kind, const uint8_t *text, size_t len, struct trie_recognized **out);
+
+/**
+ * Reads `text` (`len` bytes, UTF-8) as the request shape `kind` (`TRIE_RECOGNIZE_*`) within `limits` (NULL:
+ * the defaults of [`trie_recognize_limits_init`]). On `TRIE_OK`, `*out` is a new set to free with
+ * [`trie_recognized_free`], or NULL when the request is not a set: the reason is then
+ * [`trie_recognize_reason`] and the engine should keep its own backend. Malformed input (not UTF-8, not JSON,
+ * an empty enum, a duplicate choice or tool, a grammar that does not parse, a tool without a name) is
+ * `TRIE_ERR_INVALID_ARGUMENT` (`TRIE_ERR_EMPTY_SET` for an empty list), a limit `TRIE_ERR_LIMIT_EXCEEDED`
+ * (the message names it), with the message in `trie_last_error()`; `*out` is NULL then.
+ *
+ * # Safety
+ * `text` must point to `len` readable bytes (NULL is fine with 0); `limits` NULL or a `trie_recognize_limits`
+ * of `struct_size` bytes; `out` must be writable.
+ */
+enum trie_status trie_recognize_with(uint32_t kind,
+                                     const uint8_t *text,
+                                     size_t len,
+                                     const struct trie_recognize_limits *limits,
+                                     struct trie_recognized **out);
+
+/**
+ * Checks that the JSON text `text` (`len` bytes) nests arrays and objects at most `max_depth` deep, by a byte
+ * scan that skips strings, before any parser touches it: `TRIE_OK`, or `TRIE_ERR_LIMIT_EXCEEDED` with a
+ * message naming the depth. Only nesting is checked (malformed JSON passes; its parser refuses it).
+ *
+ * # Safety
+ * `text` must point to `len` readable bytes (NULL is fine with 0).
+ */
+enum trie_status trie_json_check_depth(const uint8_t *text, size_t len, uint32_t max_depth);
 
 /**
  * Why the last [`trie_recognize`] call on this thread found no set (the empty string after a call that found

@@ -2,6 +2,7 @@
  * recognized set compiled with trie_compile. Prints "N passed, N failed"; exits non-zero on any failure. */
 #include "trie.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -118,8 +119,53 @@ static void test_not_sets_and_errors(void) {
     trie_recognized_free(NULL);
 }
 
+static void test_limits_vllm_and_depth(void) {
+    trie_recognize_limits l;
+    CHECK(trie_recognize_limits_init(&l) == TRIE_OK && l.struct_size == sizeof l);
+    CHECK(l.max_text_bytes == 8u << 20 && l.max_members == 10000 && l.max_member_bytes == 1u << 20 && l.max_depth == 64);
+    const char *bomb = "root ::= d d d d d d d \"\"\nd ::= \"0\" | \"1\" | \"2\" | \"3\" | \"4\" | \"5\" | \"6\" | \"7\" | "
+                       "\"8\" | \"9\"";
+    trie_recognized *r = (trie_recognized *)1;
+    CHECK(trie_recognize_with(TRIE_RECOGNIZE_GRAMMAR, (const uint8_t *)bomb, strlen(bomb), &l, &r) ==
+              TRIE_ERR_LIMIT_EXCEEDED &&
+          r == NULL);
+    CHECK(strstr(trie_last_error(), "max_members = 10000") != NULL);
+    l.max_members = 1;
+    const char *two = "[\"a\", \"b\"]";
+    CHECK(trie_recognize_with(TRIE_RECOGNIZE_CHOICES, (const uint8_t *)two, strlen(two), &l, &r) ==
+          TRIE_ERR_LIMIT_EXCEEDED);
+    CHECK(trie_recognize_with(TRIE_RECOGNIZE_CHOICES, (const uint8_t *)two, strlen(two), NULL, &r) == TRIE_OK && r);
+    trie_recognized_free(r);
+    /* An older header's smaller struct: max_members is not read, its default applies. */
+    l.struct_size = offsetof(trie_recognize_limits, max_members);
+    CHECK(trie_recognize_with(TRIE_RECOGNIZE_CHOICES, (const uint8_t *)two, strlen(two), &l, &r) == TRIE_OK && r);
+    trie_recognized_free(r);
+    /* Duplicates that do not change the language are served once. */
+    r = rec(TRIE_RECOGNIZE_GRAMMAR, "root ::= \"a\" | \"a\"", TRIE_OK);
+    CHECK(r && trie_recognized_n_members(r) == 1);
+    trie_recognized_free(r);
+    /* vLLM's tool_choice="required" schema. */
+    const char *v = "{\"type\": \"array\", \"minItems\": 1, \"items\": {\"type\": \"object\", \"anyOf\": [{\"properties\": "
+                    "{\"name\": {\"type\": \"string\", \"enum\": [\"f\"]}, \"parameters\": {\"type\": \"object\"}}, "
+                    "\"required\": [\"name\", \"parameters\"]}]}}";
+    r = rec(TRIE_RECOGNIZE_VLLM_TOOLS, v, TRIE_OK);
+    CHECK(r && trie_recognized_n_members(r) == 1 && member_is(r, 0, "f", 1) && trie_recognized_has_payloads(r));
+    const uint8_t *p = NULL;
+    size_t n = 0;
+    CHECK(trie_recognized_prefix(r, &p, &n) == TRIE_OK && n == 10 && memcmp(p, "[{\"name\": ", 10) == 0);
+    CHECK(trie_recognized_end(r) == TRIE_END_OPEN);
+    trie_recognized_free(r);
+    /* JSON nesting on the raw text. */
+    CHECK(trie_json_check_depth((const uint8_t *)"[[\"[[[\"]]", 9, 2) == TRIE_OK);
+    CHECK(trie_json_check_depth((const uint8_t *)"[[[]]]", 6, 2) == TRIE_ERR_LIMIT_EXCEEDED);
+    CHECK(strstr(trie_last_error(), "max_depth = 2") != NULL);
+    CHECK(trie_json_check_depth(NULL, 1, 2) == TRIE_ERR_NULL_ARGUMENT);
+    CHECK(trie_recognize_limits_init(NULL) == TRIE_ERR_NULL_ARGUMENT);
+}
+
 int main(void) {
     test_grammar_and_compile();
+    test_limits_vllm_and_depth();
     test_json_and_tools();
     test_not_sets_and_errors();
     printf("%d passed, %d failed\n", passed, failed);

@@ -16,6 +16,7 @@ if os.environ.get("LIBTRIE_TEST_INSTALLED") != "1":
 
 import libtrie  # noqa: E402
 from libtrie import NotASet, Recognized, Status, TrieError  # noqa: E402
+from libtrie._recognize import json_check_depth  # noqa: E402
 
 VECTORS = sorted((REPO / "tests" / "data" / "recognize").glob("*.json"))
 
@@ -85,6 +86,46 @@ class RecognizeTest(unittest.TestCase):
             self.assertIn(words, cm.exception.message)
         with self.assertRaises(ValueError):
             libtrie.recognize("xml", "<a/>")
+
+    def test_duplicates_limits_and_depth(self) -> None:
+        # Duplicates that do not change the language are served once; a choice list's duplicate is an error.
+        for kind, text, want in [("grammar", 'root ::= "a" | "a"', ["a"]), ("regex", "a|a", ["a"]),
+                                 ("json_schema", {"enum": ["a", "a"]}, ["a"]),
+                                 ("grammar", 'root ::= "a" ("b" | "") | "ab"', ["ab", "a"])]:
+            r = libtrie.recognize(kind, text)  # type: ignore[arg-type]
+            assert isinstance(r, Recognized)
+            self.assertEqual(r.texts(), want)
+        self.assertIsInstance(libtrie.recognize("grammar", 'root ::= ("a" # c\r "b" # )\n)'), Recognized)
+        bomb = 'root ::= d d d d d d d ""\nd ::= "0" | "1" | "2" | "3" | "4" | "5" | "6" | "7" | "8" | "9"'
+        with self.assertRaises(TrieError) as cm:
+            libtrie.recognize("grammar", bomb)
+        self.assertEqual(cm.exception.status, Status.LIMIT_EXCEEDED)
+        self.assertIn("max_members = 10000", cm.exception.message)
+        for bounds, words in [({"max_members": 1}, "max_members = 1"), ({"max_member_bytes": 3}, "max_member_bytes"),
+                              ({"max_text_bytes": 5}, "max_text_bytes"), ({"max_depth": 1}, "max_depth")]:
+            with self.assertRaises(TrieError) as cm:
+                libtrie.recognize("choices", '[["x"], "aa", "b"]' if "depth" in words else '["aa", "b"]', **bounds)
+            self.assertEqual(cm.exception.status, Status.LIMIT_EXCEEDED, bounds)
+            self.assertIn(words, cm.exception.message)
+        self.assertEqual(libtrie.recognize("choices", ["aa", "b"], max_members=2).texts(),  # type: ignore[union-attr]
+                         ["aa", "b"])
+        json_check_depth("[[1]]", 2)
+        with self.assertRaises(TrieError) as cm:
+            json_check_depth("[" * 50_000, 64)
+        self.assertEqual(cm.exception.status, Status.LIMIT_EXCEEDED)
+
+    def test_vllm_tools(self) -> None:
+        params = {"type": "object", "properties": {"city": {"type": "string"}}}
+        schema = {"type": "array", "minItems": 1, "items": {"type": "object", "anyOf": [
+            {"properties": {"name": {"type": "string", "enum": [n]}, "parameters": params},
+             "required": ["name", "parameters"]} for n in ("get", "put")]}}
+        r = libtrie.recognize("vllm_tools", schema)
+        assert isinstance(r, Recognized)
+        self.assertEqual((r.texts(), r.prefix, r.suffix, r.render, r.end),
+                         (["get", "put"], b'[{"name": ', b', "parameters": ', "json_string", "open"))
+        self.assertEqual([json.loads(p) for p in r.payloads or ()], [params, params])
+        schema["minItems"] = 2
+        self.assertIsInstance(libtrie.recognize("vllm_tools", schema), NotASet)
 
     def test_a_recognized_set_compiles(self) -> None:
         r = libtrie.recognize("grammar", 'root ::= "ab" | "ba" | "b"')

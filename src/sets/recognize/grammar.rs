@@ -310,6 +310,9 @@ fn parse_body(rules: &Rules, r: usize, limits: &Limits) -> Result<std::result::R
                 }
                 let seq = std::mem::take(&mut top.1);
                 top.0.push(seq);
+                // Each alternative gives at least one string, counted as listed: more than the limit is refused
+                // here, before a million alternatives become nodes.
+                super::check_count(top.0.len() + 1, "grammar", limits)?;
             }
             Kind::Open => {
                 if stack.len() > limits.max_depth {

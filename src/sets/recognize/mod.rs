@@ -362,7 +362,7 @@ fn choices(text: &str, limits: &Limits) -> Result<Recognition> {
 
 /// The number of items of a JSON array text (its first-level commas + 1; 0 for `[]`), a bound read without
 /// parsing (malformed text is left to the parser).
-fn top_level_items(text: &[u8]) -> usize {
+pub(crate) fn top_level_items(text: &[u8]) -> usize {
     let (mut depth, mut commas, mut any, mut i) = (0usize, 0usize, false, 0usize);
     while i < text.len() {
         let c = text[i];

@@ -276,6 +276,7 @@ pub const EMPTY_PARAMETERS: &str = r#"{"type": "object", "properties": {}}"#;
 /// (also the flat form `{"type": "function", "name", "parameters"}`). Any tool that is not a function: not a
 /// set. A tool without a name, a duplicate name, non-object parameters: an error naming the tool's index.
 pub(super) fn tools(text: &str, limits: &Limits) -> Result<Recognition> {
+    check_count(super::top_level_items(text.as_bytes()), "tools list", limits)?;
     let list: Vec<Box<RawValue>> = serde_json::from_str(text)
         .map_err(|e| Error::invalid(format!("the tools are not a JSON array of tool objects: {e}")))?;
     check_count(list.len(), "tools list", limits)?;

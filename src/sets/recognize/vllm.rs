@@ -99,7 +99,9 @@ fn foreign_ref(v: &Value, defs: Option<&serde_json::Map<String, Value>>) -> Opti
 /// Recognizes vLLM's `tool_choice="required"` schema (see the module docs).
 pub(super) fn vllm_tools(text: &str, limits: &Limits) -> Result<Recognition> {
     let not_vllm = |what: &str| not_a_set(format!("not the schema vLLM writes for tool_choice=\"required\": {what}"));
-    let _: Value = super::parse_json(Shape::VllmTools, text)?;
+    // Valid JSON or an error, checked without building anything.
+    serde_json::from_str::<&RawValue>(text)
+        .map_err(|e| Error::invalid(format!("the {} text is not valid JSON: {e}", Shape::VllmTools.name())))?;
     let Some(top) = object(text) else { return not_vllm("the top is not an object with distinct keys") };
     let has_defs = top.contains_key("$defs");
     let want: &[&str] = if has_defs { &["type", "minItems", "items", "$defs"] } else { &["type", "minItems", "items"] };
@@ -119,6 +121,7 @@ pub(super) fn vllm_tools(text: &str, limits: &Limits) -> Result<Recognition> {
     if !keys_are(&items, &["type", "anyOf"]) || value(&items["type"]) != "object" {
         return not_vllm("items is not {\"type\": \"object\", \"anyOf\": [...]}");
     }
+    check_count(super::top_level_items(items["anyOf"].get().as_bytes()), "tools list", limits)?;
     let alts: Vec<&RawValue> = match serde_json::from_str(items["anyOf"].get()) {
         Ok(a) => a,
         Err(_) => return not_vllm("anyOf is not an array"),
