@@ -224,6 +224,7 @@ class Runner:
         self.lib = lib
         self.oracles = oracles
         self.divergent = 0  # portable cases that one oracle reads otherwise than the reference
+        self.last_reason = ""
 
     def applicable(self, kind: str) -> List[Any]:
         return [o for o in self.oracles if kind in orc.KINDS_OF[o.name]]
@@ -250,6 +251,7 @@ class Runner:
     def check(self, case: gg.Case, rng: random.Random) -> Tuple[str, List[Finding], List[str]]:
         """The libtrie outcome ("set", "not-a-set", "limit", "error") and the findings; crashes of oracles."""
         outcome, got = self.lib.recognize(case.kind, case.text)
+        self.last_reason = str(got) if outcome == "not-a-set" else ""
         if case.family == "grammar-hostile" and outcome in ("limit", "not-a-set"):
             return outcome, [], []  # allowed whatever the oracles say (and they are slow on these)
         handles, refused, crashes = self.oracle_views(case.kind, case.text)
@@ -494,6 +496,7 @@ def main() -> int:
     ap.add_argument("--progress", type=int, default=0, help="print a progress line every N cases")
     ap.add_argument("--stderr-log", default="", help="send the oracles' C++ log lines (fd 2) to this file")
     ap.add_argument("--show", type=int, default=30, help="distinct disagreements shown on stdout")
+    ap.add_argument("--reasons", action="store_true", help="print the most frequent not-a-set reasons per family")
     args = ap.parse_args()
 
     if args.stderr_log:
@@ -523,6 +526,7 @@ def main() -> int:
         cases += [(f"known:{k}", c) for k, c in enumerate(KNOWN)]
     t0 = time.time()
     stats: Dict[str, Counter] = defaultdict(Counter)
+    reasons: Dict[str, Counter] = defaultdict(Counter)
     n_cases = 0
     disagreements = 0
     errors = 0
@@ -554,6 +558,8 @@ def main() -> int:
         st = stats[case.family]
         st["cases"] += 1
         st[outcome] += 1
+        if outcome == "not-a-set" and args.reasons:
+            reasons[case.family][runner.last_reason[:70]] += 1
         if crashes:
             st["oracle-crash"] += 1
             if case.family != "grammar-hostile":
@@ -609,6 +615,9 @@ def main() -> int:
         print(f"  {fam:18s} {s['cases']:8d} cases  set {s['set']:7d}  not-a-set {s['not-a-set']:7d} ({rate:5.1f} %)  "
               f"limit {s['limit']:5d}  error {s['error']:6d}  disagreements {s['disagreements']:6d}  {s['ms'] / 1000:6.1f} s"
               + (f"  oracle-crash {s['oracle-crash']}" if s["oracle-crash"] else ""))
+    for fam in sorted(reasons):
+        top = ", ".join(f"{n} x {r!r}" for r, n in reasons[fam].most_common(3))
+        print(f"  not-a-set reasons, {fam}: {top}")
     real_shown = [r for r in shown.values() if r]
     if real_shown:
         print(f"  distinct disagreements (family, check, note): {len(real_shown)}; the shortest text of each:")
