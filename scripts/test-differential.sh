@@ -4,7 +4,7 @@
 #   scripts/test-differential.sh                 the CI-sized run: the fixed corpus, seed 1 (TRIE_DIFF_CASES cases,
 #                                                default 3000) and a random seed (a quarter as many), printed for
 #                                                reproduction
-#   scripts/test-differential.sh --cases N [--seed S] [--first I] [--families a,b] [--progress K]
+#   scripts/test-differential.sh --cases N [--seed S] [--first I] [--families a,b] [--progress K] [--jobs J]
 #                                                one run of N generated cases (a fuzz campaign: large N, any seed)
 #
 # Oracles: xgrammar (PyPI wheel 0.2.8, torch/transformers stubbed), re (Python), jsonschema 4.26.0 — installed into

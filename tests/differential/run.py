@@ -481,6 +481,62 @@ def case_for(seed: int, i: int, families: List[str]) -> gg.Case:
     return c
 
 
+def parallel(args: argparse.Namespace) -> int:
+    """Splits cases first..first+cases-1 over ``args.jobs`` processes; sums their summary lines, joins their files."""
+    import re
+    import subprocess
+
+    argv = [a for a in sys.argv[1:]]
+    strip = {"--jobs", "--first", "--cases", "--out", "--stderr-log"}
+    base: List[str] = []
+    skip = False
+    for a in argv:
+        if skip:
+            skip = False
+            continue
+        if a in strip:
+            skip = True
+            continue
+        if a.split("=", 1)[0] in strip:
+            continue
+        base.append(a)
+    out = args.out.replace("{seed}", str(args.seed))
+    per = -(-args.cases // args.jobs)
+    procs = []
+    for j in range(args.jobs):
+        first = args.first + j * per
+        n = max(0, min(per, args.first + args.cases - first))
+        cmd = [sys.executable, os.path.abspath(__file__)] + base + ["--first", str(first), "--cases", str(n),
+                                                                       "--out", f"{out}.part{j}"]
+        if j > 0:
+            cmd.append("--no-known")
+        if args.stderr_log:
+            cmd += ["--stderr-log", f"{args.stderr_log}.part{j}"]
+        procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True))
+    totals = [0, 0, 0, 0]
+    for j, p in enumerate(procs):
+        text, _ = p.communicate()
+        last = [ln for ln in text.splitlines() if ln.startswith("differential: ") and " cases, " in ln]
+        print(f"  job {j}: {last[-1] if last else 'no summary (exit %s)' % p.returncode}")
+        m = re.match(r"differential: (\d+) cases, (\d+) disagreements, (\d+) not-a-set, (\d+) errors", last[-1]) \
+            if last else None
+        if not m:
+            totals[3] += 1
+            continue
+        for k in range(4):
+            totals[k] += int(m.group(k + 1))
+    with open(out, "w", encoding="utf-8") as f:
+        for j in range(args.jobs):
+            part = f"{out}.part{j}"
+            if os.path.exists(part):
+                with open(part, encoding="utf-8") as g:
+                    f.write(g.read())
+                os.remove(part)
+    n, d, sn, e = totals
+    print(f"differential: {n} cases, {d} disagreements, {sn} not-a-set, {e} errors")
+    return 1 if d or e else 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--cases", type=int, default=2000)
@@ -497,8 +553,11 @@ def main() -> int:
     ap.add_argument("--stderr-log", default="", help="send the oracles' C++ log lines (fd 2) to this file")
     ap.add_argument("--show", type=int, default=30, help="distinct disagreements shown on stdout")
     ap.add_argument("--reasons", action="store_true", help="print the most frequent not-a-set reasons per family")
+    ap.add_argument("--jobs", type=int, default=1, help="run the cases in N processes (a campaign on a larger machine)")
     args = ap.parse_args()
 
+    if args.jobs > 1:
+        return parallel(args)
     if args.stderr_log:
         keep = os.dup(2)
         fd = os.open(args.stderr_log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
