@@ -351,7 +351,7 @@ def twisted(rng: random.Random) -> Case:
     g = gen_ast(rng, n_rules=rng.choice([1, 2, 3]))
     r = Render(rng)
     base = language(g)
-    kind = rng.randrange(14)
+    kind = rng.randrange(17)
     cands: List[str] = sorted(base)
     text = r.grammar(g)
     if kind == 0:
@@ -413,6 +413,20 @@ def twisted(rng: random.Random) -> Case:
         text = "root ::= " + body
         cands += ["a", "ab", "b", ""]
         note = "a comment ending at \\r"
+    elif kind == 14:
+        name = rng.choice(["true", "false", "Token", "Regex", "Substring", "TagDispatch", "ExcludeToken", "namé"])
+        text = 'root ::= "a" | ' + name + "\n" + name + ' ::= "b"'
+        cands += ["a", "b"]
+        note = "rule named " + name
+    elif kind == 15:
+        text = rng.choice(['root ::= "a" (= "b")', 'root ::= x\nx ::= "a" (= "b")', 'root[max_tokens=3] ::= "a"',
+                           'root ::= "a" | "b" (="c")'])
+        cands += ["a", "ab", "b", "bc"]
+        note = "XGrammar-only syntax"
+    elif kind == 16:
+        text = 'root ::= "a"' + rng.choice(["\x0b", "\x0c", "\u00a0", "\u2028", "\u0085"]) + '| "b"'
+        cands += ["a", "b"]
+        note = "unusual whitespace before |"
     else:
         text = "root ::= " + rng.choice(['"a" "b"\t', '"a"\u00a0"b"', '"a"\x0b"b"', '"a"\x0c"b"', "\ufeff\"a\""])
         cands += ["ab", "a"]
