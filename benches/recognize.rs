@@ -86,7 +86,11 @@ fn hostile() -> Vec<(&'static str, Shape, String)> {
         ("choices_1m_members", Shape::Choices, list("\"\"", "[", "]")),
         ("enum_1m_members", Shape::JsonSchema, list("0", "{\"enum\": [", "]}")),
         ("tools_1m_members", Shape::Tools, list("{}", "[", "]")),
-        ("vllm_tools_1m_members", Shape::VllmTools, list("{}", "{\"type\": \"array\", \"minItems\": 1, \"items\": {\"type\": \"object\", \"anyOf\": [", "]}}")),
+        (
+            "vllm_tools_1m_members",
+            Shape::VllmTools,
+            list("{}", "{\"type\": \"array\", \"minItems\": 1, \"items\": {\"type\": \"object\", \"anyOf\": [", "]}}"),
+        ),
         ("grammar_1m_alternatives", Shape::Grammar, list("\"\"", "root ::= ", "").replace(',', "|")),
         ("regex_1m_alternatives", Shape::Regex, fill("a|", "", "a")),
         ("grammar_huge_literal", Shape::Grammar, fill("a", "root ::= \"", "\"")),

@@ -7,8 +7,8 @@
 use std::ffi::CStr;
 use std::ptr::{null, null_mut};
 use trie::ffi::recognize::*;
-use trie::ffi::trie_status::{self, *};
 use trie::ffi::trie_last_error;
+use trie::ffi::trie_status::{self, *};
 
 /// What the C ABI answered.
 #[derive(Debug, PartialEq)]
@@ -54,7 +54,11 @@ const DIGITS: &str = "d ::= \"0\" | \"1\" | \"2\" | \"3\" | \"4\" | \"5\" | \"6\
 
 #[test]
 fn expansion_bombs() {
-    limit_error(TRIE_RECOGNIZE_GRAMMAR, format!("root ::= d d d d d d d \"\"\n{DIGITS}").as_bytes(), "max_members = 10000");
+    limit_error(
+        TRIE_RECOGNIZE_GRAMMAR,
+        format!("root ::= d d d d d d d \"\"\n{DIGITS}").as_bytes(),
+        "max_members = 10000",
+    );
     // The 4 KB variant: each rule the square of the last.
     let mut g = String::from("root ::= r40\nr0 ::= d\n");
     for i in 1..=40 {
@@ -66,7 +70,8 @@ fn expansion_bombs() {
     let big = format!("root ::= w w w\nw ::= \"{0}\" | \"{0}x\"", "a".repeat(300_000));
     limit_error(TRIE_RECOGNIZE_GRAMMAR, big.as_bytes(), "max_member_bytes");
     // A caller's own bounds travel in.
-    let mut l = trie_recognize_limits { struct_size: 0, max_text_bytes: 0, max_members: 0, max_member_bytes: 0, max_depth: 0 };
+    let mut l =
+        trie_recognize_limits { struct_size: 0, max_text_bytes: 0, max_members: 0, max_member_bytes: 0, max_depth: 0 };
     unsafe { assert_eq!(trie_recognize_limits_init(&mut l), TRIE_OK) };
     l.max_members = 99;
     match ask(TRIE_RECOGNIZE_GRAMMAR, format!("root ::= d d\n{DIGITS}").as_bytes(), Some(&l)) {
@@ -175,7 +180,10 @@ fn look_alike_schemas() {
     }
     // Duplicates that do not change the language are served once.
     assert_eq!(ask(TRIE_RECOGNIZE_JSON_SCHEMA, br#"{"enum": ["a", "a"]}"#, None), Answer::Set(1));
-    assert_eq!(ask(TRIE_RECOGNIZE_JSON_SCHEMA, br#"{"anyOf": [{"const": 1}, {"enum": [1, 2]}]}"#, None), Answer::Set(2));
+    assert_eq!(
+        ask(TRIE_RECOGNIZE_JSON_SCHEMA, br#"{"anyOf": [{"const": 1}, {"enum": [1, 2]}]}"#, None),
+        Answer::Set(2)
+    );
     assert_eq!(ask(TRIE_RECOGNIZE_GRAMMAR, br#"root ::= "a" ("b" | "") | "ab""#, None), Answer::Set(2));
     assert_eq!(ask(TRIE_RECOGNIZE_REGEX, b"a|a", None), Answer::Set(1));
     // ... but not where the client lists members on purpose.
@@ -205,7 +213,10 @@ fn vllm_look_alikes() {
         assert!(matches!(ask(TRIE_RECOGNIZE_VLLM_TOOLS, bad.as_bytes(), None), Answer::NotASet(_)), "{bad}");
     }
     let dup = schema(r#""minItems": 1, "#, &[alt("a", ""), alt("a", "")]);
-    assert!(matches!(ask(TRIE_RECOGNIZE_VLLM_TOOLS, dup.as_bytes(), None), Answer::Error(TRIE_ERR_INVALID_ARGUMENT, _)));
+    assert!(matches!(
+        ask(TRIE_RECOGNIZE_VLLM_TOOLS, dup.as_bytes(), None),
+        Answer::Error(TRIE_ERR_INVALID_ARGUMENT, _)
+    ));
 }
 
 #[test]
@@ -213,7 +224,13 @@ fn versioned_limits_and_bad_arguments() {
     unsafe {
         let size = std::mem::size_of::<trie_recognize_limits>();
         // An older, smaller struct: the missing fields keep their defaults.
-        let mut l = trie_recognize_limits { struct_size: 0, max_text_bytes: 0, max_members: 0, max_member_bytes: 0, max_depth: 0 };
+        let mut l = trie_recognize_limits {
+            struct_size: 0,
+            max_text_bytes: 0,
+            max_members: 0,
+            max_member_bytes: 0,
+            max_depth: 0,
+        };
         trie_recognize_limits_init(&mut l);
         assert_eq!(l.struct_size, size);
         assert_eq!((l.max_text_bytes, l.max_members, l.max_member_bytes, l.max_depth), (8 << 20, 10_000, 1 << 20, 64));

@@ -228,7 +228,9 @@ fn split_rules(src: &str, lexed: Lexed) -> std::result::Result<Rules<'_>, Result
             return Err(not_a_set(format!("a `::=` that does not follow a rule name {why}")));
         }
         if t.newline_before {
-            return Err(not_a_set("a line break between a rule name and its `::=` (GBNF refuses it, XGrammar does not)"));
+            return Err(not_a_set(
+                "a line break between a rule name and its `::=` (GBNF refuses it, XGrammar does not)",
+            ));
         }
         if i >= 2 && !tokens[i - 1].newline_before {
             return Err(not_a_set("a rule that does not start a line"));
@@ -256,7 +258,9 @@ fn split_rules(src: &str, lexed: Lexed) -> std::result::Result<Rules<'_>, Result
         let name = &src[rules.lexed.tokens[s].start as usize..rules.lexed.tokens[s].end as usize];
         let end = starts.get(k + 1).copied().unwrap_or(rules.lexed.tokens.len());
         if rules.index.insert(name, rules.names.len()).is_some() {
-            return Err(not_a_set(format!("the rule `{name}` is defined twice (GBNF keeps the last, XGrammar refuses it)")));
+            return Err(not_a_set(format!(
+                "the rule `{name}` is defined twice (GBNF keeps the last, XGrammar refuses it)"
+            )));
         }
         let body = &rules.lexed.tokens[s + 2..end];
         let text = body.first().map_or("", |f| &src[f.start as usize..body[body.len() - 1].end as usize]);
@@ -460,7 +464,8 @@ impl Expander<'_, '_> {
                     if o.space != acc.space {
                         return Ok(Err("only some alternatives allow trailing whitespace".into()));
                     }
-                    let (n, bytes) = (o.strings.len().saturating_add(acc.strings.len()), o.bytes.saturating_add(acc.bytes));
+                    let (n, bytes) =
+                        (o.strings.len().saturating_add(acc.strings.len()), o.bytes.saturating_add(acc.bytes));
                     Charge::new(self.limits, "grammar").check(n, bytes)?;
                     match Rc::try_unwrap(acc) {
                         Ok(mut acc) => o.strings.append(&mut acc.strings),

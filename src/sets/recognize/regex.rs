@@ -4,10 +4,10 @@
 //! A literal character is any character but `\ . ^ $ | ? * + ( ) [ ] { }`; escapes: `\` + an ASCII character that is
 //! not a letter or digit (that character, as Python's `re.escape` writes them), `\n \r \t \f \v`, `\xHH`, `\uHHHH` (a Unicode scalar value). Anchors are accepted at
 //! the two ends only, around one group or one alternative. Everything else — classes, quantifiers, other groups,
-//! `\d \w \s \b`, back references, flags — is "not a set". Escapes are read as Python's `re` reads them: `\`
-//! + an ASCII letter other than `n r t f v x u` (`\a`, `\U`, `\N{...}`, classes, assertions) and `\` + a digit
-//! (a back reference or an octal escape) are not sets; `\` + a non-ASCII character is not a set (libtrie
-//! does not decide it). Alternatives that give the same string are served once (`a|a` is `{"a"}`).
+//! `\d \w \s \b`, back references, flags — is "not a set". Escapes are read as Python's `re` reads them: a
+//! backslash and an ASCII letter other than `n r t f v x u` (`\a`, `\U`, `\N{...}`, classes, assertions), a
+//! backslash and a digit (a back reference or an octal escape), a backslash and a non-ASCII character (libtrie
+//! does not decide it) are not sets. Alternatives that give the same string are served once (`a|a` is `{"a"}`).
 
 use super::{dedup_members, not_a_set, set, Charge, Limits, Recognition};
 use crate::template::Template;

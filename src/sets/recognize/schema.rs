@@ -185,7 +185,10 @@ fn collect(node: Value, depth: usize, limits: &Limits) -> Collected {
 fn item(v: Value) -> std::result::Result<Item, String> {
     let text = match &v {
         Value::Array(_) | Value::Object(_) => {
-            return Err(format!("the value {} is an array or object: its JSON text depends on the engine", short_json(&v)))
+            return Err(format!(
+                "the value {} is an array or object: its JSON text depends on the engine",
+                short_json(&v)
+            ))
         }
         Value::String(s) => {
             if s.contains('\u{7f}') {

@@ -54,7 +54,10 @@ fn grammars_of_literals() {
     // Duplicates that do not change the language are served once, the first kept.
     assert_eq!(strs(&rec(Shape::Grammar, "root ::= \"a\" | \"a\"")), ["a"]);
     assert_eq!(strs(&rec(Shape::Grammar, "root ::= \"a\" (\"b\" | \"\") | \"ab\"")), ["ab", "a"]);
-    assert_eq!(strs(&rec(Shape::Grammar, "root ::= (\"a\" | \"ab\") (\"b\" | \"\") | x\nx ::= \"a\"")), ["ab", "a", "abb"]);
+    assert_eq!(
+        strs(&rec(Shape::Grammar, "root ::= (\"a\" | \"ab\") (\"b\" | \"\") | x\nx ::= \"a\"")),
+        ["ab", "a", "abb"]
+    );
     // `()` and `""` are the empty string in both dialects.
     assert_eq!(strs(&rec(Shape::Grammar, "root ::= \"a\" () | ( ) \"\"")), ["a", ""]);
 }
@@ -362,7 +365,10 @@ fn vllm_schema(tools: &[(&str, &str)], defs: Option<&str>) -> String {
         })
         .collect();
     let defs = defs.map_or(String::new(), |d| format!(r#", "$defs": {d}"#));
-    format!(r#"{{"type": "array", "minItems": 1, "items": {{"type": "object", "anyOf": [{}]}}{defs}}}"#, alts.join(", "))
+    format!(
+        r#"{{"type": "array", "minItems": 1, "items": {{"type": "object", "anyOf": [{}]}}{defs}}}"#,
+        alts.join(", ")
+    )
 }
 
 #[test]
@@ -423,7 +429,7 @@ fn expansion_bombs_are_refused_before_they_are_built() {
     for i in 1..200 {
         chain.push_str(&format!("r{i} ::= r{} r{}\n", i - 1, i - 1));
     }
-    chain.push_str(&digits);
+    chain.push_str(digits);
     let e = recognize(Shape::Grammar, chain.as_bytes()).unwrap_err();
     assert_eq!(e.kind(), ErrorKind::LimitExceeded);
     // Within the limits, the same shapes are sets.
