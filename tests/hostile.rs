@@ -212,11 +212,9 @@ fn vllm_look_alikes() {
     ] {
         assert!(matches!(ask(TRIE_RECOGNIZE_VLLM_TOOLS, bad.as_bytes(), None), Answer::NotASet(_)), "{bad}");
     }
+    // Two tools of one name: vLLM and XGrammar serve that schema, so libtrie leaves it to them.
     let dup = schema(r#""minItems": 1, "#, &[alt("a", ""), alt("a", "")]);
-    assert!(matches!(
-        ask(TRIE_RECOGNIZE_VLLM_TOOLS, dup.as_bytes(), None),
-        Answer::Error(TRIE_ERR_INVALID_ARGUMENT, _)
-    ));
+    assert!(matches!(ask(TRIE_RECOGNIZE_VLLM_TOOLS, dup.as_bytes(), None), Answer::NotASet(_)));
 }
 
 #[test]

@@ -94,6 +94,12 @@ fn escape(rest: &str) -> Result<(char, usize), String> {
         'x' | 'u' => {
             let n = if c == 'x' { 2 } else { 4 };
             let hex = rest.get(1..1 + n).filter(|h| h.bytes().all(|b| b.is_ascii_hexdigit()));
+            if c == 'x' && rest.as_bytes().get(3).is_some_and(u8::is_ascii_hexdigit) {
+                // Python's `re` reads two digits, XGrammar's regex every hex digit that follows: they disagree.
+                return Err(
+                    "a \\x escape followed by a third hex digit (Python and XGrammar read it differently)".into()
+                );
+            }
             let cp = hex.and_then(|h| u32::from_str_radix(h, 16).ok()).and_then(char::from_u32);
             return cp
                 .map(|ch| (ch, 1 + n))

@@ -408,8 +408,8 @@ fn vllm_tools() {
         let reason = not_set(Shape::VllmTools, &bad);
         assert!(reason.contains(why), "{bad}: {reason}");
     }
-    let e = err(Shape::VllmTools, vllm_schema(&[("a", p), ("a", empty)], None).as_bytes());
-    assert!(e.message().contains("same name"), "{}", e.message());
+    // Two tools of one name: vLLM writes the schema and XGrammar serves it, so the engine keeps it.
+    assert!(not_set(Shape::VllmTools, &vllm_schema(&[("a", p), ("a", empty)], None)).contains("same name"));
 }
 
 #[test]
@@ -453,4 +453,10 @@ fn json_depth_is_checked_on_the_raw_text() {
     }
     let e = recognize(Shape::Choices, format!("[{}]", vec!["\"a\""; 10_001].join(",")).as_bytes()).unwrap_err();
     assert!(e.message().contains("max_members"), "{}", e.message());
+}
+
+#[test]
+fn differential_findings_are_not_sets() {
+    // Found by tests/differential: Python's `re` reads `\x41` then `B`, XGrammar's regex one code point U+041B.
+    assert!(not_set(Shape::Regex, r"\x41B|c").contains("third hex digit"));
 }

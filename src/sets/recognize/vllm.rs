@@ -175,10 +175,11 @@ pub(super) fn vllm_tools(text: &str, limits: &Limits) -> Result<Recognition> {
         }
     }
     if let Some((first, again)) = super::first_duplicate(&names) {
-        return Err(Error::invalid(format!(
+        // vLLM writes the schema from the client's tools and XGrammar serves it: not a set, the engine keeps it.
+        return not_vllm(&format!(
             "tools {first} and {again} have the same name `{}`",
             String::from_utf8_lossy(&names[first])
-        )));
+        ));
     }
     check_members(&names, "tools list", limits)?;
     Ok(Recognition::Set(Recognized {
