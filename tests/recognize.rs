@@ -139,7 +139,7 @@ fn near_misses_of_every_vector_are_not_sets() {
 fn choices_and_schemas_of_the_same_sets_agree_with_the_grammars() {
     // The inputs the engines rendered, given to the other recognizers: same members.
     for v in vectors() {
-        if !v.name.starts_with("vllm-choice-") {
+        if !v.name.starts_with("vllm-choice-") || v.expect.get("not_a_set").is_some() {
             continue;
         }
         let members = v.expect["members"].clone();

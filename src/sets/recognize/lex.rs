@@ -284,5 +284,12 @@ pub(super) fn escape(b: &[u8]) -> Result<(u32, usize), String> {
         return Err("a \\x escape followed by a third hex digit (GBNF and XGrammar read it differently)".into());
     }
     let cp = hex.iter().fold(0u32, |acc, &h| (acc << 4) | (h as char).to_digit(16).unwrap_or(0));
+    if cp == 0 {
+        // llama.cpp's matcher works on C strings: a literal U+0000 is never matched there (XGrammar matches it).
+        return Err(format!(
+            "the escape {} (U+0000: llama.cpp never matches it)",
+            String::from_utf8_lossy(&b[..2 + digits])
+        ));
+    }
     Ok((cp, 2 + digits))
 }

@@ -459,4 +459,8 @@ fn json_depth_is_checked_on_the_raw_text() {
 fn differential_findings_are_not_sets() {
     // Found by tests/differential: Python's `re` reads `\x41` then `B`, XGrammar's regex one code point U+041B.
     assert!(not_set(Shape::Regex, r"\x41B|c").contains("third hex digit"));
+    // llama.cpp's matcher works on C strings: U+0000 is never matched there.
+    for g in [r#"root ::= "\x00""#, r#"root ::= "a" | "\u0000""#, r#"root ::= "\U00000000""#] {
+        assert!(not_set(Shape::Grammar, g).contains("U+0000"), "{g}");
+    }
 }
