@@ -41,6 +41,8 @@ stage "cargo test without default features" cargo test --release --no-default-fe
 stage "benchmarks build" cargo bench --no-run -q
 stage "Python package from the source tree (unittest)" \
   bash -c 'cargo build --release -q && python3 -m unittest discover -s tests/python -v'
+stage "differential harness (libtrie vs XGrammar, re, jsonschema: tests/differential)" \
+  env TRIE_DIFF_LLAMA=0 scripts/test-differential.sh
 stage "Python package pip-installed into a fresh venv (unittest, numpy)" scripts/test-python.sh
 stage "C ABI: header drift, C/C++ tests (ASan, valgrind), examples, packaging" scripts/test-c.sh
 if [[ -x scripts/test-go.sh ]]; then stage "Go bindings" scripts/test-go.sh; fi
@@ -48,6 +50,8 @@ if [[ -x scripts/test-swift-module.sh ]]; then stage "Swift module (clang module
 stage "fuzz smoke (cargo-fuzz, every target 25 s, ASan)" scripts/fuzz-smoke.sh 25
 if [[ "${TRIE_SKIP_LLAMA:-0}" != 1 ]]; then
   stage "llama.cpp sampler on a real model (SmolLM2-135M)" tests/llama/run.sh
+  stage "differential harness: llama.cpp's grammar parser and matcher" env TRIE_DIFF_LLAMA=1 TRIE_SKIP_CARGO=1 \
+    scripts/test-differential.sh --seed 2 --cases 1500 --families grammar,grammar-dialect,grammar-near,grammar-hostile,grammar-space
 fi
 
 echo
