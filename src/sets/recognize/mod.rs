@@ -368,15 +368,14 @@ fn choices(text: &str, limits: &Limits) -> Result<Recognition> {
     set(members, Template::bare())
 }
 
-/// The number of items of a JSON array text (its first-level commas + 1; 0 for `[]`), a bound read without
-/// parsing (malformed text is left to the parser).
-pub(crate) fn top_level_items(text: &[u8]) -> usize {
-    let (mut depth, mut commas, mut any, mut i) = (0usize, 0usize, false, 0usize);
+/// Calls `f(byte, depth)` for every byte of a JSON text outside its strings (the quotes themselves included),
+/// `depth` the nesting of `[`/`{` before the byte: the one raw scan of the counts read without parsing
+/// (malformed text is left to the parser).
+pub(crate) fn json_scan(text: &[u8], mut f: impl FnMut(u8, usize)) {
+    let (mut depth, mut i) = (0usize, 0usize);
     while i < text.len() {
         let c = text[i];
-        if depth == 1 && !c.is_ascii_whitespace() && !matches!(c, b']' | b',') {
-            any = true;
-        }
+        f(c, depth);
         match c {
             b'"' => {
                 i += 1;
@@ -386,11 +385,24 @@ pub(crate) fn top_level_items(text: &[u8]) -> usize {
             }
             b'[' | b'{' => depth += 1,
             b']' | b'}' => depth = depth.saturating_sub(1),
-            b',' if depth == 1 => commas += 1,
             _ => {}
         }
         i += 1;
     }
+}
+
+/// The number of items of a JSON array text (its first-level commas + 1; 0 for `[]`), a bound read without
+/// parsing (malformed text is left to the parser).
+pub(crate) fn top_level_items(text: &[u8]) -> usize {
+    let (mut commas, mut any) = (0usize, false);
+    json_scan(text, |c, depth| {
+        if depth == 1 && !c.is_ascii_whitespace() && !matches!(c, b']' | b',') {
+            any = true;
+        }
+        if c == b',' && depth == 1 {
+            commas += 1;
+        }
+    });
     if any {
         commas + 1
     } else {

@@ -41,23 +41,8 @@ fn object(raw: &str) -> Option<Object> {
 
 /// The number of keys of the JSON object text `raw` (the `:` at its first level, outside strings).
 fn count_keys(raw: &str) -> usize {
-    let (mut depth, mut n, mut i) = (0usize, 0usize, 0usize);
-    let b = raw.as_bytes();
-    while i < b.len() {
-        match b[i] {
-            b'"' => {
-                i += 1;
-                while i < b.len() && b[i] != b'"' {
-                    i += if b[i] == b'\\' { 2 } else { 1 };
-                }
-            }
-            b'{' | b'[' => depth += 1,
-            b'}' | b']' => depth = depth.saturating_sub(1),
-            b':' if depth == 1 => n += 1,
-            _ => {}
-        }
-        i += 1;
-    }
+    let mut n = 0;
+    super::json_scan(raw.as_bytes(), |c, depth| n += usize::from(c == b':' && depth == 1));
     n
 }
 
