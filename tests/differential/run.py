@@ -266,6 +266,18 @@ class Runner:
             self.check_text(case, outcome, got, handles, refused, findings, rng)
         return outcome, findings, crashes
 
+    def check_refusals(self, case: gg.Case, refused: Dict[str, str], n_served: int, findings: List[Finding]) -> None:
+        """A served text that an oracle refuses is a disagreement, unless the text is in another engine's own dialect
+        (llama.cpp's json-schema-to-grammar `space` rule, which XGrammar refuses): libtrie serves it as that engine
+        does. Counted and reported, not a disagreement: the recognizer does not yet know which engine asks (README,
+        "Known differences")."""
+        readers = getattr(case, "readers", None)
+        for name, why in refused.items():
+            if readers is not None and name not in readers:
+                self.dialect_served += 1
+                continue
+            findings.append(Finding(f"served a text {name} refuses", f"{name}: {why}", f"a set of {n_served}"))
+
     # Grammars and regexes: the language is a set of strings.
     def check_text(self, case: gg.Case, outcome: str, got: Any, handles: Dict[str, Any], refused: Dict[str, str],
                    findings: List[Finding], rng: random.Random) -> None:
@@ -294,15 +306,7 @@ class Runner:
             return
         served = rendered(got)
         served_set = set(served)
-        readers = getattr(case, "readers", None)
-        for name, why in refused.items():
-            if readers is not None and name not in readers:
-                # A text in one engine's own dialect (llama.cpp's json-schema-to-grammar `space` rule, which XGrammar
-                # refuses): libtrie serves it as that engine does. Counted and reported, not a disagreement: the
-                # recognizer does not yet know which engine asks (README, "Known differences").
-                self.dialect_served += 1
-                continue
-            findings.append(Finding(f"served a text {name} refuses", f"{name}: {why}", f"a set of {len(served)}"))
+        self.check_refusals(case, refused, len(served), findings)
         if case.expect_size is not None:
             if len(served_set) != case.expect_size:
                 findings.append(Finding("wrong set size", case.expect_size, len(served_set)))
@@ -348,15 +352,7 @@ class Runner:
         if outcome != "set":
             return
         served = rendered(got)
-        readers = getattr(case, "readers", None)
-        for name, why in refused.items():
-            if readers is not None and name not in readers:
-                # A text in one engine's own dialect (llama.cpp's json-schema-to-grammar `space` rule, which XGrammar
-                # refuses): libtrie serves it as that engine does. Counted and reported, not a disagreement: the
-                # recognizer does not yet know which engine asks (README, "Known differences").
-                self.dialect_served += 1
-                continue
-            findings.append(Finding(f"served a text {name} refuses", f"{name}: {why}", f"a set of {len(served)}"))
+        self.check_refusals(case, refused, len(served), findings)
         values = []
         for s in served:
             ok, v = parse_json(s)
