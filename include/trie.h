@@ -128,6 +128,13 @@
 #define TRIE_RECOGNIZE_VLLM_TOOLS 5
 
 /**
+ * `kind` of [`trie_recognize`]: a grammar as XGrammar's EBNF reads it (vLLM `grammar`, SGLang `ebnf`): like
+ * `TRIE_RECOGNIZE_GRAMMAR` (llama.cpp's GBNF), but llama.cpp's `space ::= | " " | ...` rules, which XGrammar
+ * refuses, are not a set.
+ */
+#define TRIE_RECOGNIZE_XGRAMMAR_GRAMMAR 6
+
+/**
  * [`trie_template::render`]: the member's bytes as they are.
  */
 #define TRIE_RENDER_RAW 0

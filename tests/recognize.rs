@@ -157,3 +157,29 @@ fn choices_and_schemas_of_the_same_sets_agree_with_the_grammars() {
         assert_eq!((r.members, r.template.render), (choices, Render::JsonString), "{}", v.name);
     }
 }
+
+#[test]
+fn a_key_written_twice_is_not_a_set() {
+    // The enum schemas of every engine-rendered choice set, with a key written twice (engines' parsers disagree
+    // on which value a duplicate key keeps): not a set, at the top and nested, whatever the values.
+    let mut tried = 0;
+    for v in vectors() {
+        if !v.name.starts_with("vllm-choice-") || v.expect.get("not_a_set").is_some() {
+            continue;
+        }
+        let members = v.expect["members"].to_string();
+        let texts = [
+            format!(r#"{{"enum": ["zz"], "type": "string", "enum": {members}}}"#),
+            format!(r#"{{"type": "string", "enum": {members}, "type": "string"}}"#),
+            format!(r#"{{"anyOf": [{{"type": "string", "enum": {members}}}, {{"const": "a", "const": "b"}}]}}"#),
+        ];
+        for text in texts {
+            match recognize(Shape::JsonSchema, text.as_bytes()) {
+                Ok(Recognition::NotASet(why)) => assert!(why.contains("twice in one object"), "{}: {why}", v.name),
+                other => panic!("{}: a duplicate key was read as {other:?}\n{text}", v.name),
+            }
+            tried += 1;
+        }
+    }
+    assert!(tried >= 9, "only {tried} schemas");
+}

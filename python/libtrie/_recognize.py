@@ -5,7 +5,7 @@
         automaton = libtrie.compile(vocab, r.members)
 
 Kinds: ``"choices"`` (a JSON array of strings, or a Python list), ``"json_schema"`` (text or a dict), ``"grammar"``
-(EBNF/GBNF), ``"regex"``, ``"tools"`` (an OpenAI ``tools`` list, text or a list), ``"vllm_tools"`` (the JSON schema
+(as llama.cpp's GBNF reads it), ``"xgrammar_grammar"`` (as XGrammar's EBNF reads it: vLLM, SGLang), ``"regex"``, ``"tools"`` (an OpenAI ``tools`` list, text or a list), ``"vllm_tools"`` (the JSON schema
 vLLM writes for ``tool_choice="required"``, exactly that form: the tool names, each tool's parameters as payload,
 the template ``[{"name": NAME, "parameters": `` left open). Malformed input raises :class:`libtrie.TrieError`; "not a
 set" is not an error. Bounds (``max_text_bytes``, ``max_members``, ``max_member_bytes``, ``max_depth``; None: the
@@ -22,7 +22,8 @@ from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 from ._native import library, sizep, u8p, vp
 
-KINDS = {"choices": 0, "json_schema": 1, "grammar": 2, "regex": 3, "tools": 4, "vllm_tools": 5}
+KINDS = {"choices": 0, "json_schema": 1, "grammar": 2, "regex": 3, "tools": 4, "vllm_tools": 5,
+         "xgrammar_grammar": 6}
 
 
 class Limits(ctypes.Structure):

@@ -42,6 +42,10 @@ pub const TRIE_RECOGNIZE_TOOLS: u32 = 4;
 /// (members: the tool names; payloads: each tool's parameters schema; template: `[{"name": ` NAME
 /// `, "parameters": `, open).
 pub const TRIE_RECOGNIZE_VLLM_TOOLS: u32 = 5;
+/// `kind` of [`trie_recognize`]: a grammar as XGrammar's EBNF reads it (vLLM `grammar`, SGLang `ebnf`): like
+/// `TRIE_RECOGNIZE_GRAMMAR` (llama.cpp's GBNF), but llama.cpp's `space ::= | " " | ...` rules, which XGrammar
+/// refuses, are not a set.
+pub const TRIE_RECOGNIZE_XGRAMMAR_GRAMMAR: u32 = 6;
 
 /// Bounds of one recognition ([`trie_recognize_with`]). Initialise with [`trie_recognize_limits_init`], then
 /// set fields; a limit hit is `TRIE_ERR_LIMIT_EXCEEDED` with a message naming the limit.
@@ -406,6 +410,7 @@ mod tests {
             (TRIE_RECOGNIZE_REGEX, Shape::Regex),
             (TRIE_RECOGNIZE_TOOLS, Shape::Tools),
             (TRIE_RECOGNIZE_VLLM_TOOLS, Shape::VllmTools),
+            (TRIE_RECOGNIZE_XGRAMMAR_GRAMMAR, Shape::XgrammarGrammar),
         ];
         assert_eq!(Shape::ALL.len(), kinds.len());
         for (k, s) in kinds {

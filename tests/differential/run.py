@@ -219,12 +219,15 @@ class Finding:
         self.check, self.expected, self.got, self.detail = check, expected, got, detail
 
 
+# Each engine's grammar dialect (libtrie's kind) and the oracles that read it.
+DIALECTS = (("grammar", ("llama",)), ("xgrammar_grammar", ("xgrammar",)))
+
+
 class Runner:
     def __init__(self, lib: Libtrie, oracles: List[Any]) -> None:
         self.lib = lib
         self.oracles = oracles
         self.divergent = 0  # portable cases that one oracle reads otherwise than the reference
-        self.dialect_served = 0  # texts in one engine's own dialect, served as that engine does
         self.engine_equal = 0  # tool calls jsonschema rejects and XGrammar (the engine) accepts
         self.last_reason = ""
 
@@ -252,6 +255,8 @@ class Runner:
 
     def check(self, case: gg.Case, rng: random.Random) -> Tuple[str, List[Finding], List[str]]:
         """The libtrie outcome ("set", "not-a-set", "limit", "error") and the findings; crashes of oracles."""
+        if case.kind == "grammar":
+            return self.check_grammar(case, rng)
         outcome, got = self.lib.recognize(case.kind, case.text)
         self.last_reason = str(got) if outcome == "not-a-set" else ""
         if case.family == "grammar-hostile" and outcome in ("limit", "not-a-set"):
@@ -266,37 +271,58 @@ class Runner:
             self.check_text(case, outcome, got, handles, refused, findings, rng)
         return outcome, findings, crashes
 
+    def check_grammar(self, case: gg.Case, rng: random.Random) -> Tuple[str, List[Finding], List[str]]:
+        """A grammar is read in each engine's dialect (libtrie's kind "grammar" = llama.cpp's GBNF, kind
+        "xgrammar_grammar" = XGrammar's EBNF) and checked against that engine's own matcher. The outcome counted is
+        the GBNF one."""
+        outcomes = [(kind, names) + self.lib.recognize(kind, case.text) for kind, names in DIALECTS]
+        if case.family == "grammar-hostile" and all(o[2] in ("limit", "not-a-set") for o in outcomes):
+            self.last_reason = str(outcomes[0][3]) if outcomes[0][2] == "not-a-set" else ""
+            return outcomes[0][2], [], []  # allowed whatever the oracles say (and they are slow on these)
+        handles, refused, crashes = self.oracle_views("grammar", case.text)
+        findings: List[Finding] = []
+        self.check_reference(case, handles, refused, findings)
+        for kind, names, outcome, got in outcomes:
+            mine = {n: h for n, h in handles.items() if n in names}
+            theirs = {n: w for n, w in refused.items() if n in names}
+            if mine or theirs:  # this dialect's engine is an oracle of this run
+                before = len(findings)
+                self.check_text(case, outcome, got, mine, theirs, findings, rng, reference=False)
+                for f in findings[before:]:
+                    f.check = f"{kind}: {f.check}"
+        self.last_reason = str(outcomes[0][3]) if outcomes[0][2] == "not-a-set" else ""
+        return outcomes[0][2], findings, crashes
+
     def check_refusals(self, case: gg.Case, refused: Dict[str, str], n_served: int, findings: List[Finding]) -> None:
-        """A served text that an oracle refuses is a disagreement, unless the text is in another engine's own dialect
-        (llama.cpp's json-schema-to-grammar `space` rule, which XGrammar refuses): libtrie serves it as that engine
-        does. Counted and reported, not a disagreement: the recognizer does not yet know which engine asks (README,
-        "Known differences")."""
-        readers = getattr(case, "readers", None)
+        """A served text that an oracle refuses is a disagreement (grammars: the oracles of the dialect asked)."""
         for name, why in refused.items():
-            if readers is not None and name not in readers:
-                self.dialect_served += 1
-                continue
             findings.append(Finding(f"served a text {name} refuses", f"{name}: {why}", f"a set of {n_served}"))
+
+    def check_reference(self, case: gg.Case, handles: Dict[str, Any], refused: Dict[str, str],
+                        findings: List[Finding]) -> None:
+        """The harness's own check: the oracles read a portable text and accept its reference language. One oracle
+        alone reading it otherwise is a dialect difference (counted; libtrie must not serve it then, which the other
+        checks see); all of them refusing it is a bug of the generator."""
+        if case.ref is None or case.expect_size is not None or not (handles or refused):
+            return
+        ref = sorted(case.ref)[:200] if case.family != "grammar-hostile" else sorted(case.ref)[:5]
+        readers = getattr(case, "readers", None)  # the oracles whose dialect the text is written in
+        views = []
+        for name, h in handles.items():
+            if readers is None or name in readers:
+                views.append(all(self.ask(name, h, ref)))
+        views += [False] * len([n for n in refused if readers is None or n in readers])
+        if views and not any(views):
+            what = "; ".join(f"{n}: {w}" for n, w in refused.items()) or "every oracle rejects a member"
+            findings.append(Finding("reference: no oracle reads the text as the generator does", "valid", what))
+        elif not all(views):
+            self.divergent += 1
 
     # Grammars and regexes: the language is a set of strings.
     def check_text(self, case: gg.Case, outcome: str, got: Any, handles: Dict[str, Any], refused: Dict[str, str],
-                   findings: List[Finding], rng: random.Random) -> None:
-        if case.ref is not None and case.expect_size is None and (handles or refused):
-            # The harness's own check: the oracles read a portable text and accept its reference language. One oracle
-            # alone reading it otherwise is a dialect difference (counted; libtrie must not serve it then, which the
-            # checks below see); all of them refusing it is a bug of the generator.
-            ref = sorted(case.ref)[:200] if case.family != "grammar-hostile" else sorted(case.ref)[:5]
-            readers = getattr(case, "readers", None)  # the oracles whose dialect the text is written in
-            views = []
-            for name, h in handles.items():
-                if readers is None or name in readers:
-                    views.append(all(self.ask(name, h, ref)))
-            views += [False] * len([n for n in refused if readers is None or n in readers])
-            if views and not any(views):
-                what = "; ".join(f"{n}: {w}" for n, w in refused.items()) or "every oracle rejects a member"
-                findings.append(Finding("reference: no oracle reads the text as the generator does", "valid", what))
-            elif not all(views):
-                self.divergent += 1
+                   findings: List[Finding], rng: random.Random, reference: bool = True) -> None:
+        if reference:
+            self.check_reference(case, handles, refused, findings)
         if outcome in ("error",):
             engines = sorted(n for n in handles if n != "re") or sorted(handles)
             if engines:
@@ -703,9 +729,7 @@ def main() -> int:
                   f"{r['minimal'][:200]!r}  expected {str(r['expected'])[:120]} got {str(r['got'])[:120]} {r['detail'][:120]}")
     print(f"  {n_cases / dt if dt else 0:.0f} cases/s, {dt:.1f} s; disagreements in {args.out}")
     print(f"  portable cases one oracle reads otherwise than the reference (dialect differences): {runner.divergent}")
-    print(f"  served texts of one engine's own dialect that another engine refuses (llama.cpp's space rule): "
-          f"{runner.dialect_served}; tool calls jsonschema rejects and XGrammar accepts (served as vLLM does): "
-          f"{runner.engine_equal}")
+    print(f"  tool calls jsonschema rejects and XGrammar accepts (served as vLLM does): {runner.engine_equal}")
     print(f"differential: {n_cases} cases, {disagreements} disagreements, {not_a_set} not-a-set, {errors} errors")
     return 1 if disagreements or errors else 0
 

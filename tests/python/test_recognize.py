@@ -67,6 +67,24 @@ class RecognizeTest(unittest.TestCase):
         assert isinstance(r, Recognized)
         self.assertEqual((r.texts(), r.render, r.trailing_whitespace), (["a"], "json_string", True))
 
+    def test_each_engine_reads_its_own_grammar_dialect(self) -> None:
+        # llama.cpp's `space ::= | " " | ...` opens with an empty alternative: GBNF reads it, XGrammar refuses it.
+        text = 'root ::= ("\\"a\\"" | "1")\nspace ::= | " " | "\\n"{1,2} [ \\t]{0,20}\n'
+        gbnf = libtrie.recognize("grammar", text)
+        assert isinstance(gbnf, Recognized)
+        self.assertEqual((gbnf.texts(), gbnf.render), (["\"a\"", "1"], "json_text"))
+        xg = libtrie.recognize("xgrammar_grammar", text)
+        assert isinstance(xg, NotASet)
+        self.assertIn("empty alternative", xg.reason)
+        both = 'root ::= ("1" | "2")\nspace ::= " "?\n'
+        self.assertEqual(libtrie.recognize("xgrammar_grammar", both).texts(),  # type: ignore[union-attr]
+                         libtrie.recognize("grammar", both).texts())  # type: ignore[union-attr]
+        # vLLM's `grammar` and SGLang's `ebnf` go to XGrammar: they are read in its dialect (source, not import:
+        # the engines are not installed in this stage).
+        root = Path(__file__).resolve().parents[2] / "python" / "libtrie"
+        self.assertIn('"GRAMMAR": "xgrammar_grammar"', (root / "vllm" / "route.py").read_text())
+        self.assertIn('"ebnf": "xgrammar_grammar"', (root / "sglang" / "backend.py").read_text())
+
     def test_not_sets_and_errors(self) -> None:
         miss = libtrie.recognize("json_schema", {"type": "string", "pattern": "^a$", "enum": ["a"]})
         self.assertIsInstance(miss, NotASet)

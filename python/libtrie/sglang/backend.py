@@ -33,7 +33,7 @@ log = logging.getLogger("libtrie.sglang")
 __all__ = ["LibtrieGrammar", "LibtrieGrammarBackend", "create_backend", "load_vocab"]
 
 #: The SGLang request kinds libtrie reads, and the recognizer shape of each.
-_SHAPES = {"json": "json_schema", "regex": "regex", "ebnf": "grammar"}
+_SHAPES = {"json": "json_schema", "regex": "regex", "ebnf": "xgrammar_grammar"}
 #: How a refusal names each kind: the request field SGLang reads it from.
 _FIELDS = {"json": "json_schema", "regex": "regex", "ebnf": "ebnf"}
 

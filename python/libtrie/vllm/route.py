@@ -45,7 +45,7 @@ __all__ = ["enabled", "recognize_key", "Routed", "check_admission", "register", 
            "FIELDS"]
 
 #: vLLM's request types (``StructuredOutputOptions`` names) that a recognizer may read, and the recognizer's kind.
-KINDS = {"CHOICE": "choices", "GRAMMAR": "grammar", "JSON": "json_schema", "REGEX": "regex"}
+KINDS = {"CHOICE": "choices", "GRAMMAR": "xgrammar_grammar", "JSON": "json_schema", "REGEX": "regex"}
 #: The request field each type comes from, as a 400 names it (a JSON schema may also come as ``response_format``).
 FIELDS = {"CHOICE": "structured_outputs.choice", "GRAMMAR": "structured_outputs.grammar",
           "JSON": "structured_outputs.json", "REGEX": "structured_outputs.regex", "TOOLS": "tools"}

@@ -96,14 +96,34 @@ struct Rules<'a> {
 /// The llama.cpp `space` rule bodies (whitespace runs collapsed to one space).
 const SPACE_RULES: [&str; 3] = ["\" \"?", "| \" \" | \"\\n\" [ \\t]{0,20}", "| \" \" | \"\\n\"{1,2} [ \\t]{0,20}"];
 
-/// Recognizes a grammar (see the module docs).
-pub(super) fn grammar(src: &str, limits: &Limits) -> Result<Recognition> {
+/// Which engine reads the grammar: they differ in one form libtrie serves, llama.cpp's `space` rules that open
+/// with an empty alternative (`space ::= | " " | ...`), which GBNF reads and XGrammar refuses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Dialect {
+    /// llama.cpp's GBNF (llama-server, the llama.cpp sampler): every `space` rule form.
+    Gbnf,
+    /// XGrammar's EBNF (vLLM's `grammar`, SGLang's `ebnf`): only the `space ::= " "?` form.
+    Xgrammar,
+}
+
+impl Dialect {
+    /// The `space` rule bodies this dialect reads.
+    fn space_rules(self) -> &'static [&'static str] {
+        match self {
+            Dialect::Gbnf => &SPACE_RULES,
+            Dialect::Xgrammar => &SPACE_RULES[..1],
+        }
+    }
+}
+
+/// Recognizes a grammar (see the module docs) as `dialect` reads it.
+pub(super) fn grammar(src: &str, limits: &Limits, dialect: Dialect) -> Result<Recognition> {
     if src.as_bytes().contains(&0) {
         return not_a_set("the grammar has a NUL byte (both engines stop reading there)");
     }
-    match fast(src, limits) {
+    match fast(src, limits, dialect) {
         Some((members, json)) => finish(members, json, false, limits),
-        None => general(src, limits),
+        None => general(src, limits, dialect),
     }
 }
 
@@ -124,7 +144,7 @@ fn finish(mut members: Vec<Vec<u8>>, json: bool, space: bool, limits: &Limits) -
 /// `choice_as_grammar`) and `root ::= ("a" | ...)` followed only by llama.cpp `space` rule lines
 /// (`json_schema_to_grammar`). `None` (anything else, a literal the general path must explain, a limit): the
 /// general path decides. When it answers, the general path gives the same set.
-fn fast(src: &str, limits: &Limits) -> Option<(Vec<Vec<u8>>, bool)> {
+fn fast(src: &str, limits: &Limits, dialect: Dialect) -> Option<(Vec<Vec<u8>>, bool)> {
     let b = src.as_bytes();
     let mut i = "root ::= ".len();
     if !src.starts_with("root ::= ") {
@@ -172,7 +192,7 @@ fn fast(src: &str, limits: &Limits) -> Option<(Vec<Vec<u8>>, bool)> {
             return None;
         }
         let normal = body.split_whitespace().collect::<Vec<_>>().join(" ");
-        if !SPACE_RULES.contains(&normal.as_str()) || json {
+        if !dialect.space_rules().contains(&normal.as_str()) || json {
             return None;
         }
         json = true;
@@ -181,13 +201,13 @@ fn fast(src: &str, limits: &Limits) -> Option<(Vec<Vec<u8>>, bool)> {
 }
 
 /// The general path: tokens, rules, a check of every rule, expansion of `root`.
-fn general(src: &str, limits: &Limits) -> Result<Recognition> {
+fn general(src: &str, limits: &Limits, dialect: Dialect) -> Result<Recognition> {
     let lexed = match lex(src) {
         Ok(t) => t,
         Err((msg, true)) => return not_a_set(format!("the grammar does not lex here: {}", msg.0)),
         Err((msg, false)) => return Err(Error::invalid(format!("malformed grammar: {}", msg.0))),
     };
-    let mut rules = match split_rules(src, lexed) {
+    let mut rules = match split_rules(src, lexed, dialect) {
         Ok(r) => r,
         Err(answer) => return answer,
     };
@@ -215,7 +235,7 @@ fn general(src: &str, limits: &Limits) -> Result<Recognition> {
 }
 
 /// Splits the tokens into rules at each `name ::=`; checks rule names and references.
-fn split_rules(src: &str, lexed: Lexed) -> std::result::Result<Rules<'_>, Result<Recognition>> {
+fn split_rules(src: &str, lexed: Lexed, dialect: Dialect) -> std::result::Result<Rules<'_>, Result<Recognition>> {
     let tokens = &lexed.tokens;
     let mut starts = Vec::new();
     for (i, t) in tokens.iter().enumerate() {
@@ -267,7 +287,7 @@ fn split_rules(src: &str, lexed: Lexed) -> std::result::Result<Rules<'_>, Result
         // The space rules are short: normalize only short bodies.
         let space = text.len() <= 64 && !text.contains(['#', '\r']) && {
             let normal = text.split_whitespace().collect::<Vec<_>>().join(" ");
-            SPACE_RULES.contains(&normal.as_str())
+            dialect.space_rules().contains(&normal.as_str())
         };
         rules.space.push(space);
         rules.names.push(name);
@@ -562,8 +582,12 @@ mod tests {
             "root ::= \"é😀\" | \"\\u00e9\" | \"\\x41\" | \"|\" | \"(\"\n".to_string(),
         ];
         for c in &cases {
-            assert!(fast(c, &limits).is_some(), "{c:?} takes the fast path");
-            assert_eq!(grammar(c, &limits).unwrap(), general(c, &limits).unwrap(), "{c:?}");
+            assert!(fast(c, &limits, Dialect::Gbnf).is_some(), "{c:?} takes the fast path");
+            assert_eq!(
+                grammar(c, &limits, Dialect::Gbnf).unwrap(),
+                general(c, &limits, Dialect::Gbnf).unwrap(),
+                "{c:?}"
+            );
         }
         for c in [
             "root ::= \"a\" | \"a\"",
@@ -573,8 +597,35 @@ mod tests {
             "root ::= \"a\" | \"b\"\nx ::= \"c\"",
             "root ::= (\"a\"",
         ] {
-            assert!(fast(c, &limits).is_none() || c.contains("\"a\" | \"a\""), "{c:?}");
-            assert_eq!(format!("{:?}", grammar(c, &limits)), format!("{:?}", general(c, &limits)), "{c:?}");
+            assert!(fast(c, &limits, Dialect::Gbnf).is_none() || c.contains("\"a\" | \"a\""), "{c:?}");
+            assert_eq!(
+                format!("{:?}", grammar(c, &limits, Dialect::Gbnf)),
+                format!("{:?}", general(c, &limits, Dialect::Gbnf)),
+                "{c:?}"
+            );
         }
+    }
+
+    #[test]
+    fn xgrammar_refuses_the_space_rules_with_an_empty_alternative() {
+        let limits = Limits::default();
+        for space in ["space ::= | \" \" | \"\\n\"{1,2} [ \\t]{0,20}", "space ::= | \" \" | \"\\n\" [ \\t]{0,20}"] {
+            for c in [
+                format!("root ::= (\"\\\"a\\\"\" | \"1\")\n{space}\n"),
+                format!("root ::= x\nx ::= \"1\" space\n{space}\n"),
+            ] {
+                assert!(grammar(&c, &limits, Dialect::Gbnf).unwrap().set().is_some(), "{c:?}");
+                for answer in [grammar(&c, &limits, Dialect::Xgrammar), general(&c, &limits, Dialect::Xgrammar)] {
+                    match answer {
+                        Ok(Recognition::NotASet(why)) => assert!(why.contains("empty alternative"), "{c:?}: {why}"),
+                        other => panic!("{c:?}: {other:?}"),
+                    }
+                }
+            }
+        }
+        // The form both read is a set in both.
+        let c = "root ::= (\"1\" | \"2\")\nspace ::= \" \"?\n";
+        assert_eq!(grammar(c, &limits, Dialect::Xgrammar).unwrap(), grammar(c, &limits, Dialect::Gbnf).unwrap());
+        assert!(grammar(c, &limits, Dialect::Xgrammar).unwrap().set().is_some());
     }
 }

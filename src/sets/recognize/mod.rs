@@ -22,6 +22,7 @@
 //!   before it is materialized), so no request allocates much more than its limits; no parsing recursion
 //!   deeper than [`Limits::max_depth`], so a crafted input cannot overflow the stack.
 
+mod dupkeys;
 mod grammar;
 mod lex;
 mod regex;
@@ -43,7 +44,9 @@ pub enum Shape {
     Choices,
     /// A JSON schema: a string `enum`, a `const`, or `anyOf`/`oneOf` of those (the output is a JSON value).
     JsonSchema,
-    /// An EBNF/GBNF grammar (llama.cpp GBNF, XGrammar EBNF) whose `root` is an alternation of string literals.
+    /// A grammar whose `root` is an alternation of string literals, as llama.cpp's GBNF reads it (llama-server,
+    /// the llama.cpp sampler). Every form where GBNF and XGrammar's EBNF differ is "not a set", except
+    /// llama.cpp's own `space ::= | " " | ...` rules, which only GBNF reads: see [`Shape::XgrammarGrammar`].
     Grammar,
     /// A regex that is an alternation of escaped literals (full-match semantics).
     Regex,
@@ -53,14 +56,24 @@ pub enum Shape {
     /// form: the tool names are the set, each tool's `parameters` its payload, the template writes
     /// `[{"name": NAME, "parameters": ` (open: the arguments and `}]` follow).
     VllmTools,
+    /// A grammar as XGrammar's EBNF reads it (vLLM's `grammar`, SGLang's `ebnf`): [`Shape::Grammar`], except
+    /// that llama.cpp's `space` rules opening with an empty alternative are "not a set" (XGrammar refuses them).
+    XgrammarGrammar,
 }
 
 impl Shape {
     /// All shapes, in the order of their C numbers (`TRIE_RECOGNIZE_*`).
     ///
     /// cbindgen:ignore
-    pub const ALL: [Shape; 6] =
-        [Shape::Choices, Shape::JsonSchema, Shape::Grammar, Shape::Regex, Shape::Tools, Shape::VllmTools];
+    pub const ALL: [Shape; 7] = [
+        Shape::Choices,
+        Shape::JsonSchema,
+        Shape::Grammar,
+        Shape::Regex,
+        Shape::Tools,
+        Shape::VllmTools,
+        Shape::XgrammarGrammar,
+    ];
 
     /// The shape's name as written in messages and in the Python binding.
     pub fn name(self) -> &'static str {
@@ -71,6 +84,7 @@ impl Shape {
             Shape::Regex => "regex",
             Shape::Tools => "tools",
             Shape::VllmTools => "vllm_tools",
+            Shape::XgrammarGrammar => "xgrammar_grammar",
         }
     }
 }
@@ -231,10 +245,19 @@ pub fn recognize_with(shape: Shape, text: &[u8], limits: &Limits) -> Result<Reco
         json_check_depth(text.as_bytes(), limits.max_depth)
             .map_err(|e| Error::limit(format!("the {} text: {}", shape.name(), e.message())))?;
     }
+    if matches!(shape, Shape::JsonSchema | Shape::Tools | Shape::VllmTools) {
+        if let Some(key) = dupkeys::first_duplicate_key(text) {
+            return not_a_set(format!(
+                "the {} text writes the key {key:?} twice in one object (engines read duplicate keys differently)",
+                shape.name()
+            ));
+        }
+    }
     match shape {
         Shape::Choices => choices(text, limits),
         Shape::JsonSchema => schema::json_schema(text, limits),
-        Shape::Grammar => grammar::grammar(text, limits),
+        Shape::Grammar => grammar::grammar(text, limits, grammar::Dialect::Gbnf),
+        Shape::XgrammarGrammar => grammar::grammar(text, limits, grammar::Dialect::Xgrammar),
         Shape::Regex => regex::regex(text, limits),
         Shape::Tools => schema::tools(text, limits),
         Shape::VllmTools => vllm::vllm_tools(text, limits),

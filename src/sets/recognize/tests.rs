@@ -393,7 +393,7 @@ fn vllm_tools() {
         (good.replace(r#""minItems": 1"#, r#""minItems": 1.0"#), "minItems"),
         (good.replace(r#""minItems": 1,"#, r#""minItems": 1, "maxItems": 0,"#), "keys"),
         (good.replace(r#""minItems": 1,"#, r#""minItems": 1, "not": {},"#), "keys"),
-        (good.replace(r#""minItems": 1,"#, r#""minItems": 1, "minItems": 1,"#), "distinct keys"),
+        (good.replace(r#""minItems": 1,"#, r#""minItems": 1, "minItems": 1,"#), "twice in one object"),
         (good.replace(r#"["name", "parameters"]}"#, r#"["name", "parameters", "x"]}"#), "required"),
         (good.replace(r#"{"type": "string", "enum": ["a"]}"#, r#"{"type": "integer", "enum": [1]}"#), "name"),
         (good.replace(r#"{"type": "string", "enum": ["a"]}"#, r#"{"type": "string", "enum": ["a", "b"]}"#), "name"),
@@ -410,6 +410,9 @@ fn vllm_tools() {
     }
     // Two tools of one name: vLLM writes the schema and XGrammar serves it, so the engine keeps it.
     assert!(not_set(Shape::VllmTools, &vllm_schema(&[("a", p), ("a", empty)], None)).contains("same name"));
+    // A key written twice anywhere (here in a tool's parameters) is not a set: engines keep different values.
+    let twice = r#"{"type": "object", "properties": {}, "type": "object"}"#;
+    assert!(not_set(Shape::VllmTools, &vllm_schema(&[("a", twice)], None)).contains("twice in one object"));
 }
 
 #[test]
