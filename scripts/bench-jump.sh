@@ -147,11 +147,12 @@ done
 python3 - "$OUT" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
-print("| task | K | mode | valid | accuracy | steps / answer | tokens / answer | ms / answer | load before → after |")
-print("|---|---:|---|---:|---:|---:|---:|---:|---|")
+print("| task | K | mode | valid | accuracy | model steps / answer | tokens / answer | prefill ms / answer | "
+      "decode ms / answer | total ms / answer | load before → after |")
+print("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---|")
 for r in rows:
     n = r["n"] or 1
-    ms = (r["prefill_ms"] + r["gen_ms"]) / n
     print(f"| {r['task']} | {r['k']:,} | {r['mode']} | {r['valid']}/{r['n']} | {100 * r['accuracy']:.0f} % | "
-          f"{r['steps'] / n:.2f} | {r['answer_tokens'] / n:.2f} | {ms:.0f} | {r['load_before']} → {r['load_after']} |")
+          f"{r['steps'] / n:.2f} | {r['answer_tokens'] / n:.2f} | {r['prefill_ms'] / n:.0f} | {r['gen_ms'] / n:.0f} | "
+          f"{(r['prefill_ms'] + r['gen_ms']) / n:.0f} | {r['load_before']} → {r['load_after']} |")
 PY

@@ -615,10 +615,11 @@ struct Runner {
     // (KV cells shared through llama_memory_seq_cp). A hypothesis ends with an end-of-generation token, which
     // the automaton allows only after a whole member. The answer is the best finished hypothesis; search stops
     // when no live hypothesis can beat it (scores only decrease). Greedy decoding is width 1.
-    // With `jump`, each hypothesis takes the forced run of its state right after its token (decoded in the same
-    // batch, logits at the run's end): the run adds 0 to its score (the constraint leaves no choice), and a
-    // hypothesis whose member is complete after it is finished without a step for its end-of-generation token. A
-    // run shared by all hypotheses (the start state's) is decoded once, with the prompt.
+    // With `jump`, each hypothesis takes the forced run of its state right after its token, decoded in the same
+    // batch with logits at every position of the run, so the run's tokens add their model log-probabilities to the
+    // score in the same step (ranking as without jump, up to the tokenization of the forced bytes). A run shared by
+    // all hypotheses (the start state's) is decoded once, with the prompt, and adds the same to every hypothesis of
+    // the prompt (left out). A hypothesis ends with its end-of-generation token, as without jump.
     bool run_beam(ModeResult &r, const trie_automaton *a, int width, bool jump) {
         struct Hyp {
             trie_state state;
@@ -628,6 +629,7 @@ struct Runner {
             int32_t idx;   // logits row in the last batch
             llama_pos pos = 0;  // next position
             size_t n_new = 1;   // tokens to decode at this step (the chosen token and its forced run)
+            std::vector<llama_token> forced{};  // jump: the forced run decoded after the chosen token, to be scored
         };
         struct Cand {
             int parent;
@@ -691,13 +693,27 @@ struct Runner {
                     if (hs.empty()) continue;
                     auto ts = clk::now();
                     std::vector<Cand> cands;
-                    for (size_t h = 0; h < hs.size(); ++h) {
-                        const float *lg = llama_get_logits_ith(ctx, hs[h].idx);
+                    // log-softmax of token `tok` in logits row `row` of the last batch
+                    auto logprob = [&](int32_t row, llama_token tok, double *lse_out) {
+                        const float *lg = llama_get_logits_ith(ctx, row);
                         float mx = -INFINITY;
                         for (size_t t = 0; t < n_vocab; ++t) mx = std::max(mx, lg[t]);
                         double sum = 0;
                         for (size_t t = 0; t < n_vocab; ++t) sum += std::exp((double) (lg[t] - mx));
                         const double lse = mx + std::log(sum);
+                        if (lse_out) *lse_out = lse;
+                        return tok >= 0 ? (double) lg[tok] - lse : 0.0;
+                    };
+                    for (size_t h = 0; h < hs.size(); ++h) {
+                        // jump: the forced tokens decoded with the chosen one add their log-probabilities (read
+                        // from the logits at each position of the run: the same step), so ranking stays exact
+                        for (size_t j = 0; j < hs[h].forced.size(); ++j) {
+                            hs[h].score += logprob(hs[h].idx - (int32_t) (hs[h].forced.size() - j), hs[h].forced[j],
+                                                   nullptr);
+                        }
+                        const float *lg = llama_get_logits_ith(ctx, hs[h].idx);
+                        double lse = 0;
+                        logprob(hs[h].idx, -1, &lse);
                         size_t n_allowed = 0;
                         if (trie_allowed(a, hs[h].state, allowed.data(), nv, &n_allowed) != TRIE_OK) {
                             std::fprintf(stderr, "libtrie: %s\n", trie_last_error());
@@ -736,12 +752,8 @@ struct Runner {
                             n.toks.insert(n.toks.end(), run.begin(), run.end());
                             n.state = end;
                             n.n_new = 1 + run.size();
+                            n.forced = run;
                             r.forced_tokens += run.size();
-                            if (complete) {  // the member is complete: finished, no step for its end token
-                                best_done[p] = c.score;
-                                best_toks[p] = n.toks;
-                                continue;
-                            }
                         }
                         // the first child continues in its parent's sequence; others get a free slot (below)
                         if (children[c.parent]++ == 0) n.slot = hs[c.parent].slot;
@@ -768,7 +780,7 @@ struct Runner {
                     for (auto &n : next) {
                         const size_t k0 = n.toks.size() - n.n_new;
                         for (size_t k = k0; k < n.toks.size(); ++k) {
-                            batch_add(batch, n.toks[k], n.pos++, n.slot, k + 1 == n.toks.size());
+                            batch_add(batch, n.toks[k], n.pos++, n.slot, jump || k + 1 == n.toks.size());
                         }
                         n.idx = batch.n_tokens - 1;
                     }

@@ -13,12 +13,12 @@
 from __future__ import annotations
 
 import ctypes
-from typing import Iterable, List, NamedTuple, Sequence, Tuple
+from typing import Iterable, List, NamedTuple, Optional, Sequence, Tuple
 
 from . import Automaton, _check
 from ._native import i32p, library, sizep, u32p, vp
 
-__all__ = ["Draft", "History", "draft", "validate"]
+__all__ = ["Draft", "History", "draft", "jump_forward", "validate"]
 
 
 _declared: List[ctypes.CDLL] = []
@@ -63,6 +63,22 @@ def draft(automaton: Automaton, state: int, max_tokens: int = 256) -> Draft:
     with automaton._use() as h:
         _check(lib.trie_draft(h, state, buf, max_tokens, ctypes.byref(n), ctypes.byref(end), ctypes.byref(complete)))
     return Draft(tuple(buf[: n.value]), end.value, complete.value)
+
+
+def jump_forward(automaton: Automaton, state: int, max_tokens: int = 256) -> Optional[Tuple[List[int], str]]:
+    """The forced run of ``state`` as an engine's jump-forward takes it (SGLang's ``try_jump_forward``): its tokens
+    and their text, cut to the longest prefix whose bytes are whole UTF-8 characters (a run can end inside one where
+    members part between two characters sharing a first byte); ``None`` when nothing is left to jump. Covers the rest
+    of the only member left and the bytes all members left share (a template's prefix, ``weather.get_``)."""
+    run = draft(automaton, state, max_tokens)
+    vocab = automaton.vocab
+    tokens, text = list(run.tokens), b"".join(vocab.token_bytes(t) for t in run.tokens)
+    while tokens:
+        try:
+            return tokens, text.decode("utf-8")
+        except UnicodeDecodeError:
+            text = text[: len(text) - len(vocab.token_bytes(tokens.pop()))]
+    return None
 
 
 def validate(automaton: Automaton, state: int, tokens: Sequence[int]) -> List[int]:

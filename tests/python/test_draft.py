@@ -12,7 +12,7 @@ if os.environ.get("LIBTRIE_TEST_INSTALLED") != "1":
     sys.path.insert(0, str(REPO / "python"))
 
 from libtrie import FINISHED, Automaton, Status, TrieError, Vocab, compile  # noqa: E402
-from libtrie.draft import History, draft, validate  # noqa: E402
+from libtrie.draft import History, draft, jump_forward, validate  # noqa: E402
 
 ASSETS = Path(os.environ.get("TRIE_ASSETS", REPO.parent / "shared" / "assets"))
 TOOLS = ["weather.get_forecast", "weather.get_alerts", "calendar.create_event", "mail.send"]
@@ -63,6 +63,21 @@ class DraftTest(unittest.TestCase):
         with self.assertRaises(TrieError) as e:
             draft(a, 10**9)
         self.assertEqual(e.exception.status, Status.INVALID_STATE)
+
+    def test_jump_forward_text_is_cut_at_whole_characters(self) -> None:
+        # SGLang's try_jump_forward: tokens and text; a run ending inside a character is cut before it.
+        a = compile(self.v, ["caf\u00e9 1", "caf\u00e8 2"])  # é and è share their first UTF-8 byte
+        toks, text = jump_forward(a, a.start())
+        self.assertEqual(text, "caf")
+        self.assertEqual(self.text(toks), b"caf")
+        self.assertEqual(draft(a, a.start()).tokens[: len(toks)], tuple(toks))
+        self.assertEqual(self.text(draft(a, a.start()).tokens), b"caf\xc3")
+        s = validate(a, a.start(), toks)[-1]
+        self.assertIsNone(jump_forward(a, s), "only a partial character is forced")
+        t = Automaton.compile_template(self.v, TOOLS, prefix=PREFIX, suffix=SUFFIX, render="json_string")
+        toks, text = jump_forward(t, t.start())
+        self.assertEqual(text, PREFIX + '"')
+        self.assertIsNone(jump_forward(t, FINISHED))
 
     def test_partial_acceptance_and_rollback(self) -> None:
         a = compile(self.v, TOOLS)
