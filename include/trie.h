@@ -988,6 +988,47 @@ enum trie_status trie_forced(const struct trie_automaton *automaton,
                              bool *is_forced);
 
 /**
+ * The forced token run from `state`: tokens spelling the bytes every member still possible there continues with
+ * (the rest of the only member left, a template's prefix or suffix), each the longest the current state allows,
+ * at most `capacity` of them (the run is cut there: call again from `*end_state` for more). `*n_tokens` is
+ * their number (0 where nothing is forced, and for `TRIE_STATE_FINISHED`); `*end_state` (may be NULL) the state
+ * after them (`state` for an empty run); `*complete` (may be NULL) is true when after them the output is one
+ * complete member and nothing else may follow (only end-of-generation ids, or the hand-over of an open segment):
+ * an engine can finish the answer without another model step. Decode the run as one batch (jump-forward) or
+ * give it to a speculative decoder as its draft. On failure `*n_tokens` is 0.
+ *
+ * # Safety
+ * `automaton` must be NULL or a live automaton; `tokens` NULL (with `capacity` 0) or `capacity` writable ids;
+ * `n_tokens` writable; `end_state`, `complete` NULL or writable.
+ */
+enum trie_status trie_draft(const struct trie_automaton *automaton,
+                            trie_state state,
+                            int32_t *tokens,
+                            size_t capacity,
+                            size_t *n_tokens,
+                            trie_state *end_state,
+                            bool *complete);
+
+/**
+ * Checks a draft of any origin (a draft model, n-gram lookup, a forced run): `*n_accepted` is the length of the
+ * longest prefix of `tokens` (`n` ids) that the set accepts from `state`, and `states` (may be NULL; else room for
+ * `n` states) receives the state after each accepted token (`TRIE_STATE_FINISHED` after an end-of-generation
+ * id where a member is complete). Nothing else changes: to roll back, go back to a state kept earlier. A rejected
+ * or out-of-range token only ends the prefix; a state that does not exist is `TRIE_ERR_INVALID_STATE`
+ * (`*n_accepted` 0).
+ *
+ * # Safety
+ * `automaton` must be NULL or a live automaton; `tokens` NULL (with `n` 0) or `n` readable ids; `states` NULL or
+ * `n` writable states; `n_accepted` writable.
+ */
+enum trie_status trie_validate_draft(const struct trie_automaton *automaton,
+                                     trie_state state,
+                                     const int32_t *tokens,
+                                     size_t n,
+                                     size_t *n_accepted,
+                                     trie_state *states);
+
+/**
  * Sets `*limits` to the defaults (text 8 MiB, 10,000 members, member bytes 1 MiB, depth 64) and `struct_size`
  * to `sizeof(trie_recognize_limits)`. `TRIE_ERR_NULL_ARGUMENT` for NULL.
  *

@@ -48,7 +48,7 @@ pub use load::gguf;
 #[cfg(feature = "hf")]
 pub use load::hf;
 
-pub use automaton::{AlignmentMethod, Allowed, Automaton, CompileOptions, Forced, State, Step};
+pub use automaton::{AlignmentMethod, Allowed, Automaton, CompileOptions, Draft, Forced, History, State, Step};
 pub use error::{Error, ErrorKind, Result};
 pub use template::{End, Render, Template};
 pub use vocab::{TokenId, TokenKind, Vocabulary};

@@ -4,6 +4,9 @@
 //   unconstrained  plain greedy / sampled decoding
 //   trie           libtrie's sampler stage (include/trie_llama.h) before the selecting sampler
 //   gbnf           llama.cpp's grammar sampler with root ::= "s1" | "s2" | ...
+//   beam           a beam search over trie states
+// and, with --jump-forward, trie-jump and beam-jump: the same with forced runs (the bytes every member still
+// possible continues with, trie_draft) decoded as one batch, one model step for the whole run;
 // and reports validity (outputs that are members), accuracy (against gold labels), compile time, decode speed
 // and the time spent in the constraint stage per token.
 //
@@ -57,6 +60,8 @@ struct Args {
     bool require_valid = false;
     bool extra_bufts = false;    // llama_model_params.use_extra_bufts (see --extra-bufts)
     bool canonical = false;      // trie/beam: only each member's own tokenization (trie_compile_tokens)
+    bool jump_forward = false;   // also run trie-jump / beam-jump (see --jump-forward)
+    std::vector<std::string> modes;  // the modes to run, in order (from --mode and --jump-forward)
     bool quiet = false;
     bool verbose = false;
 };
@@ -68,7 +73,12 @@ void usage(const char *argv0) {
         "  --prompts FILE     one prompt per line: 'prompt' or 'prompt<TAB>gold'\n"
         "  --system TEXT      the system prompt (default: \"%s\")\n"
         "  --shots FILE       few-shot examples, 'prompt<TAB>answer' per line, sent as earlier chat turns\n"
-        "  --mode M           unconstrained | trie | gbnf | beam | all (default all: the four, beam if --beam > 0)\n"
+        "  --mode M[,M...]    unconstrained | trie | trie-jump | gbnf | beam | beam-jump | all (default all:\n"
+        "                     unconstrained, trie, gbnf, and beam if --beam > 0)\n"
+        "  --jump-forward     also run each libtrie mode (trie, beam) with jump-forward, as trie-jump / beam-jump:\n"
+        "                     a forced run (trie_draft: the rest of the only member left, or the bytes all members\n"
+        "                     left share) is decoded as one batch, one model step; an answer whose member is\n"
+        "                     complete ends without a step for its end-of-generation token\n"
         "  --beam W           beam width of mode beam: the W best partial members by total log-probability,\n"
         "                     over trie states (default 4; 0 leaves beam out of --mode all)\n"
         "  --batch B          sequences decoded together (default 4)\n"
@@ -106,6 +116,7 @@ bool parse_args(int argc, char **argv, Args &a) {
         else if (k == "--shots") a.shots = val("--shots");
         else if (k == "--extra-bufts") a.extra_bufts = true;
         else if (k == "--canonical") a.canonical = true;
+        else if (k == "--jump-forward") a.jump_forward = true;
         else if (k == "--mode") a.mode = val("--mode");
         else if (k == "--out") a.out = val("--out");
         else if (k == "--batch" || k == "-b") a.batch = std::atoi(val("--batch"));
@@ -125,9 +136,35 @@ bool parse_args(int argc, char **argv, Args &a) {
     }
     if (a.model.empty() || a.choices.empty() || a.prompts.empty()) return false;
     if (a.batch < 1 || a.n_predict < 1) return false;
-    if (a.mode != "all" && a.mode != "unconstrained" && a.mode != "trie" && a.mode != "gbnf" && a.mode != "beam")
-        return false;
-    if (a.beam < 0 || (a.mode == "beam" && a.beam < 1)) return false;
+    a.modes.clear();
+    auto add = [&a](const std::string &m) {
+        if (std::find(a.modes.begin(), a.modes.end(), m) == a.modes.end()) a.modes.push_back(m);
+    };
+    for (size_t i = 0; i <= a.mode.size();) {
+        size_t j = a.mode.find(',', i);
+        if (j == std::string::npos) j = a.mode.size();
+        const std::string m = a.mode.substr(i, j - i);
+        i = j + 1;
+        if (m == "all") {
+            for (const char *x : {"unconstrained", "trie", "gbnf"}) add(x);
+            if (a.beam > 0) add("beam");
+        } else if (m == "unconstrained" || m == "trie" || m == "trie-jump" || m == "gbnf" || m == "beam"
+                   || m == "beam-jump") {
+            add(m);
+        } else {
+            std::fprintf(stderr, "unknown mode: %s\n", m.c_str());
+            return false;
+        }
+    }
+    if (a.jump_forward) {
+        const std::vector<std::string> base = a.modes;
+        for (const auto &m : base) {
+            if (m == "trie" || m == "beam") add(m + "-jump");
+        }
+    }
+    const bool beams = std::find(a.modes.begin(), a.modes.end(), "beam") != a.modes.end()
+                       || std::find(a.modes.begin(), a.modes.end(), "beam-jump") != a.modes.end();
+    if (a.beam < 0 || (beams && a.beam < 1)) return false;
     // Default: all cores but one. ggml's threads spin at every barrier, so on a machine whose cores are busy
     // with other work, using all of them was 10x slower here (2 shared cores: 3.5 against 42 tokens/s).
     if (a.threads <= 0) {
@@ -322,8 +359,15 @@ struct ModeResult {
     double prefill_ms = 0, gen_ms = 0;
     size_t gen_tokens = 0;
     double stage_ns = 0;         // time inside the constraint stage (apply + accept)
+    bool jump = false;           // trie-jump / beam-jump
+    size_t steps = 0;            // model steps: per answer, the forward passes its tokens took part in (prefill
+                                 // included; a beam's hypotheses decoded together count once)
+    size_t forced_tokens = 0;    // jump: tokens of forced runs (decoded in a batch, never sampled)
+    size_t out_tokens = 0;       // tokens of the answers (end-of-generation tokens not counted)
     std::vector<std::string> outputs;
 };
+
+size_t answer_tokens(const ModeResult &r) { return r.out_tokens; }
 
 void batch_add(llama_batch &b, llama_token t, llama_pos pos, llama_seq_id seq, bool logits) {
     const int i = b.n_tokens;
@@ -390,9 +434,24 @@ struct Runner {
         return chain;
     }
 
-    // stage_factory(seq) returns a new constraint stage or NULL.
+    // The forced run of `state` (at most `cap` tokens) into `out`; false (and a message) when libtrie fails.
+    bool draft(const trie_automaton *a, trie_state state, size_t cap, std::vector<llama_token> &out,
+               trie_state &end, bool &complete, ModeResult &r) {
+        auto t0 = clk::now();
+        out.resize(cap);
+        size_t n = 0;
+        const trie_status st = trie_draft(a, state, out.data(), cap, &n, &end, &complete);
+        out.resize(st == TRIE_OK ? n : 0);
+        r.stage_ns += std::chrono::duration<double, std::nano>(clk::now() - t0).count();
+        if (st != TRIE_OK) std::fprintf(stderr, "libtrie: trie_draft: %s\n", trie_last_error());
+        return st == TRIE_OK;
+    }
+
+    // stage_factory(seq) returns a new constraint stage or NULL. With `jump` (the stage's automaton; the stages
+    // must then be trie_llama_sampler_init stages), forced runs are decoded as one batch: after each sampled
+    // token, the run from the stage's state is accepted by the chain and decoded with it, logits at its end only.
     template <class F>
-    bool run(ModeResult &r, F stage_factory) {
+    bool run(ModeResult &r, F stage_factory, const trie_automaton *jump = nullptr) {
         StageTimer timer;
         const size_t P = prompts.size();
         r.outputs.assign(P, std::string());
@@ -406,17 +465,50 @@ struct Runner {
                 chains[s] = make_chain(stages[s], &timer);
             }
 
-            // prefill: every prompt of the group in one batch, logits at each prompt's last token
+            std::vector<bool> active(ns, true);
+            std::vector<int> n_gen(ns, 0);
+            size_t n_active = ns;
+            std::vector<llama_token> run;
+            trie_state end = 0;
+            bool complete = false;
+
+            // prefill: every prompt of the group in one batch, logits at each prompt's last token (with jump, after
+            // the forced run of the start state, e.g. a prefix all members share)
             batch.n_tokens = 0;
             std::vector<int32_t> idx(ns);
             std::vector<llama_pos> pos(ns);
             for (size_t s = 0; s < ns; ++s) {
                 const auto &toks = prompts[g + s].tokens;
+                run.clear();
+                complete = false;
+                if (jump) {
+                    if (!draft(jump, trie_llama_sampler_state(stages[s]), (size_t) args.n_predict, run, end, complete,
+                               r)) {
+                        return false;
+                    }
+                    for (llama_token d : run) {
+                        llama_sampler_accept(chains[s], d);
+                        r.outputs[g + s] += token_piece(vocab, d);
+                        r.out_tokens++;
+                    }
+                    n_gen[s] += (int) run.size();
+                    r.gen_tokens += run.size();
+                    r.forced_tokens += run.size();
+                }
                 for (size_t j = prefix_len; j < toks.size(); ++j) {
-                    batch_add(batch, toks[j], (llama_pos) j, (llama_seq_id) s, j + 1 == toks.size());
+                    batch_add(batch, toks[j], (llama_pos) j, (llama_seq_id) s, j + 1 == toks.size() && run.empty());
+                }
+                for (size_t j = 0; j < run.size(); ++j) {
+                    batch_add(batch, run[j], (llama_pos) (toks.size() + j), (llama_seq_id) s, j + 1 == run.size());
                 }
                 idx[s] = batch.n_tokens - 1;
-                pos[s] = (llama_pos) toks.size();
+                pos[s] = (llama_pos) (toks.size() + run.size());
+                r.steps++;
+                if (complete || n_gen[s] >= args.n_predict) {  // answered by the forced run alone
+                    active[s] = false;
+                    n_active--;
+                    r.truncated += !complete;
+                }
             }
             auto t0 = clk::now();
             if (llama_decode(ctx, batch) != 0) {
@@ -425,9 +517,6 @@ struct Runner {
             }
             r.prefill_ms += ms_since(t0);
 
-            std::vector<bool> active(ns, true);
-            std::vector<int> n_gen(ns, 0);
-            size_t n_active = ns;
             t0 = clk::now();
             while (n_active > 0) {
                 batch.n_tokens = 0;
@@ -442,14 +531,40 @@ struct Runner {
                         continue;
                     }
                     r.outputs[g + s] += token_piece(vocab, t);
+                    r.out_tokens++;
+                    run.clear();
+                    complete = false;
+                    if (jump && n_gen[s] < args.n_predict) {
+                        if (!draft(jump, trie_llama_sampler_state(stages[s]), (size_t) (args.n_predict - n_gen[s]),
+                                   run, end, complete, r)) {
+                            return false;
+                        }
+                        for (llama_token d : run) {
+                            llama_sampler_accept(chains[s], d);
+                            r.outputs[g + s] += token_piece(vocab, d);
+                        r.out_tokens++;
+                        }
+                        n_gen[s] += (int) run.size();
+                        r.gen_tokens += run.size();
+                        r.forced_tokens += run.size();
+                    }
+                    if (complete) {  // one member, complete: its end-of-generation token needs no model step
+                        active[s] = false;
+                        n_active--;
+                        continue;
+                    }
                     if (n_gen[s] >= args.n_predict) {
                         active[s] = false;
                         n_active--;
                         r.truncated++;
                         continue;
                     }
-                    idx[s] = batch.n_tokens;
-                    batch_add(batch, t, pos[s]++, (llama_seq_id) s, true);
+                    batch_add(batch, t, pos[s]++, (llama_seq_id) s, run.empty());
+                    for (size_t j = 0; j < run.size(); ++j) {
+                        batch_add(batch, run[j], pos[s]++, (llama_seq_id) s, j + 1 == run.size());
+                    }
+                    idx[s] = batch.n_tokens - 1;
+                    r.steps++;
                 }
                 if (batch.n_tokens > 0 && llama_decode(ctx, batch) != 0) {
                     std::fprintf(stderr, "llama_decode failed (generation)\n");
@@ -500,13 +615,21 @@ struct Runner {
     // (KV cells shared through llama_memory_seq_cp). A hypothesis ends with an end-of-generation token, which
     // the automaton allows only after a whole member. The answer is the best finished hypothesis; search stops
     // when no live hypothesis can beat it (scores only decrease). Greedy decoding is width 1.
-    bool run_beam(ModeResult &r, const trie_automaton *a, int width) {
+    // With `jump`, each hypothesis takes the forced run of its state right after its token, decoded in the same
+    // batch with logits at every position of the run, so the run's tokens add their model log-probabilities to the
+    // score in the same step (ranking as without jump, up to the tokenization of the forced bytes). A run shared by
+    // all hypotheses (the start state's) is decoded once, with the prompt, and adds the same to every hypothesis of
+    // the prompt (left out). A hypothesis ends with its end-of-generation token, as without jump.
+    bool run_beam(ModeResult &r, const trie_automaton *a, int width, bool jump) {
         struct Hyp {
             trie_state state;
             double score;
             std::vector<llama_token> toks;
             int slot;      // sequence id
             int32_t idx;   // logits row in the last batch
+            llama_pos pos = 0;  // next position
+            size_t n_new = 1;   // tokens to decode at this step (the chosen token and its forced run)
+            std::vector<llama_token> forced{};  // jump: the forced run decoded after the chosen token, to be scored
         };
         struct Cand {
             int parent;
@@ -529,13 +652,31 @@ struct Runner {
             std::vector<double> best_done(np, -INFINITY);
             std::vector<std::vector<llama_token>> best_toks(np);
             std::vector<llama_pos> pos(np);
+            std::vector<llama_token> run;
+            trie_state end = 0;
+            bool complete = false;
             for (size_t p = 0; p < np; ++p) {
                 const auto &toks = prompts[g + p].tokens;
                 const int slot0 = (int) (p * (size_t) width);
+                run.clear();
+                end = trie_start(a);
+                complete = false;
+                if (jump && !draft(a, trie_start(a), (size_t) args.n_predict - 1, run, end, complete, r)) return false;
+                r.forced_tokens += run.size();
                 for (size_t j = prefix_len; j < toks.size(); ++j) {
-                    batch_add(batch, toks[j], (llama_pos) j, slot0, j + 1 == toks.size());
+                    batch_add(batch, toks[j], (llama_pos) j, slot0, j + 1 == toks.size() && run.empty());
                 }
-                live[p].push_back(Hyp{trie_start(a), 0.0, {}, slot0, batch.n_tokens - 1});
+                for (size_t j = 0; j < run.size(); ++j) {
+                    batch_add(batch, run[j], (llama_pos) (toks.size() + j), slot0, j + 1 == run.size());
+                }
+                r.steps++;
+                if (complete) {  // one member: answered by the forced run
+                    best_done[p] = 0.0;
+                    best_toks[p] = run;
+                    continue;
+                }
+                live[p].push_back(Hyp{end, 0.0, run, slot0, batch.n_tokens - 1});
+                live[p].back().pos = (llama_pos) (toks.size() + run.size());
                 pos[p] = (llama_pos) toks.size();
             }
             auto t0 = clk::now();
@@ -552,13 +693,27 @@ struct Runner {
                     if (hs.empty()) continue;
                     auto ts = clk::now();
                     std::vector<Cand> cands;
-                    for (size_t h = 0; h < hs.size(); ++h) {
-                        const float *lg = llama_get_logits_ith(ctx, hs[h].idx);
+                    // log-softmax of token `tok` in logits row `row` of the last batch
+                    auto logprob = [&](int32_t row, llama_token tok, double *lse_out) {
+                        const float *lg = llama_get_logits_ith(ctx, row);
                         float mx = -INFINITY;
                         for (size_t t = 0; t < n_vocab; ++t) mx = std::max(mx, lg[t]);
                         double sum = 0;
                         for (size_t t = 0; t < n_vocab; ++t) sum += std::exp((double) (lg[t] - mx));
                         const double lse = mx + std::log(sum);
+                        if (lse_out) *lse_out = lse;
+                        return tok >= 0 ? (double) lg[tok] - lse : 0.0;
+                    };
+                    for (size_t h = 0; h < hs.size(); ++h) {
+                        // jump: the forced tokens decoded with the chosen one add their log-probabilities (read
+                        // from the logits at each position of the run: the same step), so ranking stays exact
+                        for (size_t j = 0; j < hs[h].forced.size(); ++j) {
+                            hs[h].score += logprob(hs[h].idx - (int32_t) (hs[h].forced.size() - j), hs[h].forced[j],
+                                                   nullptr);
+                        }
+                        const float *lg = llama_get_logits_ith(ctx, hs[h].idx);
+                        double lse = 0;
+                        logprob(hs[h].idx, -1, &lse);
                         size_t n_allowed = 0;
                         if (trie_allowed(a, hs[h].state, allowed.data(), nv, &n_allowed) != TRIE_OK) {
                             std::fprintf(stderr, "libtrie: %s\n", trie_last_error());
@@ -590,6 +745,16 @@ struct Runner {
                         if ((int) hs[c.parent].toks.size() + 1 >= args.n_predict) continue;
                         Hyp n{c.next, c.score, hs[c.parent].toks, -1, -1};
                         n.toks.push_back(c.tok);
+                        n.pos = hs[c.parent].pos;
+                        if (jump) {
+                            const size_t cap = (size_t) args.n_predict - 1 - n.toks.size();
+                            if (!draft(a, c.next, cap, run, end, complete, r)) return false;
+                            n.toks.insert(n.toks.end(), run.begin(), run.end());
+                            n.state = end;
+                            n.n_new = 1 + run.size();
+                            n.forced = run;
+                            r.forced_tokens += run.size();
+                        }
                         // the first child continues in its parent's sequence; others get a free slot (below)
                         if (children[c.parent]++ == 0) n.slot = hs[c.parent].slot;
                         next.push_back(std::move(n));
@@ -613,9 +778,13 @@ struct Runner {
                     }
                     r.stage_ns += std::chrono::duration<double, std::nano>(clk::now() - ts).count();
                     for (auto &n : next) {
-                        n.idx = batch.n_tokens;
-                        batch_add(batch, n.toks.back(), pos[p], n.slot, true);
+                        const size_t k0 = n.toks.size() - n.n_new;
+                        for (size_t k = k0; k < n.toks.size(); ++k) {
+                            batch_add(batch, n.toks[k], n.pos++, n.slot, jump || k + 1 == n.toks.size());
+                        }
+                        n.idx = batch.n_tokens - 1;
                     }
+                    if (!next.empty()) r.steps++;
                     if (next.empty() && best_toks[p].empty() && best_done[p] == -INFINITY) r.truncated++;
                     pos[p]++;
                     hs = std::move(next);
@@ -630,6 +799,7 @@ struct Runner {
             r.gen_ms += ms_since(t0);
             for (size_t p = 0; p < np; ++p) {
                 for (llama_token t : best_toks[p]) r.outputs[g + p] += token_piece(vocab, t);
+                r.out_tokens += best_toks[p].size();
             }
         }
         score(r);
@@ -716,8 +886,10 @@ int main(int argc, char **argv) {
     for (const auto &p : prompts) gold_outside += !p.gold.empty() && !members.count(p.gold);
 
     const int B = (int) std::min((size_t) args.batch, prompts.size());
-    const bool all = args.mode == "all";
-    const int W = (args.mode == "beam" || (all && args.beam > 0)) ? std::max(1, args.beam) : 1;
+    auto want = [&args](const char *m) {
+        return std::find(args.modes.begin(), args.modes.end(), m) != args.modes.end();
+    };
+    const int W = (want("beam") || want("beam-jump")) ? std::max(1, args.beam) : 1;
     // The tokens all prompts start with (system prompt, few-shot turns) are decoded once into their own sequence
     // and shared (llama_memory_seq_cp: the cells are shared, kv_unified); each prompt keeps at least one token.
     size_t prefix_len = prompts[0].tokens.size();
@@ -760,7 +932,7 @@ int main(int argc, char **argv) {
     std::vector<ModeResult> results;
     bool failed = false;
 
-    if (all || args.mode == "unconstrained") {
+    if (want("unconstrained")) {
         ModeResult r;
         r.mode = "unconstrained";
         std::printf("-- mode unconstrained\n");
@@ -769,8 +941,8 @@ int main(int argc, char **argv) {
     }
 
     // trie and beam share one automaton (vocabulary extraction + compile, timed once, reported by both)
-    const bool want_trie = all || args.mode == "trie";
-    const bool want_beam = args.mode == "beam" || (all && args.beam > 0);
+    const bool want_trie = want("trie") || want("trie-jump");
+    const bool want_beam = want("beam") || want("beam-jump");
     trie_automaton *automaton = nullptr;
     double vocab_ms = 0, compile_ms = 0;
     if (!failed && (want_trie || want_beam)) {
@@ -825,17 +997,23 @@ int main(int argc, char **argv) {
         }
     }
 
-    if (!failed && want_trie) {
+    for (const bool jump : {false, true}) {
+        if (failed || !want(jump ? "trie-jump" : "trie")) continue;
         ModeResult r;
-        r.mode = "trie";
+        r.mode = jump ? "trie-jump" : "trie";
+        r.jump = jump;
         r.vocab_ms = vocab_ms;
         r.compile_ms = compile_ms;
-        std::printf("-- mode trie: libtrie's sampler stage, then greedy / sampling\n");
-        if (!runner.run(r, [&] { return trie_llama_sampler_init(automaton); })) failed = true;
+        std::printf("-- mode %s: libtrie's sampler stage, then greedy / sampling%s\n", r.mode.c_str(),
+                    jump ? "; forced runs decoded as one batch" : "");
+        std::fflush(stdout);
+        if (!runner.run(r, [&] { return trie_llama_sampler_init(automaton); }, jump ? automaton : nullptr)) {
+            failed = true;
+        }
         results.push_back(std::move(r));
     }
 
-    if (!failed && (all || args.mode == "gbnf")) {
+    if (!failed && want("gbnf")) {
         ModeResult r;
         r.mode = "gbnf";
         if (choices.size() > args.gbnf_max_k) {
@@ -862,14 +1040,17 @@ int main(int argc, char **argv) {
         results.push_back(std::move(r));
     }
 
-    if (!failed && want_beam) {
+    for (const bool jump : {false, true}) {
+        if (failed || !want(jump ? "beam-jump" : "beam")) continue;
         ModeResult r;
-        r.mode = "beam";
+        r.mode = jump ? "beam-jump" : "beam";
+        r.jump = jump;
         r.vocab_ms = vocab_ms;
         r.compile_ms = compile_ms;
-        std::printf("-- mode beam: width %d over trie states, members ranked by total log-probability\n", W);
+        std::printf("-- mode %s: width %d over trie states, members ranked by total log-probability%s\n",
+                    r.mode.c_str(), W, jump ? "; forced runs decoded with their token, adding 0" : "");
         std::fflush(stdout);
-        if (!runner.run_beam(r, automaton, W)) failed = true;
+        if (!runner.run_beam(r, automaton, W, jump)) failed = true;
         results.push_back(std::move(r));
     }
     trie_automaton_free(automaton);
@@ -890,8 +1071,9 @@ int main(int argc, char **argv) {
         }
     }
 
-    std::printf("\n%-14s %9s %9s %11s %11s %10s %14s %9s\n", "mode", "valid", "accuracy", "compile ms", "prefill ms",
-                "decode t/s", "stage us/token", "truncated");
+    std::printf("\n%-14s %9s %9s %11s %11s %10s %14s %9s %12s %12s %10s\n", "mode", "valid", "accuracy",
+                "compile ms", "prefill ms", "decode t/s", "stage us/token", "truncated", "steps/answer",
+                "tokens/answer", "ms/answer");
     for (const auto &r : results) {
         if (r.skipped) {
             std::printf("%-14s %s\n", r.mode.c_str(), r.note.c_str());
@@ -903,9 +1085,11 @@ int main(int argc, char **argv) {
             std::snprintf(comp, sizeof comp, "%.1f", r.compile_ms + r.vocab_ms);
             std::snprintf(stage, sizeof stage, "%.1f", r.gen_tokens ? r.stage_ns / 1e3 / r.gen_tokens : 0.0);
         }
-        std::printf("%-14s %8.1f%% %9s %11s %11.0f %10.1f %14s %9zu\n", r.mode.c_str(),
+        std::printf("%-14s %8.1f%% %9s %11s %11.0f %10.1f %14s %9zu %12.2f %12.2f %10.1f\n", r.mode.c_str(),
                     r.n ? 100.0 * r.valid / r.n : 0.0, acc, comp, r.prefill_ms,
-                    r.gen_ms > 0 ? r.gen_tokens / (r.gen_ms / 1e3) : 0.0, stage, r.truncated);
+                    r.gen_ms > 0 ? r.gen_tokens / (r.gen_ms / 1e3) : 0.0, stage, r.truncated,
+                    r.n ? (double) r.steps / r.n : 0.0, r.n ? (double) answer_tokens(r) / r.n : 0.0,
+                    r.n ? (r.prefill_ms + r.gen_ms) / r.n : 0.0);
     }
     if (prefix_len > 0) {
         std::printf("shared prompt prefix (system prompt + few-shot turns): %zu tokens, decoded once in %.0f ms\n",
@@ -914,7 +1098,10 @@ int main(int argc, char **argv) {
     std::printf("(valid: exact members; accuracy: exact gold answers; compile: trie/beam = vocabulary extraction +\n"
                 " compile, gbnf = grammar sampler init; decode t/s: generated tokens / generation wall time incl.\n"
                 " sampling, %d prompts at once; stage: the constraint's apply + accept per token, for beam libtrie +\n"
-                " ranking per decoded hypothesis token)\n",
+                " ranking per decoded hypothesis token; steps/answer: model forward passes an answer's tokens took\n"
+                " part in, prefill included (a beam's hypotheses decoded together count once); tokens/answer:\n"
+                " output tokens (beam: of the answer), forced runs included; ms/answer: (prefill + generation) /\n"
+                " prompts)\n",
                 B);
     if (args.json) {
         for (const auto &r : results) {
@@ -922,13 +1109,16 @@ int main(int argc, char **argv) {
                         "\"n_gold\":%zu,\"correct\":%zu,\"accuracy\":%.4f,\"vocab_ms\":%.3f,\"compile_ms\":%.3f,"
                         "\"prefill_ms\":%.3f,\"gen_ms\":%.3f,\"gen_tokens\":%zu,\"decode_tok_per_s\":%.3f,"
                         "\"stage_us_per_token\":%.3f,\"truncated\":%zu,\"stage_errors\":%zu,\"batch\":%d,"
-                        "\"canonical\":%s}\n",
+                        "\"canonical\":%s,\"jump\":%s,\"steps\":%zu,\"forced_tokens\":%zu,\"answer_tokens\":%zu,"
+                        "\"threads\":%d,\"n_predict\":%d}\n",
                         json_str(r.mode).c_str(), r.skipped ? "true" : "false", choices.size(), r.n, r.valid,
                         r.n ? (double) r.valid / r.n : 0.0, r.n_gold, r.correct,
                         r.n_gold ? (double) r.correct / r.n_gold : 0.0, r.vocab_ms, r.compile_ms, r.prefill_ms,
                         r.gen_ms, r.gen_tokens, r.gen_ms > 0 ? r.gen_tokens / (r.gen_ms / 1e3) : 0.0,
                         r.gen_tokens ? r.stage_ns / 1e3 / r.gen_tokens : 0.0, r.truncated, r.stage_errors, B,
-                        args.canonical && (r.mode == "trie" || r.mode == "beam") ? "true" : "false");
+                        args.canonical && r.mode != "unconstrained" && r.mode != "gbnf" ? "true" : "false",
+                        r.jump ? "true" : "false", r.steps, r.forced_tokens, answer_tokens(r), args.threads,
+                        args.n_predict);
         }
     }
     std::fflush(stdout);
@@ -943,14 +1133,14 @@ int main(int argc, char **argv) {
     }
     if (args.require_valid) {
         for (const auto &r : results) {
-            if ((r.mode == "trie" || r.mode == "beam") && !r.skipped && r.valid != r.n) {
+            if (r.mode != "unconstrained" && r.mode != "gbnf" && !r.skipped && r.valid != r.n) {
                 std::fprintf(stderr, "trie-llama: --require-valid: %zu of %zu %s outputs are not members\n",
                              r.n - r.valid, r.n, r.mode.c_str());
                 rc = 1;
             }
         }
         bool has_trie = false;
-        for (const auto &r : results) has_trie |= r.mode == "trie" || r.mode == "beam";
+        for (const auto &r : results) has_trie |= r.mode != "unconstrained" && r.mode != "gbnf";
         if (!has_trie) {
             std::fprintf(stderr, "trie-llama: --require-valid without a trie run\n");
             rc = 1;

@@ -27,6 +27,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 mod allowed;
+mod draft;
 mod masks;
 mod persist;
 mod query;
@@ -34,6 +35,7 @@ mod segments;
 
 pub use allowed::Allowed;
 use allowed::AllowedRepr;
+pub use draft::{Draft, History};
 
 pub use segments::Crossing;
 pub(crate) use segments::Segments;

@@ -337,6 +337,8 @@ mod compile;
 
 mod decode;
 
+mod draft;
+
 pub mod recognize;
 
 mod sets;
@@ -348,6 +350,7 @@ mod template;
 use boundary::*;
 pub use compile::*;
 pub use decode::*;
+pub use draft::*;
 use handle::*;
 pub use info::*;
 pub use sets::*;

@@ -163,5 +163,18 @@ if [[ $rc -eq 0 && $rc2 -eq 0 ]] && grep -q '"canonical":true' "$TMP/t7-trie.log
   ok "K=20 --canonical: trie and beam 100% valid"
 else ko "K=20 --canonical (harness exit $rc / $rc2)"; tail -5 "$TMP/t7-trie.log" "$TMP/t7-beam.log"; fi
 
+# ---- 8: --jump-forward (forced runs decoded as one batch): trie-jump and beam-jump, fewer model steps -------------
+echo "[test] 20 tool names, --jump-forward, trie and beam" >&2
+"$HARNESS" "${COMMON[@]}" --choices "$TMP/tools20.txt" --prompts data/tools-prompts.tsv --shots data/tools-shots.tsv \
+  --mode trie,beam --beam 3 --jump-forward --batch 4 --require-valid --out "$TMP/t8.tsv" > "$TMP/t8.log" 2>&1
+rc=$?
+grep -E '^(trie|beam|\{)' "$TMP/t8.log" | sed 's/^/    /'
+steps() { grep "^{\"mode\":\"$1\"" "$TMP/t8.log" | sed -E 's/.*"steps":([0-9]+).*/\1/'; }
+if [[ $rc -eq 0 ]] && "${CHECK[@]}" "$TMP/tools20.txt" "$TMP/t8.tsv" trie-jump "$NTOOLS" \
+   && "${CHECK[@]}" "$TMP/tools20.txt" "$TMP/t8.tsv" beam-jump "$NTOOLS" \
+   && (( $(steps trie-jump) < $(steps trie) && $(steps beam-jump) < $(steps beam) )); then
+  ok "K=20 --jump-forward: trie-jump and beam-jump 100% valid, fewer model steps ($(steps trie) -> $(steps trie-jump), beam $(steps beam) -> $(steps beam-jump))"
+else ko "K=20 --jump-forward (harness exit $rc)"; tail -5 "$TMP/t8.log"; fi
+
 printf '%d passed, %d failed\n' "$pass" "$fail"
 [[ $fail -eq 0 ]]

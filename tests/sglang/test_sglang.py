@@ -292,9 +292,23 @@ class DecodeTest(unittest.TestCase):
         self.assertEqual(g.state, states[len(ids) - 3])
         fresh = g.copy()
         self.assertEqual(fresh.state, fresh.automaton.start())
-        # jump-forward: once one member is left its rest comes with a token path
+        # jump-forward: the bytes every member left shares (here the JSON string's opening quote at the start, then
+        # "delete_" once "files." and "de" are in), and once one member is left its rest, with a token path
         h = g.copy()
-        self.assertIsNone(h.try_jump_forward(model.tokenizer))
+        helper = h.try_jump_forward(model.tokenizer)
+        self.assertIsNotNone(helper)
+        assert helper is not None
+        self.assertEqual(h.jump_forward_str_state(helper)[0], '"')
+        self.assertEqual(model.tokenizer.decode(helper[0]), '"')
+        s = h.copy()
+        for t in model.tokenizer.encode('"files.de'):
+            s.accept_token(t)
+        helper = s.try_jump_forward(model.tokenizer)
+        assert helper is not None
+        self.assertEqual(s.jump_forward_str_state(helper)[0], "lete_")
+        for t in helper[0]:
+            s.accept_token(t)
+        self.assertIsNone(s.try_jump_forward(model.tokenizer), "event, route, item, draft, folder: nothing forced")
         prefix = model.tokenizer.encode('"calendar.create_ev')
         for t in prefix:
             h.accept_token(t)

@@ -24,6 +24,7 @@ from sglang.srt.constrained.base_grammar_backend import (
 )
 
 from .. import FINISHED, Automaton, NotASet, TrieError, Vocab, front
+from ..draft import jump_forward
 from ..masks import apply_bitmask
 from ..sets import Settings
 from . import BACKEND_NAME
@@ -130,17 +131,12 @@ class LibtrieGrammar(BaseGrammarObject):  # type: ignore[misc,unused-ignore]  # 
         return LibtrieGrammar(self.automaton, self.key_type, stats)
 
     def try_jump_forward(self, tokenizer: Any) -> Optional[Tuple[List[int], str]]:
-        """When one member is left: a token path spelling its rest, and that text; else None."""
+        """The forced run (:func:`libtrie.draft.jump_forward`): the rest of the only member left, or the bytes every
+        member left shares (a template's prefix, a common stem), as a token path and its text, cut at whole UTF-8
+        characters; None when nothing is forced."""
         if self.state == FINISHED:
             return None
-        forced = self.automaton.forced(self.state)
-        if forced is None or not forced.tokens:
-            return None
-        try:
-            text = forced.bytes.decode("utf-8")
-        except UnicodeDecodeError:  # the state is inside a character: no string to hand out
-            return None
-        return list(forced.tokens), text
+        return jump_forward(self.automaton, self.state)
 
     def jump_forward_str_state(self, helper: Tuple[List[int], str]) -> Tuple[str, int]:
         return helper[1], -1
