@@ -187,6 +187,7 @@ impl Automaton {
         remove: &[R],
         options: &CompileOptions,
     ) -> Result<Automaton> {
+        self.check_whole()?;
         if self.segments.is_some() {
             return Err(Error::invalid(
                 "with_changes does not update an automaton compiled with a template yet: compile the changed set \
