@@ -42,9 +42,10 @@ impl Automaton {
         if self.fast_path_fits(&old, &c) && add.len() < NONE as usize {
             if let Some(mut a) = self.update_in_place(&old, &c.adding, &c.ins, &c.removed, options)? {
                 if template.end != End::Open || prefix_free_around(&a, &c) {
-                    let ids = member_ids(&a, &old, &add_segs, &c.removed);
-                    a.segments = Some(Segments::new(template, ids));
-                    return Ok(a);
+                    if let Some(ids) = member_ids(&a, &old, &add_segs, &c.removed) {
+                        a.segments = Some(Segments::new(template, ids));
+                        return Ok(a);
+                    }
                 }
             }
         }
@@ -73,7 +74,8 @@ fn prefix_free_around(a: &Automaton, c: &Changes) -> bool {
 
 /// The member id of each rank of the new automaton `a` (whose members are the old list `old` without the ranks
 /// `removed`, plus the added segments): as `compile_template` numbers the list `add ++ (old − removed)`.
-fn member_ids(a: &Automaton, old: &List, add: &[&[u8]], removed: &[usize]) -> Vec<u32> {
+/// `None` if the update does not have the expected members (the caller then compiles in full).
+fn member_ids(a: &Automaton, old: &List, add: &[&[u8]], removed: &[usize]) -> Option<Vec<u32>> {
     let n = a.member_offsets.len() - 1;
     let member = |i: usize| &a.member_bytes[a.member_offsets[i] as usize..a.member_offsets[i + 1] as usize];
     let mut ids = Vec::with_capacity(n);
@@ -96,11 +98,9 @@ fn member_ids(a: &Automaton, old: &List, add: &[&[u8]], removed: &[usize]) -> Ve
     // Every added string (its first copy, last written wins: walk the copies backwards) is its index in `add`,
     // also when it was a member already.
     for (i, s) in add.iter().enumerate().rev() {
-        let r = rank_of(a, s).expect("an added segment is a member");
-        ids[r] = i as u32;
+        ids[rank_of(a, s)?] = i as u32;
     }
-    debug_assert!(!ids.contains(&NONE));
-    ids
+    (!ids.contains(&NONE)).then_some(ids)
 }
 
 /// The rank of member `s` of `a` (members are sorted and distinct), if it is one.
