@@ -1,7 +1,9 @@
 //! Sets inside an output cost what the bare set costs: compile time and mask time of tool names with a 40-byte
 //! prefix and the `", "arguments": ` suffix (raw members inside quotes, and members rendered as JSON strings,
 //! open end) against the bare set, measured in the same run with interleaved repeats. Prints one JSON object per
-//! line; ratios are templated / bare.
+//! line; ratios are templated / bare. Then, per variant, one tool added and another removed with `with_changes`
+//! (median of interleaved repeats) against the compile of the same variant (`update_speedup` = compile / update),
+//! the result checked byte for byte against the full compile of the changed list.
 //!
 //! `cargo bench --bench template -- [--vocab NAME] [--quick]`
 mod workloads;
@@ -70,6 +72,38 @@ fn main() {
                 masks[i] / masks[0],
                 a.n_states(),
                 a.memory_usage()
+            );
+        }
+        // One tool added and one removed (the registry workload), against the compile of the same variant.
+        let new_tool = format!("{}_v2", names[k / 3]);
+        let gone = names[k / 2].clone();
+        for (i, (name, t)) in variants.iter().enumerate() {
+            let a = &automata[i];
+            let update = || a.with_changes(&[new_tool.as_str()], &[gone.as_str()], &opts).unwrap();
+            let mut ms = Vec::new();
+            for _ in 0..repeats {
+                let s = Instant::now();
+                black_box(update());
+                ms.push(s.elapsed().as_secs_f64() * 1e3);
+            }
+            let got = update();
+            // The list the update equals: the added tool, then the remaining members in the order of their
+            // segments (the ranks of `a`).
+            let mut list = vec![new_tool.clone()];
+            if t.is_bare() {
+                list.extend(names.iter().filter(|n| **n != gone).cloned());
+                assert!(got.to_bytes() == Automaton::compile(vocab.clone(), &list, &opts).unwrap().to_bytes());
+            } else {
+                let by_id = |r: usize| names[a.member_id(r).unwrap()].clone();
+                list.extend((0..a.n_members()).map(by_id).filter(|n| *n != gone));
+                let full = Automaton::compile_template(vocab.clone(), &list, t, &opts).unwrap();
+                assert!(got.to_bytes() == full.to_bytes(), "{name}: the update differs from compile_template");
+            }
+            let update_ms = median(ms);
+            let compile_ms = median(times[i].clone());
+            println!(
+                "{{\"kind\":\"template_update\",\"vocab\":\"{vocab_name}\",\"k\":{k},\"variant\":\"{name}\",\"update_ms\":{update_ms:.2},\"compile_ms\":{compile_ms:.2},\"update_speedup\":{:.1}}}",
+                compile_ms / update_ms
             );
         }
     }

@@ -6,7 +6,13 @@
 //!
 //! `K` keeps the first K lines after a seeded shuffle (seed 42, as the engine bench); `--whole` compiles with
 //! `Automaton::compile` instead of the timed phases (the peak RSS of the public call). The peak resident size is
-//! the process's `VmHWM` (Linux), read after the input is in memory and again after the compile.
+//! the process's `VmHWM` (Linux), read after the input is in memory and again after the compile. With `--save`,
+//! the saved file is loaded five times with `Automaton::load` and five times with `Automaton::load_lazy` (medians),
+//! and the lazily loaded automaton is then used: the masks of the states of 200 random decodes (first use: rows
+//! checked, pages read; then again), and the first member lookup (the whole check).
+//!
+//! `cargo run --release --example compile_lines -- VOCAB.gguf --load FILE.trie`: the load figures of a saved file
+//! only (a file of an earlier format version, say).
 #[path = "../benches/workloads/mod.rs"]
 mod workloads;
 
@@ -36,6 +42,10 @@ fn main() {
         .map(|(_, a)| a)
         .collect();
     let vocab = Arc::new(Vocabulary::from_gguf(pos[0]).unwrap());
+    if let Some(i) = flag("--load") {
+        println!("{{{}}}", load_figures(&vocab, &args[i + 1]));
+        return;
+    }
     let text = std::fs::read_to_string(pos[1]).unwrap();
     let mut lines: Vec<&str> = text.lines().collect();
     if let Some(k) = pos.get(2).map(|k| k.parse::<usize>().unwrap()) {
@@ -94,19 +104,73 @@ fn main() {
         a.save(&path).unwrap();
         let save_ms = t.elapsed().as_secs_f64() * 1e3;
         drop(a);
-        let mut loads = Vec::new();
-        for _ in 0..5 {
-            let t = Instant::now();
-            let b = Automaton::load(vocab.clone(), &path).unwrap();
-            loads.push(t.elapsed().as_secs_f64() * 1e3);
-            std::hint::black_box(b);
-        }
-        let file_bytes = std::fs::metadata(&path).unwrap().len();
-        out.push_str(&format!(
-            ",\"file_bytes\":{file_bytes},\"save_ms\":{save_ms:.1},\"load_ms\":{:.1}",
-            workloads::median(loads)
-        ));
+        out.push_str(&format!(",\"save_ms\":{save_ms:.1},{}", load_figures(&vocab, &path)));
     }
     out.push('}');
     println!("{out}");
+}
+
+/// The load figures of a saved file (JSON fields): its size and version, the median of five eager and five lazy
+/// loads, then the costs of first use of the lazily loaded automaton.
+fn load_figures(vocab: &Arc<Vocabulary>, path: &str) -> String {
+    use rand::{Rng, SeedableRng};
+    let ms = |t: Instant| t.elapsed().as_secs_f64() * 1e3;
+    let file_bytes = std::fs::metadata(path).unwrap().len();
+    let head = std::fs::read(path).map(|b| b[8..12].to_vec()).unwrap();
+    let version = u32::from_ne_bytes(head.try_into().unwrap());
+    let (mut eager, mut lazy) = (Vec::new(), Vec::new());
+    for _ in 0..5 {
+        let t = Instant::now();
+        std::hint::black_box(Automaton::load(vocab.clone(), path).unwrap());
+        eager.push(ms(t));
+        let t = Instant::now();
+        std::hint::black_box(Automaton::load_lazy(vocab.clone(), path).unwrap());
+        lazy.push(ms(t));
+    }
+    let a = Automaton::load_lazy(vocab.clone(), path).unwrap();
+    let is_lazy = a.is_lazy();
+    // The states of 200 random decodes (random allowed tokens until FINISHED).
+    let mut rng = rand::rngs::SmallRng::seed_from_u64(7);
+    let mut states = Vec::new();
+    for _ in 0..200 {
+        let mut s = a.start();
+        loop {
+            states.push(s);
+            let allowed = a.allowed(s);
+            let t = allowed[rng.gen_range(0..allowed.len())];
+            match a.advance(s, t).unwrap() {
+                trie::Step::Next(n) => s = n,
+                trie::Step::Finished => break,
+            }
+        }
+    }
+    let mut row = vec![0u32; a.mask_words()];
+    let mut masks = |a: &Automaton| {
+        let t = Instant::now();
+        for &s in &states {
+            a.fill_bitmask(s, &mut row).unwrap();
+        }
+        ms(t)
+    };
+    let fresh = Automaton::load_lazy(vocab.clone(), path).unwrap();
+    let (first, again) = (masks(&fresh), masks(&fresh));
+    // Steady state, interleaved: the masks of an eagerly loaded automaton against the lazily loaded one (medians
+    // of 5 passes each).
+    let eager_a = Automaton::load(vocab.clone(), path).unwrap();
+    let (mut e_ms, mut l_ms) = (Vec::new(), Vec::new());
+    for _ in 0..5 {
+        e_ms.push(masks(&eager_a));
+        l_ms.push(masks(&fresh));
+    }
+    let t = Instant::now();
+    assert!(a.member_bytes(0).is_some());
+    let whole_ms = ms(t);
+    format!(
+        "\"file_bytes\":{file_bytes},\"file_version\":{version},\"load_ms\":{:.1},\"load_lazy_ms\":{:.2},\"lazy\":{is_lazy},\"decode_states\":{},\"lazy_masks_first_ms\":{first:.2},\"lazy_masks_again_ms\":{again:.2},\"masks_eager_ms\":{:.2},\"masks_lazy_ms\":{:.2},\"lazy_whole_check_ms\":{whole_ms:.1}",
+        workloads::median(eager),
+        workloads::median(lazy),
+        states.len(),
+        workloads::median(e_ms),
+        workloads::median(l_ms)
+    )
 }

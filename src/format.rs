@@ -5,25 +5,38 @@
 //! offset 0   header, 64 bytes:
 //!            magic "LIBTRIE\0" | format version u32 | endian tag u32 (0x01020304 as written) | kind u32 |
 //!            number of sections u32 | file length u64 | checksum u64 (see `checksum`) |
-//!            vocabulary fingerprint (xxh3-128) 16 bytes | 8 reserved bytes (zero)
+//!            vocabulary fingerprint (xxh3-128) 16 bytes | body end u64 (version 2; zero in version 1)
 //! offset 64  section table: per section tag u32 | element size u32 | offset u64 | element count u64
 //! then       the sections, each at a 64-byte aligned offset, in native byte order
+//! version 2: at the body end, the xxh3-64 of each 64 KiB block of the body (bytes 64..body end), u64 each
 //! ```
 //!
+//! The checksum is the xxh3-64 of the header (checksum field zeroed) and of the block hashes; version 1 files have
+//! the same checksum over the whole file in 1 MiB blocks, without stored block hashes. Version 2 stores them so that a file
+//! can be checked block by block on first use ([`Reader::open_lazy`]): the header's checksum vouches for the
+//! stored hashes, each stored hash for its block. Both versions are read.
+//!
 //! Invariants checked on reading (a failure is [`ErrorKind::MalformedFile`], never a crash): the magic, version,
-//! endianness and kind; the length; the checksum of everything after the header; every section inside the
-//! file, aligned, with the element size the reader expects. What the arrays mean is checked by their owner
-//! ([`crate::vocab`], [`crate::automaton`]).
+//! endianness and kind; the length; the checksum of everything after the header (a lazily opened file: of the
+//! header and the block hashes, each block when first used); every section inside the body, aligned, with the
+//! element size the reader expects. What the arrays mean is checked by their owner ([`crate::vocab`],
+//! [`crate::automaton`]).
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::util::array::{Array, Mapping};
 use bytemuck::Pod;
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 const MAGIC: &[u8; 8] = b"LIBTRIE\0";
-/// The format this library writes and reads.
-pub(crate) const FORMAT_VERSION: u32 = 1;
+/// The format this library writes (it reads this one and version 1, which has no stored block hashes).
+pub(crate) const FORMAT_VERSION: u32 = 2;
+const OLDEST_VERSION: u32 = 1;
+/// The bytes of a checksum block: 64 KiB (version 2: a lazily loaded file hashes a block when it is first used,
+/// so a small block keeps the first use of a state cheap), 1 MiB in version 1.
+const BLOCK: usize = 1 << 16;
+const V1_BLOCK: usize = 1 << 20;
 const ENDIAN_TAG: u32 = 0x0102_0304;
 const HEADER: usize = 64;
 const ENTRY: usize = 24;
@@ -58,23 +71,24 @@ impl Kind {
     }
 }
 
-/// The checksum of a whole file but its checksum field (bytes 32..40): xxh3-64 of the xxh3-64 of each 1 MiB
-/// block, so that large files are hashed on every core.
-fn checksum(b: &[u8]) -> u64 {
+/// The xxh3-64 of each `block` bytes of `body`, on every core for large bodies.
+fn block_hashes(body: &[u8], block: usize) -> Vec<u64> {
     use rayon::prelude::*;
-    const BLOCK: usize = 1 << 20;
-    let mut head = [0u8; HEADER];
-    head.copy_from_slice(&b[..HEADER]);
-    head[32..40].fill(0);
-    let rest = &b[HEADER..];
-    let blocks: Vec<u64> = if rest.len() > 4 * BLOCK {
-        rest.par_chunks(BLOCK).map(xxhash_rust::xxh3::xxh3_64).collect()
+    if body.len() > 4 << 20 {
+        body.par_chunks(block).with_min_len((1 << 20) / block).map(xxhash_rust::xxh3::xxh3_64).collect()
     } else {
-        rest.chunks(BLOCK).map(xxhash_rust::xxh3::xxh3_64).collect()
-    };
+        body.chunks(block).map(xxhash_rust::xxh3::xxh3_64).collect()
+    }
+}
+
+/// The checksum of a header (its checksum field, bytes 32..40, taken as zero) and its body's block hashes.
+fn checksum_of(header: &[u8], blocks: &[u64]) -> u64 {
+    let mut head = [0u8; HEADER];
+    head.copy_from_slice(&header[..HEADER]);
+    head[32..40].fill(0);
     let mut h = xxhash_rust::xxh3::Xxh3::new();
     h.update(&head);
-    h.update(bytemuck::cast_slice(&blocks));
+    h.update(bytemuck::cast_slice(blocks));
     h.digest()
 }
 
@@ -105,7 +119,9 @@ impl Writer {
             entries.push((*tag, *size, offset, bytes.len() / (*size as usize).max(1)));
             offset = (offset + bytes.len()).next_multiple_of(ALIGN);
         }
-        let mut out = vec![0u8; offset];
+        let body_end = offset;
+        let n_blocks = (body_end - HEADER).div_ceil(BLOCK);
+        let mut out = vec![0u8; body_end + 8 * n_blocks];
         for ((_, _, bytes), &(_, _, at, _)) in self.sections.iter().zip(&entries) {
             out[at..at + bytes.len()].copy_from_slice(bytes);
         }
@@ -124,7 +140,10 @@ impl Writer {
         let len = out.len() as u64;
         out[24..32].copy_from_slice(&len.to_ne_bytes());
         out[40..56].copy_from_slice(&self.fingerprint.to_ne_bytes());
-        let sum = checksum(&out);
+        out[56..64].copy_from_slice(&(body_end as u64).to_ne_bytes());
+        let blocks = block_hashes(&out[HEADER..body_end], BLOCK);
+        out[body_end..].copy_from_slice(bytemuck::cast_slice(&blocks));
+        let sum = checksum_of(&out, &blocks);
         out[32..40].copy_from_slice(&sum.to_ne_bytes());
         out
     }
@@ -135,28 +154,32 @@ impl Writer {
     /// one, never a part; concurrent saves to one path leave one of them, complete; and an existing file is never
     /// rewritten in place (a mapping of it, [`Reader::open`], keeps its bytes).
     pub(crate) fn write(&self, path: &Path) -> Result<()> {
-        use std::io::Write;
-        let io =
-            |what: &str, e: std::io::Error| Error::new(ErrorKind::Io, format!("cannot {what} {}: {e}", path.display()));
-        let name = path.file_name().ok_or_else(|| Error::invalid(format!("{} is not a file path", path.display())))?;
-        let bytes = self.to_bytes();
-        let (tmp, mut file) = create_temporary(path, name).map_err(|e| io("create a temporary file beside", e))?;
-        let written = file.write_all(&bytes).and_then(|()| file.sync_all());
-        drop(file);
-        let renamed = written
-            .map_err(|e| io("write", e))
-            .and_then(|()| std::fs::rename(&tmp, path).map_err(|e| io(&format!("rename {} to", tmp.display()), e)));
-        if let Err(e) = renamed {
-            let _ = std::fs::remove_file(&tmp);
-            return Err(e);
-        }
-        // The rename is durable once the directory is flushed (a no-op where directories cannot be opened).
-        let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
-        if let Ok(d) = std::fs::File::open(dir) {
-            d.sync_all().map_err(|e| io("flush the directory of", e))?;
-        }
-        Ok(())
+        write_file(path, &self.to_bytes())
     }
+}
+
+/// Writes `bytes` to `path` as [`Writer::write`] does (atomically and durably).
+pub(crate) fn write_file(path: &Path, bytes: &[u8]) -> Result<()> {
+    use std::io::Write;
+    let io =
+        |what: &str, e: std::io::Error| Error::new(ErrorKind::Io, format!("cannot {what} {}: {e}", path.display()));
+    let name = path.file_name().ok_or_else(|| Error::invalid(format!("{} is not a file path", path.display())))?;
+    let (tmp, mut file) = create_temporary(path, name).map_err(|e| io("create a temporary file beside", e))?;
+    let written = file.write_all(bytes).and_then(|()| file.sync_all());
+    drop(file);
+    let renamed = written
+        .map_err(|e| io("write", e))
+        .and_then(|()| std::fs::rename(&tmp, path).map_err(|e| io(&format!("rename {} to", tmp.display()), e)));
+    if let Err(e) = renamed {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(e);
+    }
+    // The rename is durable once the directory is flushed (a no-op where directories cannot be opened).
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    if let Ok(d) = std::fs::File::open(dir) {
+        d.sync_all().map_err(|e| io("flush the directory of", e))?;
+    }
+    Ok(())
 }
 
 /// Creates a new file `.NAME.tmp-PID-COUNTER-RANDOM` beside `path`, exclusively (`create_new`: never an existing
@@ -190,15 +213,90 @@ pub(crate) struct Reader {
     map: Arc<Mapping>,
     sections: Vec<(u32, u32, usize, usize)>,
     fingerprint: u128,
+    /// A lazily opened version 2 file: its blocks, not yet checked against their hashes.
+    blocks: Option<Blocks>,
 }
 
 fn malformed(what: &str, why: impl std::fmt::Display) -> Error {
     Error::malformed(format!("{what}: {why}"))
 }
 
+/// The body blocks of a lazily opened file ([`Reader::open_lazy`]): each is hashed and compared with its stored
+/// hash (which the header's checksum vouches for) the first time an array that lies in it is used.
+pub(crate) struct Blocks {
+    map: Arc<Mapping>,
+    body_end: usize,
+    /// The stored hash of each block (in the file, past the body).
+    hashes: Array<u64>,
+    /// Bit `i`: block `i` matched its hash.
+    checked: Box<[AtomicU64]>,
+}
+
+impl Blocks {
+    /// Whether every block holding a byte of `items` (elements of an array of this file's mapping) matches its
+    /// stored hash. Each block is hashed once (the first time it is asked for); a block that does not match is
+    /// asked again each time and fails again. `items` outside the body: `false`.
+    pub(crate) fn verify<T: Pod>(&self, items: &[T]) -> bool {
+        if items.is_empty() {
+            return true;
+        }
+        let base = self.map.bytes().as_ptr() as usize;
+        let start = (items.as_ptr() as usize).wrapping_sub(base);
+        let end = start.wrapping_add(std::mem::size_of_val(items));
+        if start < HEADER || end > self.body_end || start >= end {
+            return false;
+        }
+        ((start - HEADER) / BLOCK..=(end - 1 - HEADER) / BLOCK).all(|i| self.block(i))
+    }
+
+    /// Whether block `i` matches its stored hash (hashing it on its first check).
+    fn block(&self, i: usize) -> bool {
+        let (word, bit) = (&self.checked[i / 64], 1u64 << (i % 64));
+        if word.load(Ordering::Relaxed) & bit != 0 {
+            return true;
+        }
+        let from = HEADER + i * BLOCK;
+        let bytes = &self.map.bytes()[from..(from + BLOCK).min(self.body_end)];
+        // Under the fuzzer no checksum is checked, so that damaged arrays reach the validation behind it.
+        let ok = cfg!(fuzzing) || xxhash_rust::xxh3::xxh3_64(bytes) == self.hashes[i];
+        if ok {
+            word.fetch_or(bit, Ordering::Relaxed);
+        }
+        ok
+    }
+
+    /// Checks every block not yet checked, on every core: `Some(i)` names a block that does not match.
+    pub(crate) fn verify_all(&self) -> Option<usize> {
+        use rayon::prelude::*;
+        (0..self.hashes.len()).into_par_iter().find_any(|&i| !self.block(i))
+    }
+
+    /// The file's bytes (a lazily loaded automaton saves them as they are).
+    pub(crate) fn file_bytes(&self) -> &[u8] {
+        self.map.bytes()
+    }
+
+    /// Bytes of memory of the check bits.
+    pub(crate) fn memory_usage(&self) -> usize {
+        self.checked.len() * 8
+    }
+}
+
 impl Reader {
-    /// Maps the file at `path` and checks its header, checksum and section table.
+    /// Maps the file at `path` and checks its header, checksum (every byte) and section table.
     pub(crate) fn open(path: &Path, kind: Kind) -> Result<Reader> {
+        Self::open_with(path, kind, false)
+    }
+
+    /// Maps the file at `path` and checks its header, section table and the checksum of the header and the
+    /// stored block hashes; each block is checked against its hash when first used ([`Reader::take_blocks`]). The
+    /// pages are not read in advance. A version 1 file (no block hashes) is checked whole, as by
+    /// [`Reader::open`].
+    pub(crate) fn open_lazy(path: &Path, kind: Kind) -> Result<Reader> {
+        Self::open_with(path, kind, true)
+    }
+
+    fn open_with(path: &Path, kind: Kind, lazy: bool) -> Result<Reader> {
         let file = std::fs::File::open(path)
             .map_err(|e| Error::new(ErrorKind::Io, format!("cannot open {}: {e}", path.display())))?;
         let len = file
@@ -208,22 +306,31 @@ impl Reader {
         if len < HEADER as u64 {
             return Err(malformed(&path.display().to_string(), "not a libtrie file (too short)"));
         }
+        let mut options = memmap2::MmapOptions::new();
+        if !lazy {
+            options.populate();
+        }
         // SAFETY: the mapping is read-only. libtrie writes its files by renaming a new file into place
         // (`Writer::write`), so a file being replaced does not change an existing mapping. Changing a loaded file
         // in place (truncating: SIGBUS; rewriting: arrays that change under their validation) is outside the
         // documented contract (`trie_vocab_load`, `trie_automaton_load`, README "Limits"), as for any mapped file.
-        let map = unsafe { memmap2::MmapOptions::new().populate().map(&file) }
+        let map = unsafe { options.map(&file) }
             .map_err(|e| Error::new(ErrorKind::Io, format!("cannot map {}: {e}", path.display())))?;
-        Self::check(Arc::new(Mapping::Mmap(map)), kind)
+        Self::check(Arc::new(Mapping::Mmap(map)), kind, lazy)
             .map_err(|e| Error::new(e.kind(), format!("{}: {}", path.display(), e.message())))
     }
 
     /// Checks the file held in `bytes` (copied into an aligned buffer).
     pub(crate) fn from_bytes(bytes: &[u8], kind: Kind) -> Result<Reader> {
-        Self::check(Arc::new(Mapping::copy_of(bytes)), kind)
+        Self::check(Arc::new(Mapping::copy_of(bytes)), kind, false)
     }
 
-    fn check(map: Arc<Mapping>, kind: Kind) -> Result<Reader> {
+    /// Like [`Reader::from_bytes`], the blocks left to be checked on first use (as [`Reader::open_lazy`]).
+    pub(crate) fn from_bytes_lazy(bytes: &[u8], kind: Kind) -> Result<Reader> {
+        Self::check(Arc::new(Mapping::copy_of(bytes)), kind, true)
+    }
+
+    fn check(map: Arc<Mapping>, kind: Kind, lazy: bool) -> Result<Reader> {
         let b = map.bytes();
         let what = "libtrie file";
         if b.len() < HEADER || &b[0..8] != MAGIC {
@@ -235,12 +342,12 @@ impl Reader {
             return Err(malformed(what, "written on a machine of the other byte order; save it again here"));
         }
         let version = u32_at(8);
-        if version != FORMAT_VERSION {
+        if !(OLDEST_VERSION..=FORMAT_VERSION).contains(&version) {
             return Err(malformed(
                 what,
                 format!(
-                    "format version {version}, but this libtrie {} reads version {FORMAT_VERSION}; save it again \
-                     with this version",
+                    "format version {version}, but this libtrie {} reads versions {OLDEST_VERSION} to \
+                     {FORMAT_VERSION}; save it again with this version",
                     env!("CARGO_PKG_VERSION")
                 ),
             ));
@@ -262,13 +369,40 @@ impl Reader {
                 format!("truncated or extended: {} bytes, the header says {}", b.len(), u64_at(24)),
             ));
         }
-        // Under the fuzzer the checksum is not checked, so that damaged arrays reach the validation behind it.
-        if !cfg!(fuzzing) && checksum(b) != u64_at(32) {
-            return Err(malformed(what, "checksum mismatch: the file is corrupt"));
-        }
         let n = u32_at(20) as usize;
         if n > 1024 || HEADER + ENTRY * n > b.len() {
             return Err(malformed(what, format!("{n} sections do not fit")));
+        }
+        // The body, and (version 2) the block hashes past it.
+        let body_end = if version == 1 { b.len() as u64 } else { u64_at(56) };
+        let body_end = usize::try_from(body_end)
+            .ok()
+            .filter(|&e| e >= HEADER + ENTRY * n && e % 8 == 0 && e <= b.len())
+            .filter(|&e| version == 1 || b.len() - e == 8 * (e - HEADER).div_ceil(BLOCK))
+            .ok_or_else(|| malformed(what, "the body and its block hashes do not fit the file"))?;
+        let stored: Option<Array<u64>> =
+            (version >= 2).then(|| Array::mapped(&map, body_end, (b.len() - body_end) / 8)).flatten();
+        // Under the fuzzer the checksum is not checked, so that damaged arrays reach the validation behind it.
+        let corrupt = || malformed(what, "checksum mismatch: the file is corrupt");
+        let mut blocks = None;
+        match &stored {
+            None => {
+                if !cfg!(fuzzing) && checksum_of(b, &block_hashes(&b[HEADER..], V1_BLOCK)) != u64_at(32) {
+                    return Err(corrupt());
+                }
+            }
+            Some(hashes) => {
+                if !cfg!(fuzzing) && checksum_of(b, hashes) != u64_at(32) {
+                    return Err(corrupt());
+                }
+                if lazy {
+                    let checked = (0..hashes.len().div_ceil(64)).map(|_| AtomicU64::new(0)).collect();
+                    let hashes = Array::mapped(&map, body_end, hashes.len()).expect("mapped above");
+                    blocks = Some(Blocks { map: map.clone(), body_end, hashes, checked });
+                } else if !cfg!(fuzzing) && block_hashes(&b[HEADER..body_end], BLOCK)[..] != hashes[..] {
+                    return Err(corrupt());
+                }
+            }
         }
         let mut sections = Vec::with_capacity(n);
         for i in 0..n {
@@ -276,7 +410,7 @@ impl Reader {
             let (tag, size, offset, count) = (u32_at(e), u32_at(e + 4), u64_at(e + 8), u64_at(e + 16));
             let fits = usize::try_from(offset).ok().zip(usize::try_from(count).ok()).and_then(|(o, c)| {
                 let end = c.checked_mul(size as usize)?.checked_add(o)?;
-                (end <= b.len() && o % ALIGN == 0).then_some((o, c))
+                (end <= body_end && o % ALIGN == 0 && o >= HEADER).then_some((o, c))
             });
             let Some((offset, count)) = fits else {
                 return Err(malformed(what, format!("section {tag} lies outside the file")));
@@ -284,7 +418,12 @@ impl Reader {
             sections.push((tag, size, offset, count));
         }
         let fingerprint = u128::from_ne_bytes(b[40..56].try_into().unwrap());
-        Ok(Reader { map, sections, fingerprint })
+        Ok(Reader { map, sections, fingerprint, blocks })
+    }
+
+    /// The blocks still to be checked of a lazily opened version 2 file (`None`: every byte was checked).
+    pub(crate) fn take_blocks(&mut self) -> Option<Blocks> {
+        self.blocks.take()
     }
 
     /// The vocabulary fingerprint in the header.
@@ -352,6 +491,101 @@ mod tests {
         }
     }
 
+    /// Recomputes a version 2 file's block hashes and checksum after an edit (a crafted file with valid sums).
+    fn reseal(b: &mut [u8]) {
+        let body_end = u64::from_ne_bytes(b[56..64].try_into().unwrap()) as usize;
+        let blocks = block_hashes(&b[HEADER..body_end], BLOCK);
+        b[body_end..].copy_from_slice(bytemuck::cast_slice(&blocks));
+        let sum = checksum_of(b, &blocks);
+        b[32..40].copy_from_slice(&sum.to_ne_bytes());
+    }
+
+    /// The same file in version 1's layout: no block hashes, reserved bytes zero, the checksum over the body.
+    fn as_version_1(v2: &[u8]) -> Vec<u8> {
+        let body_end = u64::from_ne_bytes(v2[56..64].try_into().unwrap()) as usize;
+        let mut b = v2[..body_end].to_vec();
+        b[8..12].copy_from_slice(&1u32.to_ne_bytes());
+        b[24..32].copy_from_slice(&(body_end as u64).to_ne_bytes());
+        b[56..64].fill(0);
+        let sum = checksum_of(&b, &block_hashes(&b[HEADER..], V1_BLOCK));
+        b[32..40].copy_from_slice(&sum.to_ne_bytes());
+        b
+    }
+
+    /// Many blocks (sections over 2 MiB), so that lazily checked blocks can be told apart.
+    fn large_file() -> Vec<u8> {
+        let mut w = Writer::new(Kind::Automaton, 7);
+        w.section(1, &(0..700_000u32).collect::<Vec<_>>());
+        w.section(2, &[5u8; 3000]);
+        w.to_bytes()
+    }
+
+    #[test]
+    fn version_1_files_are_read_and_other_versions_refused() {
+        let v2 = large_file();
+        let v1 = as_version_1(&v2);
+        assert!(v1.len() < v2.len(), "version 2 stores the block hashes");
+        for lazy in [false, true] {
+            let r = if lazy {
+                Reader::from_bytes_lazy(&v1, Kind::Automaton)
+            } else {
+                Reader::from_bytes(&v1, Kind::Automaton)
+            };
+            let mut r = r.unwrap();
+            assert!(r.take_blocks().is_none(), "a version 1 file is checked whole");
+            assert_eq!(r.array::<u32>(1).unwrap().len(), 700_000);
+            assert_eq!(&r.array::<u8>(2).unwrap()[..], &[5u8; 3000][..]);
+        }
+        let mut bad = v1.clone();
+        bad[1000] ^= 1;
+        assert!(Reader::from_bytes_lazy(&bad, Kind::Automaton).err().unwrap().message().contains("checksum"));
+        for version in [0u32, 3, 99] {
+            let mut other = v2.clone();
+            other[8..12].copy_from_slice(&version.to_ne_bytes());
+            reseal(&mut other);
+            let e = Reader::from_bytes(&other, Kind::Automaton).err().unwrap();
+            assert_eq!(e.kind(), ErrorKind::MalformedFile);
+            assert!(e.message().contains(&format!("format version {version}, but this libtrie")), "{e}");
+            assert!(e.message().contains("reads versions 1 to 2"), "{e}");
+        }
+    }
+
+    #[test]
+    fn lazy_blocks_are_checked_on_first_use() {
+        let good = large_file();
+        let mut r = Reader::from_bytes_lazy(&good, Kind::Automaton).unwrap();
+        let blocks = r.take_blocks().expect("a version 2 file opened lazily");
+        let big = r.array::<u32>(1).unwrap();
+        assert!(blocks.verify(&big[..1]) && blocks.verify(&big[..]) && blocks.verify(&big[..0]));
+        assert_eq!(blocks.verify_all(), None);
+        // Not an array of this file: refused.
+        assert!(!blocks.verify(&[1u32, 2][..]));
+        // A flipped byte of the body is found by the block that holds it, and only by it.
+        let (at, _) = {
+            let (_, _, offset, count) = r.sections[0];
+            (offset, count)
+        };
+        let mut bad = good.clone();
+        let flip = at + 4 * 600_000; // element 600,000 of section 1: past the first block
+        bad[flip] ^= 0x08;
+        let mut r = Reader::from_bytes_lazy(&bad, Kind::Automaton).unwrap();
+        let blocks = r.take_blocks().unwrap();
+        let big = r.array::<u32>(1).unwrap();
+        assert!(blocks.verify(&big[..1000]), "the first block is sound");
+        assert!(!blocks.verify(&big[599_990..600_010]), "the damaged block");
+        assert!(!blocks.verify(&big[599_990..600_010]), "and again");
+        assert!(!blocks.verify(&big[..]));
+        assert_eq!(blocks.verify_all(), Some((flip - HEADER) / BLOCK));
+        // Eagerly, the same damage is an error at once.
+        assert!(Reader::from_bytes(&bad, Kind::Automaton).err().unwrap().message().contains("checksum"));
+        // Damage to the stored hashes or the header is an error at open, lazily too.
+        for i in [good.len() - 3, 40, 57] {
+            let mut bad = good.clone();
+            bad[i] ^= 0x01;
+            assert!(Reader::from_bytes_lazy(&bad, Kind::Automaton).is_err(), "byte {i}");
+        }
+    }
+
     /// The kind mismatch message: the right article, and an unknown kind named by its number (B10).
     #[test]
     fn kind_mismatch_names_the_kind_found() {
@@ -363,8 +597,7 @@ mod tests {
         // A kind this libtrie does not know (a later version's file, or damage), with a valid checksum.
         let mut unknown = vocab_file.clone();
         unknown[16..20].copy_from_slice(&7u32.to_ne_bytes());
-        let sum = checksum(&unknown);
-        unknown[32..40].copy_from_slice(&sum.to_ne_bytes());
+        reseal(&mut unknown);
         for kind in [Kind::Automaton, Kind::Vocabulary] {
             let e = Reader::from_bytes(&unknown, kind).err().unwrap();
             assert_eq!(e.kind(), ErrorKind::MalformedFile);

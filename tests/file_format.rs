@@ -16,7 +16,9 @@ fn same_behaviour(a: &Automaton, b: &Automaton, seed: u64) {
     assert_eq!(a.n_explicit(), b.n_explicit());
     assert_eq!(a.n_members(), b.n_members());
     assert_eq!(a.dropped(), b.dropped());
-    assert_eq!(a.memory_usage(), b.memory_usage());
+    if !b.is_lazy() {
+        assert_eq!(a.memory_usage(), b.memory_usage());
+    }
     let mut states: Vec<State> = if a.n_states() <= 4000 {
         (0..a.n_states() as u32).map(State).collect()
     } else {
@@ -31,6 +33,8 @@ fn same_behaviour(a: &Automaton, b: &Automaton, seed: u64) {
         assert_eq!(a.is_accepting(s), b.is_accepting(s));
         assert_eq!(a.depth(s), b.depth(s));
         assert_eq!(a.forced(s), b.forced(s));
+        assert_eq!(a.member_at(s), b.member_at(s));
+        assert_eq!(a.member_range(s), b.member_range(s));
         a.fill_bitmask(s, &mut ra).unwrap();
         b.fill_bitmask(s, &mut rb).unwrap();
         assert_eq!(ra, rb);
@@ -56,7 +60,52 @@ fn saved_automata_load_and_behave_the_same_on_every_vocabulary() {
         let c = Automaton::from_bytes(v.clone(), &a.to_bytes()).unwrap();
         same_behaviour(&a, &c, i as u64);
         assert_eq!(a.to_bytes(), b.to_bytes(), "{name}: saving a loaded automaton gives the same file");
+        // Lazily: the same answers, checked on first use; saved as loaded.
+        let l = Automaton::load_lazy(v.clone(), &path).unwrap();
+        assert!(l.is_lazy() && l.is_mapped());
+        same_behaviour(&a, &l, i as u64);
+        assert_eq!(a.to_bytes(), l.to_bytes(), "{name}: a lazily loaded automaton saves the file it was");
+        let l2 = dir.join(format!("{name}.lazy.trie"));
+        l.save(&l2).unwrap();
+        assert_eq!(std::fs::read(&l2).unwrap(), a.to_bytes());
+        same_behaviour(&a, &Automaton::from_bytes_lazy(v.clone(), &a.to_bytes()).unwrap(), i as u64);
+        // Updated after a lazy load: the same automaton as the update of the compiled one.
+        let add = ["zz-added"];
+        let remove = [set[0].as_str()];
+        let opts = CompileOptions::new().drop_unreachable(true);
+        assert_eq!(
+            l.with_changes(&add, &remove, &opts).unwrap().to_bytes(),
+            a.with_changes(&add, &remove, &opts).unwrap().to_bytes(),
+            "{name}"
+        );
     }
+}
+
+/// A version 1 file (before the stored block hashes) still loads, eagerly and lazily (checked whole), with the
+/// same behaviour; saving it again writes the current version.
+#[test]
+fn version_1_files_still_load() {
+    let v = gguf_vocab("gpt-2");
+    let set = random_set(5, 400, 4);
+    let a = Automaton::compile(v.clone(), &set, &CompileOptions::new().drop_unreachable(true)).unwrap();
+    let old = as_version_1(&a.to_bytes());
+    assert_eq!(u32::from_ne_bytes(old[8..12].try_into().unwrap()), 1);
+    let b = Automaton::from_bytes(v.clone(), &old).unwrap();
+    same_behaviour(&a, &b, 1);
+    assert_eq!(b.to_bytes(), a.to_bytes());
+    let dir = tempdir("version-1");
+    let path = dir.join("old.trie");
+    std::fs::write(&path, &old).unwrap();
+    let l = Automaton::load_lazy(v.clone(), &path).unwrap();
+    assert!(!l.is_lazy(), "a version 1 file has no block hashes: checked whole at load");
+    same_behaviour(&a, &l, 2);
+    let mut bad = old.clone();
+    let at = bad.len() - 5;
+    bad[at] ^= 4;
+    std::fs::write(&path, &bad).unwrap();
+    let e = Automaton::load_lazy(v.clone(), &path).err().unwrap();
+    assert!(e.message().contains("checksum"), "{e}");
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -121,8 +170,91 @@ proptest! {
             prop_assert!(matches!(e.kind(), ErrorKind::MalformedFile | ErrorKind::VocabularyMismatch), "{}", e);
         }
         let cut = bytes.len() * cut / 100;
-        prop_assert_eq!(Automaton::from_bytes(v, &bytes[..cut]).err().unwrap().kind(), ErrorKind::MalformedFile);
+        prop_assert_eq!(Automaton::from_bytes(v.clone(), &bytes[..cut]).err().unwrap().kind(), ErrorKind::MalformedFile);
+        prop_assert_eq!(Automaton::from_bytes_lazy(v, &bytes[..cut]).err().unwrap().kind(), ErrorKind::MalformedFile);
     }
+
+    /// Damage anywhere, loaded lazily: an error at load (header, section table, block hashes, the arrays' ends),
+    /// or states that answer exactly as before or report the damage (`MalformedFile`, empty), never a crash; the
+    /// damage is always found by the first whole check (`with_changes`, the member lookups). A file of many
+    /// blocks, so that damage in one block leaves the states of the others answering.
+    #[test]
+    fn damaged_files_loaded_lazily_answer_right_or_report_it(seed in 0u64..1000, flips in 1usize..4) {
+        let (a, bytes) = large();
+        let mut rng = SmallRng::seed_from_u64(seed);
+        let mut bad = bytes.clone();
+        for _ in 0..flips {
+            let i = rng.gen_range(0..bad.len());
+            bad[i] ^= 1 << rng.gen_range(0..8);
+        }
+        prop_assume!(&bad != bytes);
+        let Ok(b) = Automaton::from_bytes_lazy(a.vocab().clone(), &bad) else { return Ok(()) };
+        prop_assert!(b.is_lazy());
+        prop_assert_eq!(b.n_states(), a.n_states());
+        let words = a.mask_words();
+        let (mut ra, mut rb) = (vec![0u32; words], vec![0u32; words]);
+        let mut states: Vec<State> = (0..2000).map(|_| State(rng.gen_range(0..a.n_states() as u32))).collect();
+        states.extend((0..20).flat_map(|_| random_walk(a, &mut rng).1.into_iter().map(|(s, _)| s)));
+        let mut answered = 0;
+        for s in states {
+            a.fill_bitmask(s, &mut ra).unwrap();
+            match b.fill_bitmask(s, &mut rb) {
+                Ok(()) => {
+                    answered += 1;
+                    prop_assert_eq!(&ra, &rb);
+                    prop_assert_eq!(a.allowed(s), b.allowed(s));
+                    prop_assert_eq!(a.is_accepting(s), b.is_accepting(s));
+                    prop_assert_eq!(a.depth(s), b.depth(s));
+                    prop_assert_eq!(a.forced(s), b.forced(s));
+                    for &t in a.allowed(s).iter().take(50) {
+                        prop_assert_eq!(a.advance(s, t), b.advance(s, t));
+                    }
+                }
+                Err(e) => {
+                    prop_assert_eq!(e.kind(), ErrorKind::MalformedFile);
+                    prop_assert!(b.allowed(s).is_empty() && b.depth(s).is_none() && b.forced(s).is_none());
+                    prop_assert!(!b.is_accepting(s));
+                    prop_assert_eq!(b.advance(s, 0).unwrap_err().kind(), ErrorKind::MalformedFile);
+                }
+            }
+        }
+        prop_assert!(answered > 0, "damage in at most 3 blocks of {} bytes left no state answering", bad.len());
+        let e = b.with_changes(&["x"], &[] as &[&str], &CompileOptions::new()).expect_err("damage found whole");
+        prop_assert_eq!(e.kind(), ErrorKind::MalformedFile);
+        prop_assert_eq!(b.member_at(a.start()), None);
+        prop_assert!(b.possible_members(a.start()).is_empty());
+        prop_assert_eq!(b.member_bytes(0), None);
+    }
+}
+
+/// An automaton whose file spans many 64 KiB blocks, and the file (compiled once per test binary).
+fn large() -> &'static (Automaton, Vec<u8>) {
+    static LARGE: std::sync::OnceLock<(Automaton, Vec<u8>)> = std::sync::OnceLock::new();
+    LARGE.get_or_init(|| {
+        let set = random_set(31, 60_000, 4);
+        let a = Automaton::compile(gguf_vocab("gpt-2"), &set, &CompileOptions::new().drop_unreachable(true)).unwrap();
+        let bytes = a.to_bytes();
+        assert!(bytes.len() > 1 << 20, "{} bytes: 16 blocks or more", bytes.len());
+        (a, bytes)
+    })
+}
+
+/// The same file in version 1's layout (no block hashes, bytes 56..64 zero, the checksum over the whole body).
+fn as_version_1(v2: &[u8]) -> Vec<u8> {
+    use xxhash_rust::xxh3::{xxh3_64, Xxh3};
+    let body_end = u64::from_ne_bytes(v2[56..64].try_into().unwrap()) as usize;
+    let mut b = v2[..body_end].to_vec();
+    b[8..12].copy_from_slice(&1u32.to_ne_bytes());
+    b[24..32].copy_from_slice(&(body_end as u64).to_ne_bytes());
+    b[56..64].fill(0);
+    let blocks: Vec<u8> = b[64..].chunks(1 << 20).flat_map(|c| xxh3_64(c).to_ne_bytes()).collect();
+    let mut head = b[..64].to_vec();
+    head[32..40].fill(0);
+    let mut h = Xxh3::new();
+    h.update(&head);
+    h.update(&blocks);
+    b[32..40].copy_from_slice(&h.digest().to_ne_bytes());
+    b
 }
 
 /// Writes the seed corpus of the `load` and `update` fuzz targets (saved files of their vocabulary, and one with
@@ -252,13 +384,16 @@ fn accepts_string(a: &Automaton, s: &[u8]) -> bool {
     matches!(a.advance(state, 259), Ok(trie::Step::Finished))
 }
 
-/// The checksum of a saved file as `src/format.rs` computes it (xxh3-64 of the header with its checksum field
-/// zeroed and of the xxh3-64 of each 1 MiB block), so a test can craft a file with a valid one.
+/// The block hashes and checksum of a saved (version 2) file as `src/format.rs` computes them (the xxh3-64 of
+/// each 64 KiB block of the body, bytes 64 to the body end, stored past the body; the checksum the xxh3-64 of the
+/// header with its checksum field zeroed and of the block hashes), so a test can craft a file with valid ones.
 fn fix_checksum(file: &mut [u8]) {
     use xxhash_rust::xxh3::{xxh3_64, Xxh3};
+    let body_end = u64::from_ne_bytes(file[56..64].try_into().unwrap()) as usize;
+    let blocks: Vec<u8> = file[64..body_end].chunks(1 << 16).flat_map(|c| xxh3_64(c).to_ne_bytes()).collect();
+    file[body_end..].copy_from_slice(&blocks);
     let mut head = file[..64].to_vec();
     head[32..40].fill(0);
-    let blocks: Vec<u8> = file[64..].chunks(1 << 20).flat_map(|c| xxh3_64(c).to_ne_bytes()).collect();
     let mut h = Xxh3::new();
     h.update(&head);
     h.update(&blocks);
@@ -297,5 +432,11 @@ fn members_out_of_order_are_malformed() {
         let e = Automaton::from_bytes(v.clone(), &bad).err().unwrap_or_else(|| panic!("{what} members were accepted"));
         assert_eq!(e.kind(), ErrorKind::MalformedFile, "{what}: {e}");
         assert!(e.message().contains("members"), "{what}: {e}");
+        // Lazily: loaded (the member order is checked whole, on first use), then refused where it matters.
+        let l = Automaton::from_bytes_lazy(v.clone(), &bad).unwrap();
+        let e = l.with_changes(&["dd"], &[] as &[&str], &CompileOptions::new()).err().unwrap();
+        assert_eq!(e.kind(), ErrorKind::MalformedFile, "{what}: {e}");
+        assert!(e.message().contains("members"), "{what}: {e}");
+        assert_eq!(l.member_bytes(0), None, "{what}");
     }
 }

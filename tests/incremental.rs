@@ -8,7 +8,7 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use std::collections::BTreeSet;
 use std::sync::Arc;
-use trie::{Automaton, CompileOptions, ErrorKind, Vocabulary};
+use trie::{Automaton, CompileOptions, End, ErrorKind, Render, Template, Vocabulary};
 
 /// `add ++ (set − (remove − add))`: the list whose full compile `with_changes` must equal.
 fn expected_list(set: &[Vec<u8>], add: &[Vec<u8>], remove: &[Vec<u8>]) -> Vec<Vec<u8>> {
@@ -287,5 +287,136 @@ fn removals_before_unchanged_members_shift_their_offsets_down() {
     {
         let got = check(&vocab, "toy", &set, &bytes(&add), &bytes(&remove), &CompileOptions::new()).unwrap();
         assert!(got.is_some(), "add {add:?}, remove {remove:?}");
+    }
+}
+
+// Templated automata: `with_changes` renders the changes and updates the segments; the result is byte for byte
+// `compile_template` of `add ++ (members in segment order − remove)` (see `src/compile/incremental/templated.rs`).
+
+/// 40 bytes: the tool-call frame before a name (as `benches/template.rs`).
+const PREFIX: &str = "<tool_call>\n{\"type\": \"function\", \"name\":";
+
+/// The templates of the tests: raw members inside quotes ending with end-of-generation, JSON strings with an open
+/// end (`", "arguments": ` after the name), and the bare template.
+fn templates() -> Vec<(&'static str, Template)> {
+    vec![
+        ("raw_quoted", Template::bare().prefix(format!("{PREFIX} \"")).suffix("\", \"arguments\": ")),
+        (
+            "json_open",
+            Template::bare()
+                .prefix(format!("{PREFIX} "))
+                .suffix(", \"arguments\": ")
+                .render(Render::JsonString)
+                .end(End::Open),
+        ),
+        ("bare", Template::bare()),
+    ]
+}
+
+fn segment(t: &Template, m: &[u8]) -> Option<Vec<u8>> {
+    let mut s = t.prefix.clone();
+    t.render_member(m, &mut s).ok()?;
+    s.extend_from_slice(&t.suffix);
+    Some(s)
+}
+
+/// `add ++ (members − (remove − add))`, the members being the distinct strings of `list` the automaton `a` (its
+/// compile) did not drop, in the byte order of their segments.
+fn expected_templated(a: &Automaton, list: &[Vec<u8>], add: &[Vec<u8>], remove: &[Vec<u8>]) -> Vec<Vec<u8>> {
+    let t = a.template().unwrap();
+    let add_set: BTreeSet<Vec<u8>> = add.iter().filter_map(|m| segment(t, m)).collect();
+    let gone: BTreeSet<Vec<u8>> =
+        remove.iter().filter_map(|r| segment(t, r)).filter(|s| !add_set.contains(s)).collect();
+    let mut rest: Vec<(Vec<u8>, Vec<u8>)> = list
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| !a.dropped().contains(i))
+        .filter_map(|(_, m)| Some((segment(t, m)?, m.clone())))
+        .filter(|(s, _)| !gone.contains(s))
+        .collect();
+    rest.sort();
+    rest.dedup_by(|x, y| x.0 == y.0);
+    add.iter().cloned().chain(rest.into_iter().map(|(_, m)| m)).collect()
+}
+
+/// An updated automaton and the list whose full compile it equals.
+type Updated = (Automaton, Vec<Vec<u8>>);
+
+/// Updates `old` (compiled from `list`) both ways and compares; the updated automaton and its list.
+fn check_templated(
+    old: &Automaton,
+    list: &[Vec<u8>],
+    add: &[Vec<u8>],
+    remove: &[Vec<u8>],
+    what: &str,
+) -> Result<Option<Updated>, TestCaseError> {
+    let options = CompileOptions::new().drop_unreachable(true);
+    let t = old.template().unwrap().clone();
+    let got = old.with_changes(add, remove, &options);
+    let want_list = expected_templated(old, list, add, remove);
+    let want = Automaton::compile_template(old.vocab().clone(), &want_list, &t, &options);
+    match (got, want) {
+        (Ok(g), Ok(w)) => {
+            prop_assert!(g.to_bytes() == w.to_bytes(), "{}: differs from compile_template ({:?} vs {:?})", what, g, w);
+            prop_assert_eq!(g.template(), Some(&t));
+            Ok(Some((g, want_list)))
+        }
+        (Err(g), Err(w)) => {
+            prop_assert_eq!(g.kind(), w.kind(), "{}: {} / {}", what, g, w);
+            prop_assert_eq!(g.message(), w.message(), "{}", what);
+            Ok(None)
+        }
+        (g, w) => Err(TestCaseError::fail(format!("{what}: {:?} vs {:?}", g.err(), w.err()))),
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(16))]
+
+    /// Property: templated automata (raw with a suffix, JSON strings with an open end, bare), random sets and
+    /// batches, on a byte-level vocabulary (the fast path) and on SentencePiece ones (full compiles, drops): the
+    /// update equals `compile_template` of the resulting list, byte for byte (member ids included); a second batch
+    /// on the result, and on the result saved and loaded (lazily), too.
+    #[test]
+    fn templated_updates_equal_full_compiles(seed in any::<u64>(), k in 1usize..150, n_add in 0usize..8, n_remove in 0usize..8) {
+        let set = bytes_of(&random_set(seed, k, 4));
+        let fresh = random_set(seed ^ 0x51ed, 40, 3);
+        let mut rng = SmallRng::seed_from_u64(seed);
+        for name in ["gpt-2", "llama-spm", "phi-3"] {
+            let vocab = gguf_vocab(name);
+            for (tname, t) in templates() {
+                let what = format!("{name}/{tname}");
+                let options = CompileOptions::new().drop_unreachable(true);
+                let Ok(old) = Automaton::compile_template(vocab.clone(), &set, &t, &options) else { continue };
+                let add = batch(&mut rng, &set, n_add, &fresh);
+                let remove = batch(&mut rng, &set, n_remove, &fresh);
+                let Some((updated, list)) = check_templated(&old, &set, &add, &remove, &what)? else { continue };
+                let add2 = batch(&mut rng, &list, n_add, &fresh);
+                let remove2 = batch(&mut rng, &list, n_remove + 1, &fresh);
+                check_templated(&updated, &list, &add2, &remove2, &format!("{what}, second batch"))?;
+                let saved = Automaton::from_bytes_lazy(vocab.clone(), &updated.to_bytes()).unwrap();
+                check_templated(&saved, &list, &add2, &remove2, &format!("{what}, saved"))?;
+            }
+        }
+    }
+}
+
+/// One tool at a time on a registry of 3,000 (qwen2, both templates): each step equals `compile_template`.
+#[test]
+fn templated_tools_one_at_a_time() {
+    let vocab = gguf_vocab("qwen2");
+    let tools = tool_names();
+    let set = bytes_of(&tools[..3000]);
+    for (tname, t) in templates().into_iter().take(2) {
+        let mut a = Automaton::compile_template(vocab.clone(), &set, &t, &CompileOptions::new()).unwrap();
+        let mut list = set.clone();
+        for (i, tool) in tools[3000..3020].iter().enumerate() {
+            let add = vec![tool.as_bytes().to_vec()];
+            let remove = vec![tools[i * 7].as_bytes().to_vec()];
+            let (b, l) = check_templated(&a, &list, &add, &remove, &format!("{tname} step {i}")).unwrap().unwrap();
+            // The added tool is member 0 of the equivalent list; the remaining ones follow.
+            assert_eq!(b.n_members(), a.n_members());
+            (a, list) = (b, l);
+        }
     }
 }

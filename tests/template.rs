@@ -307,7 +307,7 @@ fn json_text_members() {
 }
 
 #[test]
-fn templated_automata_save_load_and_refuse_updates() {
+fn templated_automata_save_load_and_update() {
     let v = gguf_vocab("llama-spm");
     let set = random_set(900, 200, 3);
     let t = tool_template(End::Open);
@@ -323,8 +323,17 @@ fn templated_automata_save_load_and_refuse_updates() {
         let s = spell(&b, &seg);
         assert_eq!(b.member_at(s), Some(id));
     }
-    let e = a.with_changes(&["x"], &[] as &[&str], &CompileOptions::default()).unwrap_err();
-    assert_eq!(e.kind(), ErrorKind::InvalidArgument);
+    // The saved file updated (loaded eagerly and lazily): `compile_template` of `add ++ (members − remove)`, the
+    // members in the order of their segments (ranks), byte for byte.
+    let lazy = Automaton::load_lazy(v.clone(), &path).unwrap();
+    let mut list: Vec<String> = vec!["x".into()];
+    list.extend((0..b.n_members()).filter_map(|r| b.member_id(r)).map(|id| set[id].clone()).filter(|m| *m != set[0]));
+    let options = CompileOptions::new().drop_unreachable(true);
+    let want = Automaton::compile_template(v.clone(), &list, &t, &options).unwrap().to_bytes();
+    for loaded in [&a, &b, &lazy] {
+        let got = loaded.with_changes(&["x"], &[set[0].as_str()], &options).unwrap();
+        assert!(got.to_bytes() == want, "the update differs from compile_template");
+    }
     // A bare automaton has no template section: its bytes are those of plain compile.
     let bare = Automaton::compile_template(v.clone(), &set, &Template::bare(), &CompileOptions::default()).unwrap();
     assert_eq!(bare.template(), Some(&Template::bare()));

@@ -28,6 +28,7 @@ use std::sync::Arc;
 
 mod allowed;
 mod draft;
+mod lazy;
 mod masks;
 mod persist;
 mod query;
@@ -179,6 +180,8 @@ pub struct Automaton {
     pub(crate) n_dropped_members: usize,
     /// Present for automata compiled with a [`crate::Template`] (members are then whole segments).
     pub(crate) segments: Option<Segments>,
+    /// The checks still to be made of an automaton loaded with [`Automaton::load_lazy`] (`None`: all made).
+    pub(crate) lazy: Option<Box<lazy::Lazy>>,
 }
 
 /// What a state is.
@@ -248,6 +251,7 @@ impl Automaton {
             + self.member_bytes.size_bytes()
             + self.dropped.capacity() * std::mem::size_of::<usize>()
             + self.segments.as_ref().map_or(0, Segments::memory_usage)
+            + self.lazy.as_ref().map_or(0, |l| l.memory_usage())
     }
 }
 
@@ -342,6 +346,7 @@ impl Automaton {
             dropped,
             n_dropped_members,
             segments: None,
+            lazy: None,
         }
     }
 }

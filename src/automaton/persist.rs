@@ -24,12 +24,19 @@ impl Automaton {
     /// frozen arrays themselves, tagged with the vocabulary's [`Vocabulary::fingerprint`]: [`Automaton::load`]
     /// maps it back in milliseconds, and processes loading the same file share its pages.
     pub fn save(&self, path: impl AsRef<Path>) -> Result<()> {
-        self.writer().write(path.as_ref())
+        match &self.lazy {
+            // The file as it was loaded: its checksum and block hashes still vouch for what was not checked yet.
+            Some(l) => crate::format::write_file(path.as_ref(), l.file_bytes()),
+            None => self.writer().write(path.as_ref()),
+        }
     }
 
     /// The saved form of the automaton, in memory.
     pub fn to_bytes(&self) -> Vec<u8> {
-        self.writer().to_bytes()
+        match &self.lazy {
+            Some(l) => l.file_bytes().to_vec(),
+            None => self.writer().to_bytes(),
+        }
     }
 
     pub(super) fn writer(&self) -> Writer {
@@ -73,12 +80,44 @@ impl Automaton {
             .map_err(|e| Error::new(e.kind(), format!("{}: {}", path.display(), e.message())))
     }
 
+    /// Like [`Automaton::load`], with the checks made on first use instead of at load, so that loading costs
+    /// milliseconds whatever the file's size (the pages are read when used). At load: the header, the section
+    /// table, the checksum of the header and of the file's stored block hashes, the sizes of the arrays. Then,
+    /// once each: an explicit state's row, depth, member and mask row the first time the state is queried; a
+    /// chain the first time one of its states is; every 64 KiB block of the file against its stored hash the
+    /// first time an array in it is read; the whole automaton the first time a member is looked up by rank
+    /// (`member_at`, `member_range`, `member_bytes`, `member_id`, `crossing`, `cross`) or it is updated with
+    /// [`Automaton::with_changes`]. A state whose part of the file fails its check behaves as an invalid state
+    /// ([`ErrorKind::MalformedFile`] from [`Automaton::advance`] and the mask fills; empty, `false` or `None`
+    /// from the others), so a damaged or crafted file is still never a crash; but a damaged file is noticed when
+    /// the damaged part is used, not at load. A file with a template, and a version 1 file (no block hashes),
+    /// are checked whole at load, as by [`Automaton::load`]. [`Automaton::save`] of a lazily loaded automaton
+    /// writes the file as it was loaded.
+    pub fn load_lazy(vocab: Arc<Vocabulary>, path: impl AsRef<Path>) -> Result<Automaton> {
+        let path = path.as_ref();
+        Self::from_reader(vocab, Reader::open_lazy(path, FileKind::Automaton)?)
+            .map_err(|e| Error::new(e.kind(), format!("{}: {}", path.display(), e.message())))
+    }
+
     /// Like [`Automaton::load`], from the bytes of a saved automaton (copied).
     pub fn from_bytes(vocab: Arc<Vocabulary>, bytes: &[u8]) -> Result<Automaton> {
         Self::from_reader(vocab, Reader::from_bytes(bytes, FileKind::Automaton)?)
     }
 
-    pub(super) fn from_reader(vocab: Arc<Vocabulary>, r: Reader) -> Result<Automaton> {
+    /// Like [`Automaton::load_lazy`], from the bytes of a saved automaton (copied): for the tests and fuzz
+    /// targets of the lazy checks.
+    #[doc(hidden)]
+    pub fn from_bytes_lazy(vocab: Arc<Vocabulary>, bytes: &[u8]) -> Result<Automaton> {
+        Self::from_reader(vocab, Reader::from_bytes_lazy(bytes, FileKind::Automaton)?)
+    }
+
+    /// Whether the automaton was loaded lazily and not yet checked whole ([`Automaton::load_lazy`]).
+    #[doc(hidden)]
+    pub fn is_lazy(&self) -> bool {
+        self.lazy.is_some()
+    }
+
+    pub(super) fn from_reader(vocab: Arc<Vocabulary>, mut r: Reader) -> Result<Automaton> {
         if r.fingerprint() != vocab.fingerprint() {
             return Err(Error::new(
                 ErrorKind::VocabularyMismatch,
@@ -90,7 +129,12 @@ impl Automaton {
                 ),
             ));
         }
+        let blocks = r.take_blocks();
         let meta: Array<u64> = r.array(A_META)?;
+        let dropped: Array<u64> = r.array(A_DROPPED)?;
+        ensure(blocks.as_ref().map_or(true, |b| b.verify(&meta) && b.verify(&dropped)), || {
+            "a block of the file fails its checksum: the file is corrupt".into()
+        })?;
         ensure(meta.len() == 2 && meta[0] == vocab.n_vocab() as u64, || "automaton metadata".into())?;
         let a = Automaton {
             offsets: r.array(A_OFFSETS)?,
@@ -106,13 +150,19 @@ impl Automaton {
             chain_first_depth: r.array(A_CHAIN_DEPTH)?,
             member_offsets: r.array(A_MEMBER_OFFSETS)?,
             member_bytes: r.array(A_MEMBER_BYTES)?,
-            dropped: r.array::<u64>(A_DROPPED)?.iter().map(|&d| usize::try_from(d).unwrap_or(usize::MAX)).collect(),
+            dropped: dropped.iter().map(|&d| usize::try_from(d).unwrap_or(usize::MAX)).collect(),
             n_dropped_members: usize::try_from(meta[1]).unwrap_or(usize::MAX),
             segments: Segments::read(&r)?,
             vocab,
+            lazy: None,
         };
-        a.validate()?;
-        Ok(a)
+        match blocks {
+            Some(blocks) => a.lazy_checks(blocks),
+            None => {
+                a.validate()?;
+                Ok(a)
+            }
+        }
     }
 
     /// Checks a loaded automaton's arrays against each other and its vocabulary: every index used when decoding

@@ -4,8 +4,14 @@ use super::*;
 
 impl Automaton {
     pub(super) fn check(&self, state: State) -> Result<()> {
-        if (state.0 as usize) < self.n_states() || state == State::FINISHED {
+        if state == State::FINISHED {
             Ok(())
+        } else if (state.0 as usize) < self.n_states() {
+            if self.ready(state) {
+                Ok(())
+            } else {
+                Err(self.malformed_state(state))
+            }
         } else {
             Err(Error::new(
                 ErrorKind::InvalidState,
@@ -59,7 +65,7 @@ impl Automaton {
         if state == State::FINISHED {
             return Allowed(AllowedRepr::Borrowed(self.vocab.eog_ids()));
         }
-        if state.0 as usize >= self.n_states() {
+        if state.0 as usize >= self.n_states() || !self.ready(state) {
             return Allowed(AllowedRepr::Borrowed(&[]));
         }
         match self.kind(state) {
@@ -81,7 +87,7 @@ impl Automaton {
         if state == State::FINISHED {
             return true;
         }
-        if state.0 as usize >= self.n_states() {
+        if state.0 as usize >= self.n_states() || !self.ready(state) {
             return false;
         }
         match self.kind(state) {
@@ -155,7 +161,7 @@ impl Automaton {
 
     /// The only member left below `state`, if one is.
     pub(super) fn single_member_of(&self, state: State) -> Option<usize> {
-        if state == State::FINISHED || state.0 as usize >= self.n_states() {
+        if state == State::FINISHED || state.0 as usize >= self.n_states() || !self.ready(state) {
             return None;
         }
         match self.kind(state) {
@@ -202,7 +208,7 @@ impl Automaton {
     /// The text produced so far in `state` is `depth(state)` bytes long (`None` for `FINISHED` and invalid
     /// states).
     pub fn depth(&self, state: State) -> Option<usize> {
-        if state.0 as usize >= self.n_states() {
+        if state.0 as usize >= self.n_states() || !self.ready(state) {
             return None;
         }
         Some(match self.kind(state) {

@@ -121,7 +121,7 @@ impl Automaton {
     /// [`Automaton::member_bytes`]) for automata compiled without a template. `None` elsewhere, for `FINISHED`
     /// and invalid states.
     pub fn member_at(&self, state: State) -> Option<usize> {
-        if state == State::FINISHED || !self.is_accepting(state) {
+        if state == State::FINISHED || !self.is_accepting(state) || self.check_whole().is_err() {
             return None;
         }
         let rank = match self.kind(state) {
@@ -138,7 +138,7 @@ impl Automaton {
     /// range of ranks in byte order; empty for `FINISHED` and invalid states. Members dropped as unreachable
     /// may lie inside the range (see [`Automaton::possible_members`]).
     pub fn member_range(&self, state: State) -> Range<usize> {
-        if state == State::FINISHED || state.0 as usize >= self.n_states() {
+        if state == State::FINISHED || state.0 as usize >= self.n_states() || self.check_whole().is_err() {
             return 0..0;
         }
         match self.kind(state) {
@@ -172,13 +172,13 @@ impl Automaton {
 
     /// The segment (or, without a template, the member) of rank `rank`, or `None` past the last.
     pub fn member_bytes(&self, rank: usize) -> Option<&[u8]> {
-        (rank + 1 < self.member_offsets.len()).then(|| self.member(rank))
+        (rank + 1 < self.member_offsets.len() && self.check_whole().is_ok()).then(|| self.member(rank))
     }
 
     /// The id of the member of rank `rank` (its input index for templated automata, else the rank), `None` when
     /// dropped or out of range.
     pub fn member_id(&self, rank: usize) -> Option<usize> {
-        if rank + 1 >= self.member_offsets.len() {
+        if rank + 1 >= self.member_offsets.len() || self.check_whole().is_err() {
             return None;
         }
         match &self.segments {
@@ -206,6 +206,9 @@ impl Automaton {
     pub fn crossing_where(&self, state: State, mut keep: impl FnMut(usize, &[u8]) -> bool) -> Vec<Crossing> {
         let mut out = Vec::new();
         if !self.is_open() || state == State::FINISHED || state.0 as usize >= self.n_states() {
+            return out;
+        }
+        if self.check_whole().is_err() {
             return out;
         }
         let Some(depth) = self.depth(state) else { return out };
@@ -243,6 +246,7 @@ impl Automaton {
         if state != State::FINISHED {
             self.check(state)?;
         }
+        self.check_whole()?;
         if token as usize >= self.vocab.n_vocab() {
             return Err(self.rejected(state, token));
         }

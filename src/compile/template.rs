@@ -34,14 +34,32 @@ impl Automaton {
             return Err(Error::limit(format!("{} members: at most {} are supported", members.len(), NONE - 1)));
         }
         let budget = Budget::new(options.max_bytes);
+        if template.is_bare() {
+            let list: Vec<&[u8]> = members.iter().map(|m| m.as_ref()).collect();
+            return Self::compile_segments(vocab, &list, template, options, &budget);
+        }
+        let (bytes, ends) = render_all(members, template, &budget)?;
+        let segments: Vec<&[u8]> =
+            ends.iter().scan(0, |start, &end| Some(&bytes[std::mem::replace(start, end)..end])).collect();
+        Self::compile_segments(vocab, &segments, template, options, &budget)
+    }
+
+    /// [`Automaton::compile_template`] of members already rendered: `segments[i]` is member `i`'s segment.
+    pub(crate) fn compile_segments(
+        vocab: Arc<Vocabulary>,
+        segments: &[&[u8]],
+        template: &Template,
+        options: &CompileOptions,
+        budget: &Budget,
+    ) -> Result<Automaton> {
+        if segments.len() >= NONE as usize {
+            return Err(Error::limit(format!("{} members: at most {} are supported", segments.len(), NONE - 1)));
+        }
         let trie = if template.is_bare() {
-            StringTrie::build(members, &vocab.index.single_byte, &budget, options.max_states)?
+            StringTrie::build(segments, &vocab.index.single_byte, budget, options.max_states)?
         } else {
-            let (bytes, ends) = render_all(members, template, &budget)?;
-            let segments: Vec<&[u8]> =
-                ends.iter().scan(0, |start, &end| Some(&bytes[std::mem::replace(start, end)..end])).collect();
             let shared = template.prefix.len();
-            StringTrie::build_sharing(&segments, shared, &vocab.index.single_byte, &budget, options.max_states)?
+            StringTrie::build_sharing(segments, shared, &vocab.index.single_byte, budget, options.max_states)?
         };
         let open = template.end == End::Open;
         if open {
@@ -49,8 +67,8 @@ impl Automaton {
         }
         let n_members = trie.n_members();
         let mut member_input = trie.member_input.clone();
-        let edges = align(&trie, &vocab, options, &budget)?;
-        let mut a = freeze(vocab, trie, edges, options, &budget, open)?;
+        let edges = align(&trie, &vocab, options, budget)?;
+        let mut a = freeze(vocab, trie, edges, options, budget, open)?;
         if !a.dropped.is_empty() {
             // Mark dropped members: their first input index is in `dropped`.
             for id in member_input.iter_mut() {
@@ -67,7 +85,11 @@ impl Automaton {
 
 /// Every member's segment, rendered in parallel chunks into one buffer: `(bytes, ends)`, segment `i` being
 /// `bytes[ends[i - 1]..ends[i]]`. A member the rendering refuses is an error naming its index.
-fn render_all<S: AsRef<[u8]> + Sync>(members: &[S], t: &Template, budget: &Budget) -> Result<(Vec<u8>, Vec<usize>)> {
+pub(crate) fn render_all<S: AsRef<[u8]> + Sync>(
+    members: &[S],
+    t: &Template,
+    budget: &Budget,
+) -> Result<(Vec<u8>, Vec<usize>)> {
     const CHUNK: usize = 8192;
     let frame = t.prefix.len() + t.suffix.len() + 2;
     let total: usize = members.iter().map(|m| m.as_ref().len() + frame).sum();

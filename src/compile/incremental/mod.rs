@@ -56,6 +56,7 @@ mod layout;
 mod members;
 mod number;
 mod rows;
+mod templated;
 
 /// A new state number, or "this position is gone": an entry of the old-to-new state table and the new state of a
 /// position being computed. Its own type, so "gone" is never mixed up with a target: `State::FINISHED` (a real
@@ -110,6 +111,36 @@ impl<'a> List<'a> {
     fn prefix_ranges(&self, c: &[u8]) -> Vec<(u32, u32)> {
         prefix_ranges(self.len(), |i| self.get(i), c)
     }
+}
+
+/// The effective changes of a member list: the added strings that are not members (sorted, distinct) with their
+/// insertion points, and the old indices of the removed members (ascending; a string both added and removed
+/// stays).
+pub(super) struct Changes<'a> {
+    pub(super) adding: Vec<&'a [u8]>,
+    pub(super) ins: Vec<usize>,
+    pub(super) removed: Vec<usize>,
+}
+
+fn effective_changes<'a>(old: &List, add: &[&'a [u8]], remove: &[&[u8]]) -> Changes<'a> {
+    let mut adding: Vec<&[u8]> = add.to_vec();
+    adding.sort_unstable();
+    adding.dedup();
+    let mut removing: Vec<&[u8]> = remove.to_vec();
+    removing.sort_unstable();
+    removing.dedup();
+    removing.retain(|s| adding.binary_search(s).is_err());
+    // Where each string sorts among the members (binary searches over the member list: in parallel).
+    let is_at = |s: &[u8], i: usize| i < old.len() && old.get(i) == s;
+    let removed: Vec<usize> = insertion_points(old, &removing)
+        .into_iter()
+        .zip(&removing)
+        .filter(|&(i, s)| is_at(s, i))
+        .map(|(i, _)| i)
+        .collect();
+    let (adding, ins): (Vec<&[u8]>, Vec<usize>) =
+        adding.iter().zip(insertion_points(old, &adding)).filter(|&(s, i)| !is_at(s, i)).map(|(&s, i)| (s, i)).unzip();
+    Changes { adding, ins, removed }
 }
 
 /// For each string, the number of members that sort before it (its index when it is a member).
@@ -172,6 +203,14 @@ impl Automaton {
     /// Fast when the vocabulary spells every byte of the members with a single-byte token (byte-level BPE, byte
     /// fallback); otherwise (or when this automaton dropped strings) the set is compiled in full.
     ///
+    /// An automaton compiled with [`Automaton::compile_template`] (or loaded from such a file) is updated with its
+    /// template: `add` and `remove` are members before rendering, and the result is what
+    /// `compile_template(add ++ (members − remove), template, options)` gives, byte for byte, the members listed
+    /// in the byte order of their segments (the ranks of `self`). So [`Automaton::member_at`] of the result names
+    /// an index into `add` for an added string and `add.len() + j` for the `j`-th remaining member in rank order
+    /// (see `src/compile/incremental/templated.rs`). An automaton loaded with [`Automaton::load_lazy`] is checked
+    /// whole first (once).
+    ///
     /// ```no_run
     /// # use std::sync::Arc;
     /// # use trie::{Automaton, CompileOptions, Vocabulary};
@@ -187,51 +226,33 @@ impl Automaton {
         remove: &[R],
         options: &CompileOptions,
     ) -> Result<Automaton> {
+        self.check_whole()?;
         if self.segments.is_some() {
-            return Err(Error::invalid(
-                "with_changes does not update an automaton compiled with a template yet: compile the changed set \
-                 with compile_template",
-            ));
+            return self.with_changes_templated(add, remove, options);
         }
         let old = List { offsets: &self.member_offsets, bytes: &self.member_bytes };
-        // Effective changes: removed members (old indices) and added non-members (sorted, distinct).
-        let mut adding: Vec<&[u8]> = add.iter().map(|s| s.as_ref()).collect();
-        adding.sort_unstable();
-        adding.dedup();
-        let mut removing: Vec<&[u8]> = remove.iter().map(|s| s.as_ref()).collect();
-        removing.sort_unstable();
-        removing.dedup();
-        removing.retain(|s| adding.binary_search(s).is_err());
-        // Where each string sorts among the members (binary searches over the member list: in parallel).
-        let is_at = |s: &[u8], i: usize| i < old.len() && old.get(i) == s;
-        let removed: Vec<usize> = insertion_points(&old, &removing)
-            .into_iter()
-            .zip(&removing)
-            .filter(|&(i, s)| is_at(s, i))
-            .map(|(i, _)| i)
-            .collect();
-        let (adding, ins): (Vec<&[u8]>, Vec<usize>) = adding
-            .iter()
-            .zip(insertion_points(&old, &adding))
-            .filter(|&(s, i)| !is_at(s, i))
-            .map(|(&s, i)| (s, i))
-            .unzip();
+        let add_list: Vec<&[u8]> = add.iter().map(|s| s.as_ref()).collect();
+        let remove_list: Vec<&[u8]> = remove.iter().map(|s| s.as_ref()).collect();
+        let c = effective_changes(&old, &add_list, &remove_list);
+        if self.fast_path_fits(&old, &c) {
+            if let Some(a) = self.update_in_place(&old, &c.adding, &c.ins, &c.removed, options)? {
+                return Ok(a);
+            }
+        }
+        self.recompile_with(add, &c.removed, options)
+    }
 
+    /// Whether the fast path applies to these changes (see the module doc).
+    fn fast_path_fits(&self, old: &List, c: &Changes) -> bool {
         let single = &self.vocab.index.single_byte;
         let fast = self.n_dropped_members == 0
             && (single.iter().all(|&b| b)
                 || (self.member_bytes.iter().all(|&b| single[b as usize])
-                    && adding.iter().all(|s| s.iter().all(|&b| single[b as usize]))));
+                    && c.adding.iter().all(|s| s.iter().all(|&b| single[b as usize]))));
         // Past about one change per 20 members the per-change work costs more than it saves (measured:
         // benches/incremental.rs); a full compile is then faster.
-        let changes = adding.len() + removed.len();
-        let worth_it = changes <= 64 || changes * 20 <= old.len();
-        if fast && worth_it {
-            if let Some(a) = self.update_in_place(&old, &adding, &ins, &removed, options)? {
-                return Ok(a);
-            }
-        }
-        self.recompile_with(add, &removed, options)
+        let changes = c.adding.len() + c.removed.len();
+        fast && (changes <= 64 || changes * 20 <= old.len())
     }
 
     /// The fallback: a full compile of `add ++ (members − removed)`.

@@ -89,7 +89,8 @@ impl Rows<'_, '_, '_> {
         let RowInputs { this, new, adding, added_at, numbering, .. } = self.i;
         let table = &numbering.table;
         let idx = &this.vocab.index;
-        let eog = this.vocab.eog_ids();
+        // No end-of-generation tokens where a segment ends with an open end (as `freeze` lays them out).
+        let eog: &[TokenId] = if this.is_open() { &[] } else { this.vocab.eog_ids() };
         // Calls f(code, length) for the text tokens that prefix `rest`.
         let prefix_codes = |rest: &[u8], f: &mut dyn FnMut(u32, usize)| idx.trie.prefixes(rest, f);
         let e = d.path.len();

@@ -1,0 +1,252 @@
+//! Automata loaded lazily ([`Automaton::load_lazy`]): the file is mapped and only its header, section table, the
+//! checksum of its block hashes and the sizes of its arrays are checked at load; everything else is checked on
+//! first use, once.
+//!
+//! What is checked when (a failure makes the state behave as an invalid one: [`ErrorKind::MalformedFile`] from
+//! `advance` and the mask fills, empty / `false` / `None` from the queries without an error):
+//! - an explicit state, the first time it is asked about: its row (tokens ascending ids of the vocabulary,
+//!   targets inside the automaton), its depth, its accepting bit, its single member (offsets and bytes) and its
+//!   precomputed mask row, and every 64 KiB block of the file these lie in against its stored hash;
+//! - the chain index (`chain_base` ascending, its blocks) the first time any chain state is asked about, then a
+//!   chain (its member, offsets and bytes, first depth and length) the first time one of its states is;
+//! - everything ([`Automaton::validate`] and every block), the first time a member is looked up by rank
+//!   (`member_at`, `member_range`, `member_bytes`, `member_id`, `crossing`, `cross`) or the automaton is updated
+//!   with `with_changes`; a templated file is checked whole at load.
+//!
+//! So every index a query uses was checked before it is used, as for an eagerly loaded automaton, and every byte
+//! it reads was checked against the file's checksum. A check that passed is remembered (one bit per state and
+//! chain, set by whichever thread checked first: the arrays never change, so the checks are idempotent); one that
+//! failed is repeated, and fails again, on every use.
+
+use super::*;
+use crate::format::Blocks;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::OnceLock;
+
+/// The checks still to be made of a lazily loaded automaton.
+pub(crate) struct Lazy {
+    blocks: Blocks,
+    /// Bit `s`: explicit state `s` was checked.
+    explicit: Box<[AtomicU64]>,
+    /// Bit `k`: chain `k` was checked.
+    chains: Box<[AtomicU64]>,
+    chain_index: OnceLock<bool>,
+    whole: OnceLock<Result<()>>,
+}
+
+fn bits(n: usize) -> Box<[AtomicU64]> {
+    (0..n.div_ceil(64)).map(|_| AtomicU64::new(0)).collect()
+}
+
+#[inline]
+fn is_set(bits: &[AtomicU64], i: usize) -> bool {
+    bits[i / 64].load(Ordering::Relaxed) >> (i % 64) & 1 == 1
+}
+
+fn set(bits: &[AtomicU64], i: usize) {
+    bits[i / 64].fetch_or(1 << (i % 64), Ordering::Relaxed);
+}
+
+impl Lazy {
+    pub(crate) fn memory_usage(&self) -> usize {
+        (self.explicit.len() + self.chains.len()) * 8 + self.blocks.memory_usage()
+    }
+
+    /// The file's bytes as they were loaded.
+    pub(crate) fn file_bytes(&self) -> &[u8] {
+        self.blocks.file_bytes()
+    }
+
+    /// Whether state `s` (`< n_states()`) and everything a query of it reads was checked, checking it now if not.
+    #[inline]
+    fn ready(&self, a: &Automaton, s: usize) -> bool {
+        let e = a.n_explicit();
+        if s < e {
+            return is_set(&self.explicit, s) || self.check_row(a, s);
+        }
+        if !*self.chain_index.get_or_init(|| self.check_chain_index(a)) {
+            return false;
+        }
+        // The index is ascending from 0 and `s - e < chain_base[k]` (the state count): 0 <= k < chain count.
+        let idx = (s - e) as u32;
+        let k = a.chain_base.partition_point(|&b| b <= idx) - 1;
+        is_set(&self.chains, k) || self.check_chain(a, k)
+    }
+
+    /// Whether member `m`'s offsets and bytes are sound (and their blocks match).
+    fn member_ok(&self, a: &Automaton, m: usize) -> bool {
+        if m + 1 >= a.member_offsets.len() {
+            return false;
+        }
+        let o = &a.member_offsets[m..m + 2];
+        self.blocks.verify(o)
+            && o[0] <= o[1]
+            && o[1] <= a.member_bytes.len() as u64
+            && self.blocks.verify(&a.member_bytes[o[0] as usize..o[1] as usize])
+    }
+
+    #[cold]
+    fn check_row(&self, a: &Automaton, s: usize) -> bool {
+        let v = &self.blocks;
+        let off = &a.offsets[s..s + 2];
+        if !(v.verify(off) && off[0] <= off[1] && off[1] as usize <= a.tokens.len()) {
+            return false;
+        }
+        let r = off[0] as usize..off[1] as usize;
+        let (toks, targets) = (&a.tokens[r.clone()], &a.targets[r]);
+        let n_states = a.n_states() as u64;
+        let n_vocab = a.vocab.n_vocab() as u64;
+        let row_ok = v.verify(toks)
+            && v.verify(targets)
+            && toks.windows(2).all(|w| w[0] < w[1])
+            && toks.last().map_or(true, |&t| (t as u64) < n_vocab)
+            && targets.iter().all(|&t| t == State::FINISHED.0 || (t as u64) < n_states);
+        let single = a.single_member[s];
+        let ok = row_ok
+            && v.verify(&a.accepting[s / 64..s / 64 + 1])
+            && v.verify(&a.depth[s..s + 1])
+            && v.verify(&a.single_member[s..s + 1])
+            && a.depth[s] as usize <= a.member_bytes.len()
+            && (single == NONE || (single as usize) < a.n_members_stored() && self.member_ok(a, single as usize))
+            && self.dense_row_ok(a, s, toks);
+        if ok {
+            set(&self.explicit, s);
+        }
+        ok
+    }
+
+    /// A precomputed row of state `s` (whose allowed tokens are `toks`), if it has one, is its allowed list.
+    fn dense_row_ok(&self, a: &Automaton, s: usize, toks: &[TokenId]) -> bool {
+        if toks.len() < a.dense_threshold() {
+            return true;
+        }
+        let Ok(i) = a.dense_states.binary_search(&(s as u32)) else { return true };
+        let words = a.mask_words();
+        let row = &a.dense_rows[i * words..(i + 1) * words];
+        self.blocks.verify(row)
+            && row.iter().map(|w| w.count_ones() as usize).sum::<usize>() == toks.len()
+            && toks.iter().all(|&t| row[(t >> 5) as usize] >> (t & 31) & 1 == 1)
+    }
+
+    #[cold]
+    fn check_chain_index(&self, a: &Automaton) -> bool {
+        self.blocks.verify(&a.chain_base) && a.chain_base.windows(2).all(|w| w[0] < w[1])
+    }
+
+    #[cold]
+    fn check_chain(&self, a: &Automaton, k: usize) -> bool {
+        let v = &self.blocks;
+        if !(v.verify(&a.chain_member[k..k + 1]) && v.verify(&a.chain_first_depth[k..k + 1])) {
+            return false;
+        }
+        let m = a.chain_member[k] as usize;
+        if !(m < a.n_members_stored() && self.member_ok(a, m)) {
+            return false;
+        }
+        let len = a.member_offsets[m + 1] - a.member_offsets[m];
+        let (first, n) = (a.chain_first_depth[k] as u64, (a.chain_base[k + 1] - a.chain_base[k]) as u64);
+        let ok = first >= 1 && first + n - 1 == len;
+        if ok {
+            set(&self.chains, k);
+        }
+        ok
+    }
+
+    /// Checks everything (once): every block, then every array as an eager load does.
+    fn whole(&self, a: &Automaton) -> &Result<()> {
+        self.whole.get_or_init(|| match self.blocks.verify_all() {
+            Some(i) => {
+                Err(Error::malformed(format!("libtrie file: block {i} fails its checksum: the file is corrupt")))
+            }
+            None => a.validate(),
+        })
+    }
+}
+
+impl Automaton {
+    /// The number of members in the member table (dropped ones included).
+    #[inline]
+    pub(super) fn n_members_stored(&self) -> usize {
+        self.member_offsets.len() - 1
+    }
+
+    /// Whether `state` (`< n_states()`) can be queried: always, unless the automaton was loaded lazily and the
+    /// state's part of the file fails its check (see the module comment).
+    #[inline]
+    pub(super) fn ready(&self, state: State) -> bool {
+        match &self.lazy {
+            None => true,
+            Some(l) => l.ready(self, state.0 as usize),
+        }
+    }
+
+    /// The error of a state whose part of a lazily loaded file fails its check.
+    #[cold]
+    pub(super) fn malformed_state(&self, state: State) -> Error {
+        Error::malformed(format!(
+            "libtrie file: state {} of this lazily loaded automaton is malformed (its row, chain or member does \
+             not pass the checks, or a block of the file it lies in fails its checksum)",
+            state.0
+        ))
+    }
+
+    /// Checks the whole automaton if it was loaded lazily (once; the result is remembered): what the member
+    /// table's binary searches and `with_changes` rely on.
+    pub(crate) fn check_whole(&self) -> Result<()> {
+        match &self.lazy {
+            None => Ok(()),
+            Some(l) => l.whole(self).clone(),
+        }
+    }
+
+    /// The checks a lazy load makes: the header's arrays, the sizes of every array against the others, the first
+    /// and last entries the sizes rest on, and the small arrays (metadata, precomputed rows) in full.
+    pub(super) fn lazy_checks(self, blocks: Blocks) -> Result<Automaton> {
+        let mut a = self;
+        let v = &blocks;
+        let corrupt = || "a block of the file fails its checksum: the file is corrupt".to_string();
+        let n = a.member_offsets.len().checked_sub(1);
+        ensure(n.is_some(), || "member offsets".into())?;
+        let n = n.unwrap();
+        ensure(v.verify(&a.member_offsets[..1]) && v.verify(&a.member_offsets[n..]), corrupt)?;
+        ensure(
+            a.member_offsets[0] == 0 && a.member_offsets[n] == a.member_bytes.len() as u64 && a.n_dropped_members <= n,
+            || "member offsets are not within the member bytes".into(),
+        )?;
+        let e = a.depth.len();
+        ensure(e >= 1 && a.offsets.len() == e + 1, || "explicit state tables of inconsistent sizes".into())?;
+        ensure(v.verify(&a.offsets[..1]) && v.verify(&a.offsets[e..]), corrupt)?;
+        ensure(
+            a.single_member.len() == e
+                && a.accepting.len() == e.div_ceil(64)
+                && a.offsets[0] == 0
+                && a.offsets[e] as usize == a.tokens.len()
+                && a.targets.len() == a.tokens.len(),
+            || "explicit state tables of inconsistent sizes".into(),
+        )?;
+        let k = a.chain_member.len();
+        ensure(a.chain_base.len() == k + 1 && a.chain_first_depth.len() == k, || "chain tables".into())?;
+        ensure(v.verify(&a.chain_base[..1]) && v.verify(&a.chain_base[k..]), corrupt)?;
+        ensure(a.chain_base[0] == 0, || "chain tables".into())?;
+        ensure((e as u64 + a.chain_base[k] as u64) < State::FINISHED.0 as u64, || "too many states".into())?;
+        let words = a.mask_words();
+        ensure(v.verify(&a.dense_states) && v.verify(&a.dense_rows), corrupt)?;
+        ensure(
+            a.dense_states.windows(2).all(|w| w[0] < w[1])
+                && a.dense_states.iter().all(|&s| (s as usize) < e)
+                && a.dense_rows.len() == a.dense_states.len() * words,
+            || "dense rows".into(),
+        )?;
+        a.lazy = Some(Box::new(Lazy {
+            explicit: bits(e),
+            chains: bits(k),
+            chain_index: OnceLock::new(),
+            whole: OnceLock::new(),
+            blocks,
+        }));
+        if a.segments.is_some() {
+            a.check_whole()?;
+        }
+        Ok(a)
+    }
+}
