@@ -1,0 +1,122 @@
+"""The API server's side of tool calls under routing (``LIBTRIE_VLLM_ROUTE=1``): vLLM's tool parser prepares a chat
+request (``ToolParser.adjust_request``), then :func:`adjust` writes what libtrie serves as a structural tag
+(:func:`libtrie.vllm.calls.build_tag`):
+
+- ``tool_choice="auto"`` (or unset) with a parser of the ``<tool_call>`` family (``hermes``; Qwen 2.5 uses it): free
+  text, and from the marker on the call's name from the tools and its arguments by that tool's schema;
+  ``parallel_tool_calls=false``: one call, then only the end;
+- ``tool_choice="required"``: vLLM's JSON list ``[{"name": ..., "parameters": ...}]``, one call or (parallel)
+  several, each by its own tool's schema;
+- ``vllm_xargs={"libtrie_registry": NAME}`` with either: the names (and argument schemas) of the operator's
+  registry ``NAME.json`` of ``LIBTRIE_SET_DIR`` instead of the request's tools (which stay in the prompt: list the
+  candidates there). A named ``tool_choice`` is left to vLLM (one tool's schema).
+
+Refusals are ``ValueError`` naming the field (the caller makes them vLLM's HTTP 400): a duplicate or empty tool
+name, parameters that are not an object, more tools or a larger tag than the operator's bounds, a bad or missing
+registry. Importable without vLLM (the request is duck-typed)."""
+
+from __future__ import annotations
+
+import json
+import threading
+from typing import Any, List, Optional, Tuple
+
+from .. import Status, TrieError, front
+from ..sets import SetError, Settings
+from . import calls
+from .tools import MAX_SCHEMAS
+
+__all__ = ["adjust", "tools_of", "REGISTRY_KEY", "registries"]
+
+#: The ``vllm_xargs`` key that names a registry.
+REGISTRY_KEY = "libtrie_registry"
+
+_REG: List[Any] = []
+_REG_LOCK = threading.Lock()
+
+
+def registries(settings: Settings) -> Any:
+    """This process's registry cache (the API server checks a named registry at admission: a 400 there, not an
+    error in the engine)."""
+    from ..registry import RegistryCache
+
+    with _REG_LOCK:
+        if not _REG:
+            _REG.append(RegistryCache(settings.set_dir, settings.max_file_bytes, capacity=max(2, settings.cache_size)))
+        return _REG[0]
+
+
+def tools_of(request: Any) -> List[Tuple[str, Any]]:
+    """``(name, parameters)`` of each function tool of a chat request (OpenAI ``tools``)."""
+    out = []
+    for t in request.tools or ():
+        fn = getattr(t, "function", None)
+        if fn is None and isinstance(t, dict):
+            fn = t.get("function")
+        if fn is None:
+            continue
+        name = fn.get("name") if isinstance(fn, dict) else getattr(fn, "name", None)
+        params = fn.get("parameters") if isinstance(fn, dict) else getattr(fn, "parameters", None)
+        out.append((name, params if params is not None else {"type": "object"}))
+    return out
+
+
+def _mode(parser: Any, request: Any) -> Optional[str]:
+    choice = getattr(request, "tool_choice", None)
+    if choice == "required":
+        return "json"
+    if choice in ("auto", None) and getattr(parser, "tool_call_start_token", None) == "<tool_call>":
+        return "hermes"
+    return None
+
+
+def adjust(parser: Any, request: Any, settings: Optional[Settings] = None) -> bool:
+    """Rewrite ``request``'s structured outputs as libtrie's structural tag when libtrie serves its tool calls;
+    returns whether it did. Raises ``ValueError`` (a 400) naming the field."""
+    if not getattr(request, "tools", None):
+        return False
+    fmt = _mode(parser, request)
+    if fmt is None:
+        return False
+    so = getattr(request, "structured_outputs", None)
+    if so is not None and getattr(so, "structural_tag", None) is not None and calls.KEY not in so.structural_tag:
+        return False  # the client's (or the parser's) own structural tag: vLLM's
+    settings = settings or Settings.from_env()
+    tools = tools_of(request)
+    if settings.max_inline_strings and len(tools) > settings.max_inline_strings:
+        raise SetError(Status.INVALID_ARGUMENT, f"tools: {len(tools)} tools, over this server's bound LIBTRIE_MAX_INLINE_STRINGS="
+                           f"{settings.max_inline_strings}")
+    registry = (getattr(request, "vllm_xargs", None) or {}).get(REGISTRY_KEY)
+    if registry is not None:
+        try:
+            registries(settings).get(registry)
+        except (TrieError, ValueError) as e:
+            raise SetError(Status.INVALID_ARGUMENT, f"vllm_xargs.{REGISTRY_KEY}: {getattr(e, 'message', e)}") from None
+    if registry is None and len({json.dumps(p, sort_keys=True) for _, p in tools}) > MAX_SCHEMAS:
+        return False  # vLLM's backend compiles them (as before routing); a registry has no such bound
+    parallel = getattr(request, "parallel_tool_calls", True) is not False
+    tag = calls.build_tag(fmt, fmt == "hermes", parallel, tools, registry)
+    bound = front.limits(settings).max_text_bytes
+    if bound is not None and len(tag.encode("utf-8", "surrogatepass")) > bound:
+        raise SetError(Status.INVALID_ARGUMENT, f"tools: {len(tag)} characters of tools, over this server's bound of {bound} bytes "
+                           "(LIBTRIE_MAX_INLINE_BYTES); name a registry for larger catalogs")
+    from vllm.sampling_params import StructuredOutputsParams
+
+    request.structured_outputs = StructuredOutputsParams(structural_tag=tag)
+    if hasattr(request, "response_format"):
+        request.response_format = None
+    return True
+
+
+def check_tag(spec: str, settings: Settings) -> bool:
+    """The frontend validation of a structural tag: True when it is libtrie's (then xgrammar's own parse is
+    skipped), after the bounded parse; ``ValueError`` naming the field for a malformed one."""
+    cs = calls.parse_spec(spec, front.limits(settings).max_text_bytes)
+    if cs is None:
+        return False
+    if settings.max_inline_strings and len(cs.names) > settings.max_inline_strings:
+        raise SetError(Status.INVALID_ARGUMENT, f"tools: {len(cs.names)} tools, over this server's bound LIBTRIE_MAX_INLINE_STRINGS="
+                           f"{settings.max_inline_strings}")
+    for s in cs.schemas:
+        json.loads(s)
+    return True
