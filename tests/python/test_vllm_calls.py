@@ -316,6 +316,29 @@ class RegistryTest(unittest.TestCase):
         self.assertEqual(reg.names[3], "tool_3", "a request holding the old registry keeps it")
 
 
+class EngineNamesTest(unittest.TestCase):
+    """The engine core's name automata of a registry: compiled once per file identity, rebuilt when it changes
+    (``with_changes`` once the library updates templated sets; compiled again until then)."""
+
+    def test_a_changed_registry_is_rebuilt_and_a_warm_one_reused(self):
+        import threading
+
+        v = vocab()
+        ctx = route.EngineContext.__new__(route.EngineContext)
+        ctx.settings, ctx.n_vocab, ctx.cache = Settings(), v.n_vocab, SimpleNamespace(vocab=v)
+        ctx._lock, ctx._last, ctx._by_identity, ctx._triggers = threading.Lock(), {}, {}, {}
+        f = calls.FORMATS["json"]
+        a = ctx.names(["get_a", "get_b"], f.prefix, f.suffix, "reg", b"1")
+        self.assertIs(ctx.names(["get_a", "get_b"], f.prefix, f.suffix, "reg", b"1"), a, "warm: the same automaton")
+        b = ctx.names(["get_a", "get_c"], f.prefix, f.suffix, "reg", b"2")
+        self.assertIsNot(a, b)
+        s = b.start()
+        for t in text_tokens('[{"name": "get_'):
+            s = b.advance(s, t)
+        self.assertEqual(sorted(b.allowed(s).tolist()), [ord("a"), ord("c")], "the new registry's names")
+        self.assertEqual(ctx.trigger_ids("<tool_call>"), [CALL])
+
+
 class OneSwitchTest(unittest.TestCase):
     def test_the_switch_alone_routes_and_half_configurations_are_loud(self):
         self.assertEqual(route.check_configuration(False, routing=True, installed=True), "routing")

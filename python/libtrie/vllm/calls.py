@@ -207,6 +207,8 @@ class TrieCallsGrammar(Grammar):  # type: ignore[misc,valid-type,unused-ignore]
         self.trigger = (self.fmt.trigger or "").encode()
         self.trigger_ids = set(trigger_ids)
         self.straddle = straddle or [[] for _ in range(len(self.trigger))]
+        #: The last byte of a token that may end a call's arguments (a token without text may too).
+        self.end_bytes = {e[-1:].encode() for e in (self.fmt.close + self.fmt.last, self.fmt.more) if e}
         self.reset()
 
     def reset(self) -> None:
@@ -253,7 +255,8 @@ class TrieCallsGrammar(Grammar):  # type: ignore[misc,valid-type,unused-ignore]
             if not cur.matcher.accept_token(t):
                 return None
             pos = cur._replace(took=True)
-            if self._at_end(cur.matcher):
+            b = self.token_bytes(t)
+            if (not b or b[-1:] in self.end_bytes) and self._at_end(cur.matcher):
                 return self._after_call(pos, t)
             return pos
         if cur.phase == END:
@@ -261,7 +264,11 @@ class TrieCallsGrammar(Grammar):  # type: ignore[misc,valid-type,unused-ignore]
         return None
 
     def _at_end(self, matcher: Any) -> bool:
-        """Whether the matcher has read its whole grammar (only a stop token can follow)."""
+        """Whether the matcher has read its whole grammar (only a stop token can follow): xgrammar's
+        ``is_completed``, else a stop token accepted and rolled back."""
+        completed = getattr(matcher, "is_completed", None)
+        if completed is not None:
+            return bool(completed())
         if not self.stops:
             return False
         if not matcher.accept_token(self.stops[0]):

@@ -63,8 +63,8 @@ def tools_of(request: Any) -> List[Tuple[str, Any]]:
 
 def _mode(parser: Any, request: Any) -> Optional[str]:
     choice = getattr(request, "tool_choice", None)
-    if choice == "required":
-        return "json"
+    if choice == "required":  # vLLM parses the JSON list only for parsers that support it
+        return "json" if getattr(parser, "supports_required_and_named", True) else None
     if choice in ("auto", None) and getattr(parser, "tool_call_start_token", None) == "<tool_call>":
         return "hermes"
     return None

@@ -312,6 +312,7 @@ class EngineContext:
         self._lock = threading.Lock()
         self._registries: Optional[Any] = None
         self._last: Dict[Any, Any] = {}
+        self._by_identity: Dict[Any, Any] = {}
         self._triggers: Dict[bytes, List[int]] = {}
 
     def registry(self, name: str) -> Any:
@@ -325,13 +326,18 @@ class EngineContext:
                                                  capacity=max(2, self.settings.cache_size))
         return self._registries.get(name)
 
-    def names(self, names: Any, prefix: str, suffix: str, registry: Optional[str]) -> Any:
+    def names(self, names: Any, prefix: str, suffix: str, registry: Optional[str],
+              identity: Optional[bytes] = None) -> Any:
         """The name automaton of a tool list (``prefix``, the name as a JSON string, ``suffix``, left open):
         compiled once per list and template (:func:`libtrie.front.compile_recognized`). A registry whose file changed
         is built from its previous automaton by ``with_changes`` when the library supports it for templated sets,
         else compiled again."""
         from ._common import fits
 
+        if identity is not None:
+            hit = self._by_identity.get((identity, prefix, suffix))
+            if hit is not None:
+                return hit
         found = Recognized(tuple(n.encode("utf-8") for n in names), prefix.encode(), suffix.encode(), "json_string",
                            "open", None, False)
         key = (registry, prefix, suffix)
@@ -343,13 +349,23 @@ class EngineContext:
                 log.info("libtrie: registry %r changed: %d names added, %d removed, built from the previous one",
                          registry, len(now - old), len(old - now))
                 self._last[key] = (found.members, a)
+                self._remember(identity, prefix, suffix, a)
                 return a
             except (TrieError, ValueError) as e:
                 log.info("libtrie: registry %r changed; compiled again (%s)", registry, e)
         a = fits(front.compile_recognized(self.cache.vocab, found, self.settings), self.n_vocab)
         if registry is not None:
             self._last[key] = (found.members, a)
+        self._remember(identity, prefix, suffix, a)
         return a
+
+    def _remember(self, identity: Optional[bytes], prefix: str, suffix: str, a: Any) -> None:
+        """A registry's name automaton by the file's identity: a warm request skips even the member list."""
+        if identity is not None:
+            with self._lock:
+                self._by_identity[(identity, prefix, suffix)] = a
+                while len(self._by_identity) > 4 * max(2, self.settings.cache_size):
+                    self._by_identity.pop(next(iter(self._by_identity)))
 
     def trigger_ids(self, trigger: Optional[str]) -> List[int]:
         """The ids of tokens whose text is exactly the marker (e.g. Qwen's ``<tool_call>``, a token of its own)."""
@@ -417,13 +433,15 @@ def _calls_grammar(ctx: EngineContext, request: Any, request_type: str, spec: st
     cs = calls.parse_spec(spec, front.limits(ctx.settings).max_text_bytes)
     if cs is None:
         return None
-    names, schemas, what = cs.names, cs.schemas, f"{len(cs.names)} tools"
+    names, schemas, what, identity = cs.names, cs.schemas, f"{len(cs.names)} tools", None
     if cs.registry is not None:
         reg = ctx.registry(cs.registry)
-        names, schemas, what = reg.names, reg.parameters, f"registry {cs.registry!r}, {len(reg.names)} tools"
+        names, schemas, identity = reg.names, reg.parameters, reg.identity
+        what = f"registry {cs.registry!r}, {len(reg.names)} tools"
     fmt = calls.FORMATS[cs.format]
-    first = ctx.names(names, fmt.prefix, fmt.suffix, cs.registry)
-    following = ctx.names(names, fmt.next_prefix, fmt.suffix, cs.registry) if fmt.more and cs.parallel else None
+    first = ctx.names(names, fmt.prefix, fmt.suffix, cs.registry, identity)
+    following = (ctx.names(names, fmt.next_prefix, fmt.suffix, cs.registry, identity) if fmt.more and cs.parallel
+                 else None)
     closes = {last: _close_ebnf(fmt, last, cs.parallel) for last in (False, True)}
     if cs.registry is None:  # the request's own tools: every argument grammar now, off the engine loop
         if len(set(schemas)) > MAX_SCHEMAS:
