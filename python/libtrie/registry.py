@@ -75,7 +75,7 @@ def check_name(name: Any) -> str:
         shown = repr(name)[:80]
         raise SetError(Status.INVALID_ARGUMENT, f"a registry name is 1 to {MAX_NAME_BYTES} characters of "
                                                 f"[A-Za-z0-9_.-], not starting with '.' (got {shown})")
-    return name
+    return str(name)
 
 
 class Registry:

@@ -48,7 +48,7 @@ def registries(settings: Settings) -> Any:
 
 def tools_of(request: Any) -> List[Tuple[str, Any]]:
     """``(name, parameters)`` of each function tool of a chat request (OpenAI ``tools``)."""
-    out = []
+    out: List[Tuple[str, Any]] = []
     for t in request.tools or ():
         fn = getattr(t, "function", None)
         if fn is None and isinstance(t, dict):
@@ -57,7 +57,7 @@ def tools_of(request: Any) -> List[Tuple[str, Any]]:
             continue
         name = fn.get("name") if isinstance(fn, dict) else getattr(fn, "name", None)
         params = fn.get("parameters") if isinstance(fn, dict) else getattr(fn, "parameters", None)
-        out.append((name, params if params is not None else {"type": "object"}))
+        out.append((name if isinstance(name, str) else "", params if params is not None else {"type": "object"}))
     return out
 
 

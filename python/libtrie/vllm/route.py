@@ -379,14 +379,14 @@ class EngineContext:
 
     @classmethod
     def of(cls, manager: Any) -> "EngineContext":
-        ctx = getattr(manager, "_libtrie_context", None)
+        ctx: Optional[EngineContext] = getattr(manager, "_libtrie_context", None)
         if ctx is None:
             with _KEYS_LOCK:
                 ctx = getattr(manager, "_libtrie_context", None)
                 if ctx is None:
                     ctx = cls(manager)
                     manager._libtrie_context = ctx
-        return ctx  # type: ignore[no-any-return]
+        return ctx
 
 
 def engine_grammar(manager: Any, request: Any) -> Optional[Any]:
