@@ -116,7 +116,9 @@ def make_grammar(v, fmt, auto, parallel, names=("get_weather", "get_time")):
         return Matcher([ARGS[member] + e for e in ends], [EOS, STOP])
 
     straddle = calls.straddlers(v, f.trigger.encode()) if f.trigger else None
-    return calls.TrieCallsGrammar(spec, first, following, arguments, [EOS, STOP], v.token_bytes, [CALL], straddle)
+    opener = compile_names(f.trigger + f.prefix) if f.trigger and not auto else None
+    return calls.TrieCallsGrammar(spec, first, following, arguments, [EOS, STOP], v.token_bytes, [CALL], straddle,
+                                  opener)
 
 
 def text_tokens(s):
@@ -185,6 +187,18 @@ class CallsGrammarTest(unittest.TestCase):
         g = make_grammar(self.v, "hermes", True, True)
         self.feed(g, [CALL] + text_tokens('\n{"name": "get_time", "arguments": '))
         self.assertFalse(g.accept_tokens("r", text_tokens(ARGS[0])))
+
+    def test_required_with_a_marker_opens_a_call_at_once(self):
+        for opening in ([CALL], text_tokens("<tool_call>")):
+            g = make_grammar(self.v, "hermes", False, False)
+            self.assertEqual(self.mask(g), {CALL, ord("<")}, "the marker's token or its text; nothing else")
+            self.feed(g, opening + text_tokens('\n{"name": "get_weather", "arguments": ' + ARGS[0] +
+                                               "}\n</tool_call>") + [EOS])
+            self.assertEqual((g.calls, g.is_terminated()), (1, True))
+        g = make_grammar(self.v, "hermes", False, True)
+        self.feed(g, self.hermes_call("get_time", 1))
+        self.assertEqual(g.phase, "free", "parallel: more calls or the end")
+        self.feed(g, [EOS])
 
     def test_required_json_list_one_and_several_calls(self):
         g = make_grammar(self.v, "json", False, False)

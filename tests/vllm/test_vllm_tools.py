@@ -8,7 +8,8 @@ Opt-in and slow (a vLLM CPU server with SmolLM2-135M):
 
 SmolLM2 knows no tool format, so the calls are asked for by a few-shot prompt on /v1/completions with the
 structural tag the chat frontend writes (libtrie.vllm.calls.build_tag: what a chat request with tools becomes), and
-on /v1/chat/completions with ``tool_choice="required"`` (vLLM parses the JSON list into ``tool_calls``).
+on /v1/chat/completions with ``tool_choice="required"`` (the ``hermes`` parser: the output opens with a call,
+which vLLM parses into ``tool_calls``).
 """
 
 import json
@@ -47,7 +48,11 @@ FEW_SHOT = (
     "</tool_call>\n"
     "Q: Weather in Rome and time in Lima?\nA: <tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": "
     "\"Rome\", \"unit\": \"celsius\"}}\n</tool_call>\n<tool_call>\n{\"name\": \"get_time\", \"arguments\": "
-    "{\"zone\": \"America/Lima\"}}\n</tool_call>\n")
+    "{\"zone\": \"America/Lima\"}}\n</tool_call>\n"
+    "Q: Weather in Cairo, time in Quito and weather in Nice?\nA: <tool_call>\n{\"name\": \"get_weather\", "
+    "\"arguments\": {\"city\": \"Cairo\", \"unit\": \"celsius\"}}\n</tool_call>\n<tool_call>\n{\"name\": "
+    "\"get_time\", \"arguments\": {\"zone\": \"America/Quito\"}}\n</tool_call>\n<tool_call>\n{\"name\": "
+    "\"get_weather\", \"arguments\": {\"city\": \"Nice\", \"unit\": \"celsius\"}}\n</tool_call>\n")
 HERMES = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
 
 
@@ -114,7 +119,7 @@ class ToolServerTest(unittest.TestCase):
 
     def complete(self, question, tag, max_tokens=160):
         return self.request("/v1/completions", {"prompt": FEW_SHOT + f"Q: {question}\nA:", "max_tokens": max_tokens,
-                                                "structured_outputs": {"structural_tag": tag}})
+                                                "stop": ["\nQ:"], "structured_outputs": {"structural_tag": tag}})
 
     def served(self):
         self.log.flush()

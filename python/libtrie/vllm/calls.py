@@ -173,6 +173,8 @@ def _tail(trigger: bytes, text: bytes) -> int:
 # ---- the grammar -----------------------------------------------------------------------------------------------------
 
 FREE, NAME, ARGS, END, DONE = "free", "name", "args", "end", "done"
+#: ``_Pos.pending`` of the start of a call that must open (the marker's own token is allowed there too).
+OPENING = -1
 
 
 class _Pos(NamedTuple):
@@ -197,8 +199,11 @@ class TrieCallsGrammar(Grammar):  # type: ignore[misc,valid-type,unused-ignore]
 
     def __init__(self, spec: CallSpec, first: Automaton, following: Optional[Automaton],
                  arguments: Callable[[int, bool], Any], stops: Sequence[int], token_bytes: Callable[[int], bytes],
-                 trigger_ids: Sequence[int] = (), straddle: Optional[List[List[int]]] = None) -> None:
+                 trigger_ids: Sequence[int] = (), straddle: Optional[List[List[int]]] = None,
+                 opener: Optional[Automaton] = None) -> None:
         self.spec = spec
+        #: Not ``auto`` with a marker: the names with the marker's text before them (the first call opens).
+        self.opener = opener
         self.fmt = FORMATS[spec.format]
         self.first, self.following = first, following
         self.make = arguments
@@ -212,7 +217,12 @@ class TrieCallsGrammar(Grammar):  # type: ignore[misc,valid-type,unused-ignore]
         self.reset()
 
     def reset(self) -> None:
-        start = _Pos(FREE, None, 0, None, False, 0, 0) if self.spec.auto else self._name(self.first, 0)
+        if self.spec.auto:
+            start = _Pos(FREE, None, 0, None, False, 0, 0)
+        elif self.opener is not None:  # a call must open: the marker's own token, or its text then the name
+            start = self._name(self.opener, 0)._replace(pending=OPENING)
+        else:
+            start = self._name(self.first, 0)
         self.history: List[_Pos] = [start]
 
     @staticmethod
@@ -237,13 +247,15 @@ class TrieCallsGrammar(Grammar):  # type: ignore[misc,valid-type,unused-ignore]
             return cur._replace(pending=_tail(self.trigger, text), took=False)
         if cur.phase == NAME:
             assert cur.automaton is not None
+            if cur.pending == OPENING and t in self.trigger_ids:
+                return self._name(self.first, cur.calls)
             try:
                 nxt = cur.automaton.advance(cur.state, t)
             except TrieError:
                 return None
             member = cur.automaton.member(nxt)
             if member is None:
-                return cur._replace(state=nxt)
+                return cur._replace(state=nxt, pending=0, took=False)
             last = not self.spec.parallel
             try:
                 m = self.make(member, last)
@@ -322,6 +334,9 @@ class TrieCallsGrammar(Grammar):  # type: ignore[misc,valid-type,unused-ignore]
         if cur.phase == NAME:
             assert cur.automaton is not None
             cur.automaton.fill_bitmask(cur.state, row)
+            if cur.pending == OPENING:
+                for t in self.trigger_ids:
+                    _set(row, t)
         elif cur.phase == ARGS:
             cur.matcher.fill_next_token_bitmask(bitmask, idx)
         elif cur.phase == FREE:

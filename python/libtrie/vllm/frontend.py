@@ -2,11 +2,11 @@
 request (``ToolParser.adjust_request``), then :func:`adjust` writes what libtrie serves as a structural tag
 (:func:`libtrie.vllm.calls.build_tag`):
 
-- ``tool_choice="auto"`` (or unset) with a parser of the ``<tool_call>`` family (``hermes``; Qwen 2.5 uses it): free
+- a parser of the ``<tool_call>`` family (``hermes``; Qwen 2.5 uses it): ``tool_choice="auto"`` (or unset): free
   text, and from the marker on the call's name from the tools and its arguments by that tool's schema;
-  ``parallel_tool_calls=false``: one call, then only the end;
-- ``tool_choice="required"``: vLLM's JSON list ``[{"name": ..., "parameters": ...}]``, one call or (parallel)
-  several, each by its own tool's schema;
+  ``"required"``: the output opens with a call; ``parallel_tool_calls=false``: one call, then only the end;
+- ``tool_choice="required"`` with a parser that reads vLLM's JSON list (``supports_required_and_named``):
+  ``[{"name": ..., "parameters": ...}]``, one call or (parallel) several, each by its own tool's schema;
 - ``vllm_xargs={"libtrie_registry": NAME}`` with either: the names (and argument schemas) of the operator's
   registry ``NAME.json`` of ``LIBTRIE_SET_DIR`` instead of the request's tools (which stay in the prompt: list the
   candidates there). A named ``tool_choice`` is left to vLLM (one tool's schema).
@@ -62,11 +62,16 @@ def tools_of(request: Any) -> List[Tuple[str, Any]]:
 
 
 def _mode(parser: Any, request: Any) -> Optional[str]:
+    """The format libtrie serves for this parser and ``tool_choice``: ``hermes`` for parsers of the ``<tool_call>``
+    family (``auto``, and ``required``, which vLLM then parses as ``auto``: its hermes parser has no JSON-list
+    mode while strict tool calling is on), ``json`` for ``required`` with a parser that reads vLLM's JSON list."""
     choice = getattr(request, "tool_choice", None)
-    if choice == "required":  # vLLM parses the JSON list only for parsers that support it
-        return "json" if getattr(parser, "supports_required_and_named", True) else None
-    if choice in ("auto", None) and getattr(parser, "tool_call_start_token", None) == "<tool_call>":
+    if choice not in ("auto", None, "required"):
+        return None
+    if getattr(parser, "tool_call_start_token", None) == "<tool_call>":
         return "hermes"
+    if choice == "required" and getattr(parser, "supports_required_and_named", True):
+        return "json"
     return None
 
 
@@ -95,7 +100,7 @@ def adjust(parser: Any, request: Any, settings: Optional[Settings] = None) -> bo
     if registry is None and len({json.dumps(p, sort_keys=True) for _, p in tools}) > MAX_SCHEMAS:
         return False  # vLLM's backend compiles them (as before routing); a registry has no such bound
     parallel = getattr(request, "parallel_tool_calls", True) is not False
-    tag = calls.build_tag(fmt, fmt == "hermes", parallel, tools, registry)
+    tag = calls.build_tag(fmt, getattr(request, "tool_choice", None) != "required", parallel, tools, registry)
     bound = front.limits(settings).max_text_bytes
     if bound is not None and len(tag.encode("utf-8", "surrogatepass")) > bound:
         raise SetError(Status.INVALID_ARGUMENT, f"tools: {len(tag)} characters of tools, over this server's bound of {bound} bytes "

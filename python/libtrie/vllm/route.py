@@ -457,11 +457,14 @@ def _calls_grammar(ctx: EngineContext, request: Any, request_type: str, spec: st
     def arguments(member: int, last: bool) -> Any:  # a registry tool's schema is compiled here once, then cached
         return matcher(ctx.compiler._compile_one(schemas[member], closes[last]), stops)
 
-    straddle = calls.straddlers(vocab, fmt.trigger.encode()) if cs.auto and fmt.trigger else None
+    straddle = calls.straddlers(vocab, fmt.trigger.encode()) if fmt.trigger else None
+    opener = (ctx.names(names, fmt.trigger + fmt.prefix, fmt.suffix, cs.registry, identity)
+              if fmt.trigger and not cs.auto else None)
     ctx.routed += 1
     log.info("libtrie: request %s (tool calls, %s, %s, %s) is served by libtrie", request.request_id, what,
              "auto" if cs.auto else "required", "parallel" if cs.parallel else "one call")
-    return calls.TrieCallsGrammar(cs, first, following, arguments, stops, vocab.token_bytes, trigger_ids, straddle)
+    return calls.TrieCallsGrammar(cs, first, following, arguments, stops, vocab.token_bytes, trigger_ids, straddle,
+                                  opener)
 
 
 def _close_ebnf(fmt: Any, last: bool, parallel: bool) -> str:
