@@ -138,9 +138,8 @@ class ToolServerTest(unittest.TestCase):
     def test_auto_with_calls_parallel_and_enforced_single(self):
         before = self.served()
         c = self.complete("Weather in Paris and time in Berlin?", calls.build_tag("hermes", True, True, TOOLS))
-        got = self.hermes_calls(c["text"])
+        got = self.hermes_calls(c["text"])  # every complete call fits its tool (the model may go on calling)
         self.assertGreaterEqual(len(got), 2, c["text"])
-        self.assertEqual(c["finish_reason"], "stop", c["text"])
         c = self.complete("Weather in Paris, time in Berlin and weather in Lima?",
                           calls.build_tag("hermes", True, True, TOOLS), 240)
         got = self.hermes_calls(c["text"])
@@ -206,6 +205,12 @@ class ToolServerTest(unittest.TestCase):
             self.assertEqual(ctx.exception.code, 400, body)
             self.assertIn(field, body)
             self.assertNotIn(str(self.sets), body)
+        bad_schema = [{"type": "function", "function": {"name": "x", "parameters": {"type": "frobnicate"}}}]
+        with self.assertRaises(urllib.error.HTTPError) as ctx:
+            self.chat_required(bad_schema, True)
+        body = ctx.exception.read().decode()
+        self.assertEqual(ctx.exception.code, 400, body)
+        self.assertIn("not a JSON schema this server can compile", body)
         # A tool without parameters: vLLM's usual behaviour (an object).
         c = self.chat_required([{"type": "function", "function": {"name": "ping"}}], False)
         self.assertEqual(self.check_tool_calls(c, {"ping": {"type": "object"}})[0]["function"]["name"], "ping")

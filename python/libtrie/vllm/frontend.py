@@ -75,17 +75,20 @@ def _mode(parser: Any, request: Any) -> Optional[str]:
     return None
 
 
-def adjust(parser: Any, request: Any, settings: Optional[Settings] = None) -> bool:
+def adjust(parser: Any, request: Any, settings: Optional[Settings] = None, replace_tag: bool = False) -> bool:
     """Rewrite ``request``'s structured outputs as libtrie's structural tag when libtrie serves its tool calls;
-    returns whether it did. Raises ``ValueError`` (a 400) naming the field."""
+    returns whether it did. ``replace_tag``: a structural tag already there is vLLM's parser's own (the client sent
+    none), which libtrie replaces; else a structural tag is the client's, left to vLLM. Raises ``ValueError`` (a 400)
+    naming the field."""
     if not getattr(request, "tools", None):
         return False
     fmt = _mode(parser, request)
     if fmt is None:
         return False
     so = getattr(request, "structured_outputs", None)
-    if so is not None and getattr(so, "structural_tag", None) is not None and calls.KEY not in so.structural_tag:
-        return False  # the client's (or the parser's) own structural tag: vLLM's
+    tag_there = so is not None and getattr(so, "structural_tag", None) is not None
+    if tag_there and not replace_tag and calls.KEY not in so.structural_tag:
+        return False  # the client's own structural tag: vLLM's
     settings = settings or Settings.from_env()
     tools = tools_of(request)
     if settings.max_inline_strings and len(tools) > settings.max_inline_strings:
@@ -122,6 +125,14 @@ def check_tag(spec: str, settings: Settings) -> bool:
     if settings.max_inline_strings and len(cs.names) > settings.max_inline_strings:
         raise SetError(Status.INVALID_ARGUMENT, f"tools: {len(cs.names)} tools, over this server's bound LIBTRIE_MAX_INLINE_STRINGS="
                            f"{settings.max_inline_strings}")
-    for s in cs.schemas:
-        json.loads(s)
+    try:
+        import xgrammar as xgr
+    except ImportError:  # pragma: no cover - vLLM ships it
+        return True
+    for schema, tool in dict(zip(cs.schemas, cs.names)).items():  # one xgrammar cannot read: 400 here, not later
+        try:
+            xgr.Grammar.from_json_schema(schema)
+        except Exception as e:
+            raise SetError(Status.INVALID_ARGUMENT, f"tools: the parameters of {tool!r} are not a JSON schema this "
+                                                    f"server can compile: {str(e)[:200]}") from None
     return True

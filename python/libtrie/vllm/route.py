@@ -230,6 +230,36 @@ def _route_tool_parsers(refused: type) -> None:
 
     adjust_request._libtrie = True  # type: ignore[attr-defined]
     ToolParser.adjust_request = adjust_request
+    try:  # the chat frontend's parser (tool and reasoning parsers together), which may add its own structural tag
+        from vllm.parser import abstract_parser
+    except ImportError:  # pragma: no cover - another vLLM layout
+        return
+    for cls in (abstract_parser.Parser, getattr(abstract_parser, "DelegatingParser", None)):
+        if cls is not None and "adjust_request" in vars(cls):
+            _wrap_parser(cls, refused)
+
+
+def _wrap_parser(cls: Any, refused: type) -> None:
+    """Wrap ``cls.adjust_request`` (vLLM's composed parser): after it, libtrie's tag replaces a structural tag the
+    parser itself added (strict tool calling), never one the client sent."""
+    outer = cls.adjust_request
+    if getattr(outer, "_libtrie", False):
+        return
+
+    def parser_adjust_request(self: Any, request: Any) -> Any:
+        so = getattr(request, "structured_outputs", None)
+        client_tag = so is not None and getattr(so, "structural_tag", None) is not None
+        request = outer(self, request)
+        tool_parser = getattr(self, "_tool_parser", None)
+        if tool_parser is not None:
+            try:
+                frontend.adjust(tool_parser, request, replace_tag=not client_tag)
+            except ValueError as e:
+                raise refused(str(e)) from None
+        return request
+
+    parser_adjust_request._libtrie = True  # type: ignore[attr-defined]
+    cls.adjust_request = parser_adjust_request
 
 
 # ---- the engine core: one switch -------------------------------------------------------------------------------------
