@@ -86,8 +86,8 @@ def adjust(parser: Any, request: Any, settings: Optional[Settings] = None, repla
     if fmt is None:
         return False
     so = getattr(request, "structured_outputs", None)
-    tag_there = so is not None and getattr(so, "structural_tag", None) is not None
-    if tag_there and not replace_tag and calls.KEY not in so.structural_tag:
+    there = getattr(so, "structural_tag", None) if so is not None else None
+    if there is not None and not replace_tag and calls.KEY not in there:
         return False  # the client's own structural tag: vLLM's
     settings = settings or Settings.from_env()
     tools = tools_of(request)
