@@ -187,7 +187,7 @@ class ToolServerTest(unittest.TestCase):
         self.assertTrue(all(tc["function"]["name"] in schemas for tc in got))
         self.assertEqual(self.served() - before, 1)
         t0 = time.monotonic()
-        c = self.chat_required(prompt_tools, False, {"libtrie_registry": "catalog"}, "Call tool 4201 with 3.", 60)
+        c = self.chat_required(prompt_tools, False, {"libtrie_registry": "catalog"}, "Call tool 4201 with 3.", 160)
         warm = time.monotonic() - t0
         self.assertEqual(len(self.check_tool_calls(c, schemas)), 1)
         print(f"\n    warm 10,000-tool registry request: {warm:.2f} s (load {os.getloadavg()[0]:.1f})",
