@@ -357,7 +357,11 @@ class OneSwitchTest(unittest.TestCase):
     def test_the_switch_alone_routes_and_half_configurations_are_loud(self):
         self.assertEqual(route.check_configuration(False, routing=True, installed=True), "routing")
         self.assertEqual(route.check_configuration(True, routing=True, installed=True), "routing")
-        with self.assertRaisesRegex(RuntimeError, "LIBTRIE_VLLM_ROUTE=1 but libtrie's vllm.general_plugins"):
+        with self.assertRaisesRegex(RuntimeError, "VLLM_PLUGINS='lora_filesystem_resolver' leaves out libtrie"):
+            route.check_configuration(False, routing=True, installed=True, plugins="lora_filesystem_resolver")
+        self.assertEqual(route.check_configuration(False, routing=True, installed=True, plugins="x,libtrie"),
+                         "routing")
+        with self.assertRaisesRegex(RuntimeError, "routing could not be installed"):
             route.check_configuration(False, routing=True, installed=False)
         with self.assertLogs("vllm.libtrie", "ERROR") as logs:
             self.assertEqual(route.check_configuration(True, routing=False), "scheduler only")

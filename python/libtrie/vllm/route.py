@@ -302,20 +302,28 @@ def is_routing_installed() -> bool:
     return bool(getattr(StructuredOutputManager._create_grammar, "_libtrie", False))
 
 
-def check_configuration(scheduler: bool, routing: Optional[bool] = None, installed: Optional[bool] = None) -> str:
+def check_configuration(scheduler: bool, routing: Optional[bool] = None, installed: Optional[bool] = None,
+                        plugins: Optional[str] = None) -> str:
     """The one-switch check, at engine start (the logits processor is built in every engine): ``LIBTRIE_VLLM_ROUTE=1``
-    alone routes (the ``vllm.general_plugins`` entry point wraps the engine core's grammar factory); without the
-    entry point having run the switch would serve nothing, so the engine refuses to start; TrieScheduler without the
-    switch serves only ``extra_args["libtrie"]`` sets, which is said loudly. Returns what it found."""
+    alone routes (the ``vllm.general_plugins`` entry point wraps the engine core's grammar factory). With the switch
+    on, ``VLLM_PLUGINS`` leaving libtrie out would serve nothing through libtrie: the engine refuses to start; an
+    entry point that ran before the switch was set (an in-process engine) is run again here. TrieScheduler without
+    the switch serves only ``extra_args["libtrie"]`` sets, which is logged as an error. Returns what it found."""
     routing = enabled() if routing is None else routing
     if routing:
-        installed = is_routing_installed() if installed is None else installed
+        plugins = os.environ.get("VLLM_PLUGINS") if plugins is None else plugins
+        if plugins and "libtrie" not in [p.strip() for p in plugins.split(",")]:
+            raise RuntimeError(f"libtrie: LIBTRIE_VLLM_ROUTE=1 but VLLM_PLUGINS={plugins!r} leaves out libtrie's "
+                               "vllm.general_plugins entry point (libtrie.vllm.route:register): nothing would be "
+                               "served by libtrie. Add libtrie to VLLM_PLUGINS or unset it.")
+        if installed is None:
+            installed = is_routing_installed()
+            if not installed:
+                register()
+                installed = is_routing_installed()
         if not installed:
-            raise RuntimeError("libtrie: LIBTRIE_VLLM_ROUTE=1 but libtrie's vllm.general_plugins entry point "
-                               "(libtrie.vllm.route:register) did not run in this process (VLLM_PLUGINS="
-                               f"{os.environ.get('VLLM_PLUGINS')!r} leaves it out, or libtrie is not installed in "
-                               "vLLM's environment): nothing would be served by libtrie. Add libtrie to "
-                               "VLLM_PLUGINS or unset it.")
+            raise RuntimeError("libtrie: LIBTRIE_VLLM_ROUTE=1 but routing could not be installed in this vLLM (its "
+                               "StructuredOutputManager was not found): nothing would be served by libtrie.")
         return "routing"
     if scheduler:
         log.error("libtrie: TrieScheduler runs without LIBTRIE_VLLM_ROUTE=1: structured outputs (choice, enum, "
