@@ -353,6 +353,28 @@ class EngineNamesTest(unittest.TestCase):
         self.assertEqual(ctx.trigger_ids("<tool_call>"), [CALL])
 
 
+class Env:
+    """Set environment variables for a block (None removes one), then restore them."""
+
+    def __init__(self, **values):
+        self.values, self.saved = values, {}
+
+    def __enter__(self):
+        for k, v in self.values.items():
+            self.saved[k] = os.environ.get(k)
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+    def __exit__(self, *exc):
+        for k, v in self.saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
 class OneSwitchTest(unittest.TestCase):
     def test_the_switch_alone_routes_and_half_configurations_are_loud(self):
         self.assertEqual(route.check_configuration(False, routing=True, installed=True), "routing")
@@ -386,8 +408,11 @@ class OneSwitchTest(unittest.TestCase):
             original = route.engine_grammar
             route.engine_grammar = lambda m, r: grammar if r == "set" else None  # type: ignore[assignment]
             try:
-                self.assertIs(Manager()._create_grammar("set"), grammar)
-                self.assertEqual(Manager()._create_grammar("other"), "vllm")
+                with Env(LIBTRIE_VLLM_ROUTE="1"):
+                    self.assertIs(Manager()._create_grammar("set"), grammar)
+                    self.assertEqual(Manager()._create_grammar("other"), "vllm")
+                with Env(LIBTRIE_VLLM_ROUTE=None):
+                    self.assertEqual(Manager()._create_grammar("set"), "vllm", "the switch is read per request")
             finally:
                 route.engine_grammar = original  # type: ignore[assignment]
         finally:

@@ -222,6 +222,8 @@ def _route_tool_parsers(refused: type) -> None:
 
     def adjust_request(self: Any, request: Any) -> Any:
         request = original(self, request)
+        if not enabled():
+            return request
         try:
             frontend.adjust(self, request)
         except ValueError as e:
@@ -251,7 +253,7 @@ def _wrap_parser(cls: Any, refused: type) -> None:
         client_tag = so is not None and getattr(so, "structural_tag", None) is not None
         request = outer(self, request)
         tool_parser = getattr(self, "_tool_parser", None)
-        if tool_parser is not None:
+        if tool_parser is not None and enabled():
             try:
                 frontend.adjust(tool_parser, request, replace_tag=not client_tag)
             except ValueError as e:
@@ -280,6 +282,8 @@ def _route_engine_core() -> None:
         return
 
     def _create_grammar(self: Any, request: Any) -> Any:
+        if not enabled():  # the switch is read per request: an in-process engine may have turned it off since
+            return original(self, request)
         try:
             grammar = engine_grammar(self, request)
         except Exception:  # the request ends with an error (vLLM's own factory logs its failures the same way)
