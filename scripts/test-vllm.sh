@@ -3,7 +3,8 @@
 # processor, plus the Python package's tests run against the pip-installed package with torch and numpy present.
 # First run: ~6 GB of pinned wheels and a model conversion (scripts/setup-vllm.sh); then about 5 minutes (two offline
 # engines, one with TrieScheduler, and the OpenAI-compatible server with it: set directory, bounds, a 1M-string compile),
-# plus the routing of the structured outputs users send (LIBTRIE_VLLM_ROUTE=1: an in-process engine and the server).
+# plus the routing of the structured outputs users send (LIBTRIE_VLLM_ROUTE=1: an in-process engine and the server),
+# and tool calls (tests/vllm/test_vllm_tools.py: auto, parallel, a 10,000-tool registry, with the switch alone).
 # The transformers processor has its own opt-in test on the same environment: scripts/test-transformers.sh.
 set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -17,8 +18,11 @@ export LIBTRIE_TEST_MODEL="$MODEL" LIBTRIE_TEST_SETS="$CACHE/bench-sets" TRIE_AS
 cd "$CACHE"  # not the repository root: `import libtrie` must find the installed package
 LIBTRIE_TEST_INSTALLED=1 "$PY" -m unittest discover -s "$REPO/tests/python" -v
 LOG="$CACHE/test-vllm.log"
+# LIBTRIE_TEST_ONLY=tools: only the tool-call server test (tests/vllm/test_vllm_tools.py, ~5 minutes).
+PATTERN='test_vllm*.py'
+[[ "${LIBTRIE_TEST_ONLY:-}" == tools ]] && PATTERN='test_vllm_tools.py'
 set +e
-"$PY" -m unittest discover -v -s "$REPO/tests/vllm" -p 'test_vllm.py' >"$LOG" 2>&1
+"$PY" -m unittest discover -v -s "$REPO/tests/vllm" -p "$PATTERN" >"$LOG" 2>&1
 rc=$?
 set -e
 grep -v -E '^\((EngineCore|Worker|MainProcess) pid|it/s\]$' "$LOG" || true   # vLLM's own logging: see $LOG

@@ -937,14 +937,16 @@ class ServerTest(unittest.TestCase):
         with urllib.request.urlopen(req, timeout=300) as r:
             choice = json.load(r)["choices"][0]
         calls = choice["message"].get("tool_calls")
-        self.assertEqual(len(calls or ()), 1, choice)
-        name = calls[0]["function"]["name"]
-        self.assertIn(name, names)
-        jsonschema.validate(json.loads(calls[0]["function"]["arguments"]),
-                            tools[names.index(name)]["function"]["parameters"])
+        self.assertGreaterEqual(len(calls or ()), 1, choice)  # parallel_tool_calls defaults to true: one or more
+        for call in calls:
+            name = call["function"]["name"]
+            self.assertIn(name, names)
+            jsonschema.validate(json.loads(call["function"]["arguments"]),
+                                tools[names.index(name)]["function"]["parameters"])
         time.sleep(0.5)
         self.assertEqual(self.served_by_libtrie() - before, 1, "the call was served by libtrie")
-        self.assertIn("(tools, 30 names) is served by libtrie", Path(self.log.name).read_text(errors="replace"))
+        self.assertIn("(tool calls, 30 tools, required, parallel) is served by libtrie",
+                      Path(self.log.name).read_text(errors="replace"))
 
     def test_bad_structured_outputs_are_refused(self):
         for so, reason in (({"choice": ["a", "b", "a"]}, "structured_outputs.choice: .*twice"),

@@ -20,9 +20,11 @@ Two parts (the request front end itself, shared with llama-server, is libtrie's 
   admission does not help either: ``validate_params`` runs in the API server process, on its event loop, and the
   masks are needed in the model runner, a third process on CPU (``mp`` executor).
 
-No client change: with ``LIBTRIE_VLLM_ROUTE=1`` and the scheduler, the structured outputs users already send
-(``choice``, a string ``enum`` schema, a literal-alternation grammar or regex) are served by libtrie and every other
-structured output by vLLM's backend: see :mod:`libtrie.vllm.route`.
+No client change, one switch: with ``LIBTRIE_VLLM_ROUTE=1`` (the scheduler is optional), the structured outputs
+users already send (``choice``, a string ``enum`` schema, a literal-alternation grammar or regex) and tool calls
+(``required``, ``auto`` with a ``<tool_call>`` parser, parallel calls, registries named by
+``vllm_xargs={"libtrie_registry": NAME}``) are served by libtrie and every other structured output by vLLM's
+backend: see :mod:`libtrie.vllm.route`, :mod:`libtrie.vllm.frontend` and :mod:`libtrie.vllm.calls`.
 
 Name the set per request in ``SamplingParams.extra_args["libtrie"]`` (serializable values only, so it works across
 vLLM's process boundaries and through the OpenAI-compatible server's ``vllm_xargs``):

@@ -57,6 +57,7 @@ class TrieLogitsProcessor(LogitsProcessor):  # type: ignore[misc,unused-ignore] 
         self.active = not self.delegated and self._active.setdefault(id(vllm_config), self) is self
         if self.delegated:
             log.info("libtrie: TrieScheduler masks the constrained requests; the logits processor only validates")
+        route.check_configuration(self.delegated)
         self.vllm_config = vllm_config
         self.device = torch.device(device)
         self.max_rows = int(vllm_config.scheduler_config.max_num_seqs)

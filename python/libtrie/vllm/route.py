@@ -1,5 +1,5 @@
-"""Routing the structured outputs users already send to libtrie (``LIBTRIE_VLLM_ROUTE=1`` with
-``--scheduler-cls libtrie.vllm.TrieScheduler``): no client change.
+"""Routing the structured outputs users already send to libtrie (``LIBTRIE_VLLM_ROUTE=1``, one switch; the
+scheduler ``--scheduler-cls libtrie.vllm.TrieScheduler`` is optional): no client change.
 
 A request's ``structured_outputs`` reaches the engine core as a key ``(type, text)`` (vLLM's
 ``get_structured_output_key``): ``CHOICE`` (a JSON list; the guidance backend keeps it), ``GRAMMAR`` (the xgrammar
@@ -15,8 +15,11 @@ and rollback and speculative-decoding validation go through the grammar.
 
 Three places, one switch (``LIBTRIE_VLLM_ROUTE=1`` in the server's environment):
 
-- the engine core (:class:`~libtrie.vllm.TrieScheduler`): the structured-output manager's grammar factory is
-  wrapped, recognized keys get a libtrie grammar;
+- the engine core (the entry point :func:`register`, run by vLLM in every process): the structured-output
+  manager's grammar factory is wrapped (class-wide), recognized keys get a libtrie grammar (:func:`engine_grammar`);
+  :class:`~libtrie.vllm.TrieScheduler`, when used, wraps the same factory per instance;
+- engine start (the logits processor, :func:`check_configuration`): the switch without the entry point having run
+  refuses to start; the scheduler without the switch logs an error saying structured outputs are not routed;
 - the frontend (the ``vllm.general_plugins`` entry point :func:`register`, the API server's event loop): vLLM's
   xgrammar validation parses every request with xgrammar (a choice list written as a grammar, a tool list's whole
   schema); for a request libtrie serves the parse is skipped (the request keeps the form vLLM would give it, so an
@@ -34,15 +37,16 @@ import json
 import os
 import threading
 from collections import OrderedDict
-from typing import Any, NamedTuple, Optional, Tuple
+from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 
 from .. import Recognized, TrieError
 from .. import front
 from ..sets import SetError, Settings
+from . import frontend
 from .grammar import Grammar, TrieGrammar, log
 
-__all__ = ["enabled", "recognize_key", "Routed", "check_admission", "register", "TrieGrammar", "Grammar", "log",
-           "FIELDS"]
+__all__ = ["enabled", "check_configuration", "engine_grammar", "is_routing_installed", "recognize_key", "Routed",
+           "check_admission", "register", "TrieGrammar", "Grammar", "log", "FIELDS"]
 
 #: vLLM's request types (``StructuredOutputOptions`` names) that a recognizer may read, and the recognizer's kind.
 KINDS = {"CHOICE": "choices", "GRAMMAR": "xgrammar_grammar", "JSON": "json_schema", "REGEX": "regex"}
@@ -176,10 +180,12 @@ def register() -> None:
     def validate_xgrammar_grammar(sampling_params: Any) -> None:
         so = sampling_params.structured_outputs
         if so is not None and not so.all_constraints_none():
-            key = _key(so)
             try:
+                if so.structural_tag is not None and frontend.check_tag(so.structural_tag, Settings.from_env()):
+                    return  # libtrie's tool calls: served by libtrie, bounded above
+                key = _key(so)
                 routed = recognize_key(*key) if key is not None else None
-            except SetError as e:
+            except (SetError, ValueError) as e:
                 raise Refused(str(e)) from None
             if routed is not None:
                 return
@@ -197,3 +203,315 @@ def register() -> None:
         return compile_grammar(self, request_type, grammar_spec, *args, **kw)
 
     bx.XgrammarBackend.compile_grammar = compile_choice_as_grammar
+    _route_engine_core()
+    _route_tool_parsers(Refused)
+
+
+def _route_tool_parsers(refused: type) -> None:
+    """Wrap vLLM's ``ToolParser.adjust_request`` (the API server, before sampling parameters are made): tool calls
+    libtrie serves (``auto`` with a ``<tool_call>`` parser, ``required``, registries) become libtrie's structural
+    tag (:func:`libtrie.vllm.frontend.adjust`)."""
+    try:
+        from vllm.tool_parsers.abstract_tool_parser import ToolParser
+    except ImportError:  # pragma: no cover - another vLLM layout
+        log.warning("libtrie: this vLLM has no ToolParser.adjust_request: tool calls keep vLLM's own constraint")
+        return
+    original = ToolParser.adjust_request
+    if getattr(original, "_libtrie", False):
+        return
+
+    def adjust_request(self: Any, request: Any) -> Any:
+        request = original(self, request)
+        if not enabled():
+            return request
+        try:
+            frontend.adjust(self, request)
+        except ValueError as e:
+            raise refused(str(e)) from None
+        return request
+
+    adjust_request._libtrie = True  # type: ignore[attr-defined]
+    ToolParser.adjust_request = adjust_request
+    try:  # the chat frontend's parser (tool and reasoning parsers together), which may add its own structural tag
+        from vllm.parser import abstract_parser
+    except ImportError:  # pragma: no cover - another vLLM layout
+        return
+    for cls in (abstract_parser.Parser, getattr(abstract_parser, "DelegatingParser", None)):
+        if cls is not None and "adjust_request" in vars(cls):
+            _wrap_parser(cls, refused)
+
+
+def _wrap_parser(cls: Any, refused: type) -> None:
+    """Wrap ``cls.adjust_request`` (vLLM's composed parser): after it, libtrie's tag replaces a structural tag the
+    parser itself added (strict tool calling), never one the client sent."""
+    outer = cls.adjust_request
+    if getattr(outer, "_libtrie", False):
+        return
+
+    def parser_adjust_request(self: Any, request: Any) -> Any:
+        so = getattr(request, "structured_outputs", None)
+        client_tag = so is not None and getattr(so, "structural_tag", None) is not None
+        request = outer(self, request)
+        tool_parser = getattr(self, "_tool_parser", None)
+        if tool_parser is not None and enabled():
+            try:
+                frontend.adjust(tool_parser, request, replace_tag=not client_tag)
+            except ValueError as e:
+                raise refused(str(e)) from None
+        return request
+
+    parser_adjust_request._libtrie = True  # type: ignore[attr-defined]
+    cls.adjust_request = parser_adjust_request
+
+
+# ---- the engine core: one switch -------------------------------------------------------------------------------------
+
+def _route_engine_core() -> None:
+    """Wrap vLLM's ``StructuredOutputManager._create_grammar`` (the engine core's grammar factory, run on its compile
+    threads) for every manager of this process: a request libtrie serves gets a libtrie grammar
+    (:func:`engine_grammar`), any other goes to vLLM's backend. This is what makes ``LIBTRIE_VLLM_ROUTE=1`` alone
+    enough: no scheduler is needed for routing (:class:`~libtrie.vllm.TrieScheduler` adds its own sets of
+    ``extra_args``, and wraps the same factory per instance: a request it serves never reaches this one)."""
+    try:
+        from vllm.v1.structured_output import StructuredOutputManager
+    except ImportError:  # pragma: no cover - another vLLM layout
+        log.error("libtrie: LIBTRIE_VLLM_ROUTE=1 but this vLLM has no StructuredOutputManager: nothing is routed")
+        return
+    original = StructuredOutputManager._create_grammar
+    if getattr(original, "_libtrie", False):
+        return
+
+    def _create_grammar(self: Any, request: Any) -> Any:
+        if not enabled():  # the switch is read per request: an in-process engine may have turned it off since
+            return original(self, request)
+        try:
+            grammar = engine_grammar(self, request)
+        except Exception:  # the request ends with an error (vLLM's own factory logs its failures the same way)
+            log.exception("libtrie: the structured output of request %s cannot be served", request.request_id)
+            raise
+        return original(self, request) if grammar is None else grammar
+
+    _create_grammar._libtrie = True  # type: ignore[attr-defined]
+    StructuredOutputManager._create_grammar = _create_grammar
+    log.info("libtrie: structured outputs that are finite sets, tool calls and registries are served by libtrie "
+             "(LIBTRIE_VLLM_ROUTE=1)")
+
+
+def is_routing_installed() -> bool:
+    """Whether this process's vLLM engine core routes through libtrie (:func:`register` ran with the switch on)."""
+    try:
+        from vllm.v1.structured_output import StructuredOutputManager
+    except ImportError:  # pragma: no cover
+        return False
+    return bool(getattr(StructuredOutputManager._create_grammar, "_libtrie", False))
+
+
+def check_configuration(scheduler: bool, routing: Optional[bool] = None, installed: Optional[bool] = None,
+                        plugins: Optional[str] = None) -> str:
+    """The one-switch check, at engine start (the logits processor is built in every engine): ``LIBTRIE_VLLM_ROUTE=1``
+    alone routes (the ``vllm.general_plugins`` entry point wraps the engine core's grammar factory). With the switch
+    on, ``VLLM_PLUGINS`` leaving libtrie out would serve nothing through libtrie: the engine refuses to start; an
+    entry point that ran before the switch was set (an in-process engine) is run again here. TrieScheduler without
+    the switch serves only ``extra_args["libtrie"]`` sets, which is logged as an error. Returns what it found."""
+    routing = enabled() if routing is None else routing
+    if routing:
+        plugins = os.environ.get("VLLM_PLUGINS") if plugins is None else plugins
+        if plugins and "libtrie" not in [p.strip() for p in plugins.split(",")]:
+            raise RuntimeError(f"libtrie: LIBTRIE_VLLM_ROUTE=1 but VLLM_PLUGINS={plugins!r} leaves out libtrie's "
+                               "vllm.general_plugins entry point (libtrie.vllm.route:register): nothing would be "
+                               "served by libtrie. Add libtrie to VLLM_PLUGINS or unset it.")
+        if installed is None:
+            installed = is_routing_installed()
+            if not installed:
+                register()
+                installed = is_routing_installed()
+        if not installed:
+            raise RuntimeError("libtrie: LIBTRIE_VLLM_ROUTE=1 but routing could not be installed in this vLLM (its "
+                               "StructuredOutputManager was not found): nothing would be served by libtrie.")
+        return "routing"
+    if scheduler:
+        log.error("libtrie: TrieScheduler runs without LIBTRIE_VLLM_ROUTE=1: structured outputs (choice, enum, "
+                  "tool calls, registries) go to vLLM's own backend and only extra_args[\"libtrie\"] sets are "
+                  "served by libtrie. Set LIBTRIE_VLLM_ROUTE=1 (it alone routes; the scheduler is optional)")
+        return "scheduler only"
+    return "off"
+
+
+class EngineContext:
+    """What the engine core's routing needs, once per structured-output manager: the operator's settings, the
+    model's vocabulary (loaded on the first routed request, on a compile thread) and the argument compiler."""
+
+    def __init__(self, manager: Any) -> None:
+        from ._common import shared_cache
+        from .tools import ToolCompiler
+
+        self.settings = Settings.from_env()
+        self.n_vocab = int(manager.vllm_config.model_config.get_vocab_size())
+        self.cache = shared_cache(manager.vllm_config, self.settings)
+        self.compiler = ToolCompiler(lambda: manager.backend)
+        #: Requests served by libtrie through this context.
+        self.routed = 0
+        self._lock = threading.Lock()
+        self._registries: Optional[Any] = None
+        self._last: Dict[Any, Any] = {}
+        self._by_identity: Dict[Any, Any] = {}
+        self._triggers: Dict[bytes, List[int]] = {}
+
+    def registry(self, name: str) -> Any:
+        """The registry ``name`` of the operator's set directory (:mod:`libtrie.registry`; read once per file
+        identity)."""
+        from ..registry import RegistryCache
+
+        with self._lock:
+            if self._registries is None:
+                self._registries = RegistryCache(self.settings.set_dir, self.settings.max_file_bytes,
+                                                 capacity=max(2, self.settings.cache_size))
+        return self._registries.get(name)
+
+    def names(self, names: Any, prefix: str, suffix: str, registry: Optional[str],
+              identity: Optional[bytes] = None) -> Any:
+        """The name automaton of a tool list (``prefix``, the name as a JSON string, ``suffix``, left open):
+        compiled once per list and template (:func:`libtrie.front.compile_recognized`). A registry whose file changed
+        is built from its previous automaton by ``with_changes`` when the library supports it for templated sets,
+        else compiled again."""
+        from ._common import fits
+
+        if identity is not None:
+            hit = self._by_identity.get((identity, prefix, suffix))
+            if hit is not None:
+                return hit
+        found = Recognized(tuple(n.encode("utf-8") for n in names), prefix.encode(), suffix.encode(), "json_string",
+                           "open", None, False)
+        key = (registry, prefix, suffix)
+        prev = self._last.get(key) if registry is not None else None
+        if prev is not None and prev[0] != found.members:
+            old, now = set(prev[0]), set(found.members)
+            try:
+                a = prev[1].with_changes(sorted(now - old), sorted(old - now))
+                log.info("libtrie: registry %r changed: %d names added, %d removed, built from the previous one",
+                         registry, len(now - old), len(old - now))
+                self._last[key] = (found.members, a)
+                self._remember(identity, prefix, suffix, a)
+                return a
+            except (TrieError, ValueError) as e:
+                log.info("libtrie: registry %r changed; compiled again (%s)", registry, e)
+        a = fits(front.compile_recognized(self.cache.vocab, found, self.settings), self.n_vocab)
+        if registry is not None:
+            self._last[key] = (found.members, a)
+        self._remember(identity, prefix, suffix, a)
+        return a
+
+    def _remember(self, identity: Optional[bytes], prefix: str, suffix: str, a: Any) -> None:
+        """A registry's name automaton by the file's identity: a warm request skips even the member list."""
+        if identity is not None:
+            with self._lock:
+                self._by_identity[(identity, prefix, suffix)] = a
+                while len(self._by_identity) > 4 * max(2, self.settings.cache_size):
+                    self._by_identity.pop(next(iter(self._by_identity)))
+
+    def trigger_ids(self, trigger: Optional[str]) -> List[int]:
+        """The ids of tokens whose text is exactly the marker (e.g. Qwen's ``<tool_call>``, a token of its own)."""
+        if not trigger:
+            return []
+        vocab, want = self.cache.vocab, trigger.encode()
+        hit = self._triggers.get(want)
+        if hit is None:
+            hit = self._triggers[want] = [t for t in range(vocab.n_vocab) if vocab.token_bytes(t) == want]
+        return hit
+
+    @classmethod
+    def of(cls, manager: Any) -> "EngineContext":
+        ctx: Optional[EngineContext] = getattr(manager, "_libtrie_context", None)
+        if ctx is None:
+            with _KEYS_LOCK:
+                ctx = getattr(manager, "_libtrie_context", None)
+                if ctx is None:
+                    ctx = cls(manager)
+                    manager._libtrie_context = ctx
+        return ctx
+
+
+def engine_grammar(manager: Any, request: Any) -> Optional[Any]:
+    """The libtrie grammar of ``request`` (a vLLM ``Request`` with structured outputs), or None when vLLM's backend
+    serves it. Runs on the manager's compile threads: every compile (names, argument schemas) happens here."""
+    from ._common import fits, stop_ids
+    from .tools import MAX_SCHEMAS, TrieToolGrammar, matcher
+
+    request_type, spec = request.structured_output_request.structured_output_key
+    ctx = EngineContext.of(manager)
+    calls = _calls_grammar(ctx, request, request_type.name, spec)
+    if calls is not None:
+        return calls
+    routed = recognize_key(request_type.name, spec, ctx.settings)
+    if routed is None:
+        return None
+    found, params, vocab = routed.found, request.sampling_params, ctx.cache.vocab
+    if routed.kind == "tools":  # tool_choice="required": the name from a trie, then its arguments
+        contexts = ctx.compiler.compile(found)  # every argument grammar, here: off the engine loop
+        if contexts is None:
+            log.info("libtrie: request %s (tools) has more than %d argument schemas: vLLM's backend serves it",
+                     request.request_id, MAX_SCHEMAS)
+            return None
+        template = fits(front.compile_recognized(vocab, found, ctx.settings), ctx.n_vocab)
+        stops = sorted(params.all_stop_token_ids or ())
+        ctx.routed += 1
+        log.info("libtrie: request %s (tools, %d names) is served by libtrie", request.request_id, len(found.members))
+        return TrieToolGrammar(template, lambda m: matcher(contexts[m], stops))
+    automaton = fits(front.compile_recognized(vocab, found, ctx.settings, end="eog"), ctx.n_vocab)
+    ctx.routed += 1
+    log.info("libtrie: request %s (%s, %d members) is served by libtrie", request.request_id,
+             request_type.name.lower(), len(found.members))
+    return TrieGrammar(automaton, stop_ids(params, automaton, ctx.n_vocab))
+
+
+def _calls_grammar(ctx: EngineContext, request: Any, request_type: str, spec: str) -> Optional[Any]:
+    """Tool calls under ``auto``, parallel calls and registries (:mod:`libtrie.vllm.calls`): a structural tag
+    written by the frontend (:mod:`libtrie.vllm.frontend`); None for any other key."""
+    from . import calls
+    from .tools import MAX_SCHEMAS, matcher
+
+    if request_type != "STRUCTURAL_TAG":
+        return None
+    cs = calls.parse_spec(spec, front.limits(ctx.settings).max_text_bytes)
+    if cs is None:
+        return None
+    names, schemas, what, identity = cs.names, cs.schemas, f"{len(cs.names)} tools", None
+    if cs.registry is not None:
+        reg = ctx.registry(cs.registry)
+        names, schemas, identity = reg.names, reg.parameters, reg.identity
+        what = f"registry {cs.registry!r}, {len(reg.names)} tools"
+    fmt = calls.FORMATS[cs.format]
+    first = ctx.names(names, fmt.prefix, fmt.suffix, cs.registry, identity)
+    following = (ctx.names(names, fmt.next_prefix, fmt.suffix, cs.registry, identity) if fmt.more and cs.parallel
+                 else None)
+    closes = {last: _close_ebnf(fmt, last, cs.parallel) for last in (False, True)}
+    if cs.registry is None:  # the request's own tools: every argument grammar now, off the engine loop
+        if len(set(schemas)) > MAX_SCHEMAS:
+            raise ValueError(f"tools: more than {MAX_SCHEMAS} distinct parameter schemas in one request; name a "
+                             "registry for larger catalogs")
+        for s in dict.fromkeys(schemas):
+            ctx.compiler._compile_one(s, closes[not cs.parallel])
+    params = request.sampling_params
+    stops = sorted(params.all_stop_token_ids or ())
+    vocab = ctx.cache.vocab
+    trigger_ids = ctx.trigger_ids(fmt.trigger)
+
+    def arguments(member: int, last: bool) -> Any:  # a registry tool's schema is compiled here once, then cached
+        return matcher(ctx.compiler._compile_one(schemas[member], closes[last]), stops)
+
+    straddle = calls.straddlers(vocab, fmt.trigger.encode()) if fmt.trigger else None
+    opener = (ctx.names(names, fmt.trigger + fmt.prefix, fmt.suffix, cs.registry, identity)
+              if fmt.trigger and not cs.auto else None)
+    ctx.routed += 1
+    log.info("libtrie: request %s (tool calls, %s, %s, %s) is served by libtrie", request.request_id, what,
+             "auto" if cs.auto else "required", "parallel" if cs.parallel else "one call")
+    return calls.TrieCallsGrammar(cs, first, following, arguments, stops, vocab.token_bytes, trigger_ids, straddle,
+                                  opener)
+
+
+def _close_ebnf(fmt: Any, last: bool, parallel: bool) -> str:
+    """What follows a tool's arguments, as an EBNF ``root``: the format's close, then (the JSON list, parallel)
+    either the list's end or the separator of another call."""
+    if fmt.more and parallel:
+        return f"root ::= {json.dumps(fmt.close)} ({json.dumps(fmt.last)} | {json.dumps(fmt.more)})"
+    return f"root ::= {json.dumps(fmt.close + fmt.last)}"

@@ -48,9 +48,11 @@ class ToolCompiler:
         #: Argument grammars compiled (a schema seen again is not compiled again).
         self.arg_compiles = 0
 
-    def _compile_one(self, key: str) -> Any:
+    def _compile_one(self, schema: str, close: str = f"root ::= {json.dumps(CLOSE)}") -> Any:
+        """The compiled grammar of ``schema`` (JSON text) followed by ``close`` (an EBNF ``root``), cached."""
         import xgrammar as xgr
 
+        key = schema if close == f"root ::= {json.dumps(CLOSE)}" else schema + "\0" + close
         with self._lock:
             ctx = self._args.get(key)
             if ctx is not None:
@@ -58,8 +60,8 @@ class ToolCompiler:
                 return ctx
         backend = self.backend()
         grammar = xgr.Grammar.concat(
-            xgr.Grammar.from_json_schema(key, any_whitespace=not getattr(backend, "disable_any_whitespace", False)),
-            xgr.Grammar.from_ebnf(f"root ::= {json.dumps(CLOSE)}"))
+            xgr.Grammar.from_json_schema(schema, any_whitespace=not getattr(backend, "disable_any_whitespace", False)),
+            xgr.Grammar.from_ebnf(close))
         ctx = backend.compiler.compile_grammar(grammar)
         with self._lock:
             self.arg_compiles += 1

@@ -1,0 +1,427 @@
+"""The hand-over logic of libtrie's vLLM tool calls without an engine (libtrie.vllm.calls, .frontend, .route's one
+switch, libtrie.registry): free text until the marker, the name from a trie, the arguments by a matcher, parallel
+calls, ``parallel_tool_calls=false`` enforced, rollback, registries. The argument matcher is a stand-in with
+xgrammar's interface over one fixed text per tool (the real one is exercised by tests/vllm).
+
+    python3 -m unittest discover -s tests/python -v     # after cargo build --release
+"""
+
+import json
+from array import array
+import os
+import sys
+import tempfile
+import time
+import unittest
+from pathlib import Path
+from types import SimpleNamespace
+
+REPO = Path(__file__).resolve().parents[2]
+if os.environ.get("LIBTRIE_TEST_INSTALLED") != "1":
+    sys.path.insert(0, str(REPO / "python"))
+
+import libtrie  # noqa: E402
+from libtrie.registry import RegistryCache  # noqa: E402
+from libtrie.sets import SetError, Settings  # noqa: E402
+from libtrie.vllm import calls, frontend, route  # noqa: E402
+
+EXTRA = [b"<tool_call>", b">\n{", b"ab", b"</s>", b"<stop>"]
+TOKENS = [bytes([b]) for b in range(128)] + EXTRA
+CALL, STRADDLE, EOS, STOP = 128, 129, 131, 132
+
+
+def vocab():
+    kinds = [libtrie.TOKEN_NORMAL] * len(TOKENS)
+    kinds[EOS] = kinds[STOP] = libtrie.TOKEN_CONTROL
+    return libtrie.Vocab.from_tokens(TOKENS, eog_ids=[EOS], kinds=kinds)
+
+
+class Row(array):
+    """A bitmask row (32-bit words) with the interface the grammar uses (``fill``, ``shape``)."""
+
+    @property
+    def shape(self):
+        return (len(self),)
+
+    def fill(self, v):
+        self[:] = array("i", [v] * len(self))
+
+    def allowed(self):
+        return [i * 32 + b for i, w in enumerate(self) for b in range(32) if (w >> b) & 1]
+
+
+class Matcher:
+    """xgrammar's GrammarMatcher interface over one text (the tool's arguments and the format's close; ``alts``: the
+    texts it may end with), ending on a stop token."""
+
+    def __init__(self, texts, stops):
+        self.texts, self.stops, self.done, self.stack = [t.encode() for t in texts], set(stops), [], [b""]
+
+    def _ok(self, b):
+        return any(t.startswith(b) for t in self.texts)
+
+    def accept_token(self, t):
+        if self.done:
+            return False
+        cur = self.stack[-1]
+        if t in self.stops:
+            if cur in self.texts:
+                self.done.append(True)
+                self.stack.append(cur)
+                return True
+            return False
+        if t >= 128 and t != STRADDLE:
+            return False
+        b = cur + TOKENS[t]
+        if not self._ok(b):
+            return False
+        self.stack.append(b)
+        return True
+
+    def rollback(self, n):
+        for _ in range(n):
+            self.stack.pop()
+            if self.done:
+                self.done.pop()
+
+    def is_terminated(self):
+        return bool(self.done)
+
+    def fill_next_token_bitmask(self, bitmask, idx):
+        row = bitmask[idx]
+        row.fill(0)
+        cur = self.stack[-1]
+        for t in range(len(TOKENS)):
+            if (t in self.stops and cur in self.texts) or (t < 128 or t == STRADDLE) and self._ok(cur + TOKENS[t]):
+                calls._set(row, t)
+
+
+TOOLS = [("get_weather", {"type": "object"}), ("get_time", {"type": "object"})]
+ARGS = {0: '{"city": "Paris"}', 1: '{"tz": "UTC"}'}
+
+
+def make_grammar(v, fmt, auto, parallel, names=("get_weather", "get_time")):
+    f = calls.FORMATS[fmt]
+    spec = calls.CallSpec(fmt, auto, parallel, tuple(names), tuple("{}" for _ in names))
+
+    def compile_names(prefix):
+        return libtrie.Automaton.compile_template(v, list(names), prefix=prefix, suffix=f.suffix,
+                                                  render="json_string", end="open")
+
+    first = compile_names(f.prefix)
+    following = compile_names(f.next_prefix) if f.more and parallel else None
+
+    def arguments(member, last):
+        ends = [f.close + f.last] if (last or not f.more) else [f.close + f.last, f.close + f.more]
+        return Matcher([ARGS[member] + e for e in ends], [EOS, STOP])
+
+    straddle = calls.straddlers(v, f.trigger.encode()) if f.trigger else None
+    opener = compile_names(f.trigger + f.prefix) if f.trigger and not auto else None
+    return calls.TrieCallsGrammar(spec, first, following, arguments, [EOS, STOP], v.token_bytes, [CALL], straddle,
+                                  opener)
+
+
+def text_tokens(s):
+    return list(s.encode())
+
+
+class CallsGrammarTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.v = vocab()
+
+    def mask(self, g):
+        row = Row("i", [0] * ((len(TOKENS) + 31) // 32))
+        g.fill_bitmask([row], 0)
+        return set(row.allowed())
+
+    def feed(self, g, tokens):
+        for t in tokens:
+            self.assertIn(t, self.mask(g), f"token {t} ({TOKENS[t]!r}) masked in phase {g.phase}")
+            self.assertTrue(g.accept_tokens("r", [t]))
+
+    def hermes_call(self, name, member):
+        return [CALL] + text_tokens('\n{"name": "%s", "arguments": ' % name) + text_tokens(ARGS[member] +
+                                                                                         "}\n</tool_call>")
+
+    def test_auto_without_a_call_is_free_text(self):
+        g = make_grammar(self.v, "hermes", True, True)
+        self.assertEqual(g.phase, "free")
+        free = self.mask(g)
+        self.assertIn(ord("H"), free)
+        self.assertIn(STRADDLE, free, "'>\\n{' alone does not open a call")
+        self.feed(g, text_tokens("Hello there") + [EOS])
+        self.assertTrue(g.is_terminated())
+        self.assertEqual(g.calls, 0)
+
+    def test_auto_then_a_call_by_text_marker_and_its_arguments(self):
+        g = make_grammar(self.v, "hermes", True, False)
+        self.feed(g, text_tokens("Sure. <tool_call"))
+        self.assertEqual(g.phase, "free")
+        self.assertNotIn(STRADDLE, self.mask(g), "'>\\n{' would finish the marker and go on past it")
+        self.feed(g, [ord(">")])
+        self.assertEqual(g.phase, "name")
+        self.assertEqual(self.mask(g), {ord("\n")})
+        self.feed(g, text_tokens('\n{"name": "get_'))
+        self.assertEqual(self.mask(g), {ord("w"), ord("t")}, "only names of the set")
+        self.feed(g, text_tokens('time", "arguments": '))
+        self.assertEqual(g.phase, "args")
+        self.feed(g, text_tokens(ARGS[1] + "}\n</tool_call>"))
+        self.assertEqual((g.phase, g.calls), ("end", 1), "parallel_tool_calls=false: one call, then the end")
+        self.assertEqual(self.mask(g), {EOS, STOP})
+        self.assertFalse(g.accept_tokens("r", [CALL]), "a second call is refused, not filtered afterwards")
+        self.feed(g, [STOP])
+        self.assertTrue(g.is_terminated())
+
+    def test_parallel_calls_each_by_its_own_tool(self):
+        g = make_grammar(self.v, "hermes", True, True)
+        self.feed(g, self.hermes_call("get_weather", 0) + text_tokens("\n") + self.hermes_call("get_time", 1))
+        self.assertEqual((g.phase, g.calls), ("free", 2))
+        self.feed(g, self.hermes_call("get_weather", 0) + [EOS])
+        self.assertEqual(g.calls, 3)
+        self.assertTrue(g.is_terminated())
+        # A name outside the set, or the wrong tool's arguments, are refused.
+        g = make_grammar(self.v, "hermes", True, True)
+        self.feed(g, [CALL] + text_tokens('\n{"name": "get_'))
+        self.assertFalse(g.accept_tokens("r", [ord("x")]))
+        g = make_grammar(self.v, "hermes", True, True)
+        self.feed(g, [CALL] + text_tokens('\n{"name": "get_time", "arguments": '))
+        self.assertFalse(g.accept_tokens("r", text_tokens(ARGS[0])))
+
+    def test_required_with_a_marker_opens_a_call_at_once(self):
+        for opening in ([CALL], text_tokens("<tool_call>")):
+            g = make_grammar(self.v, "hermes", False, False)
+            self.assertEqual(self.mask(g), {CALL, ord("<")}, "the marker's token or its text; nothing else")
+            self.feed(g, opening + text_tokens('\n{"name": "get_weather", "arguments": ' + ARGS[0] +
+                                               "}\n</tool_call>") + [EOS])
+            self.assertEqual((g.calls, g.is_terminated()), (1, True))
+        g = make_grammar(self.v, "hermes", False, True)
+        self.feed(g, self.hermes_call("get_time", 1))
+        self.assertEqual(g.phase, "free", "parallel: more calls or the end")
+        self.feed(g, [EOS])
+
+    def test_required_json_list_one_and_several_calls(self):
+        g = make_grammar(self.v, "json", False, False)
+        self.assertEqual(g.phase, "name")
+        self.feed(g, text_tokens('[{"name": "get_time", "parameters": ' + ARGS[1] + "}]") + [EOS])
+        self.assertTrue(g.is_terminated())
+        g = make_grammar(self.v, "json", False, True)
+        self.feed(g, text_tokens('[{"name": "get_time", "parameters": ' + ARGS[1] + "}, "))
+        self.assertEqual((g.phase, g.calls), ("name", 1))
+        self.feed(g, text_tokens('{"name": "get_weather", "parameters": ' + ARGS[0] + "}, "))
+        self.feed(g, text_tokens('{"name": "get_time", "parameters": ' + ARGS[1] + "}]"))
+        self.assertEqual((g.phase, g.calls), ("end", 3))
+        self.feed(g, [EOS])
+        out = json.loads(('[{"name": "get_time", "parameters": %s}, {"name": "get_weather", "parameters": %s}, '
+                          '{"name": "get_time", "parameters": %s}]') % (ARGS[1], ARGS[0], ARGS[1]))
+        self.assertEqual(len(out), 3)
+
+    def test_rollback_across_hand_overs(self):
+        seq = text_tokens("Hi ") + self.hermes_call("get_weather", 0) + text_tokens(" ")
+        for n in range(1, len(seq) + 1):
+            g = make_grammar(self.v, "hermes", True, True)
+            self.feed(g, seq)
+            g.rollback(n)
+            self.assertEqual(len(g.history), len(seq) - n + 1, n)
+            self.feed(g, seq[len(seq) - n:])  # replayed after a rollback of any depth: the same end
+            self.assertEqual((g.phase, g.calls), ("free", 1), n)
+        g.rollback(len(seq) + 5)
+        self.assertEqual((g.phase, g.calls, len(g.history)), ("free", 0, 1))
+        self.assertEqual(g.validate_tokens(seq), seq)
+        self.assertEqual(len(g.history), 1, "validate_tokens does not advance")
+
+    def test_a_slow_model_never_opening_a_call_is_not_a_hang(self):
+        g = make_grammar(self.v, "hermes", True, True)
+        t0 = time.monotonic()
+        self.feed(g, text_tokens("no call " * 200))
+        self.assertLess(time.monotonic() - t0, 30)
+        self.assertEqual((g.phase, g.calls), ("free", 0))
+
+
+class TagTest(unittest.TestCase):
+    def test_build_and_parse(self):
+        tag = calls.build_tag("hermes", True, False, TOOLS)
+        spec = calls.parse_spec(tag)
+        self.assertEqual(spec.names, ("get_weather", "get_time"))
+        self.assertEqual((spec.format, spec.auto, spec.parallel, spec.registry), ("hermes", True, False, None))
+        self.assertIsNone(calls.parse_spec(json.dumps({"type": "structural_tag", "structures": [], "triggers": []})))
+        # xgrammar's own format is kept: without libtrie vLLM serves the same request.
+        t = json.loads(tag)
+        self.assertEqual(t["triggers"], ["<tool_call>"])
+        self.assertEqual(t["structures"][0]["begin"], '<tool_call>\n{"name": "get_weather", "arguments": ')
+
+    def test_bad_tools_are_refused_with_the_field(self):
+        with self.assertRaisesRegex(ValueError, "tools: the tool name 'a' is listed twice"):
+            calls.build_tag("hermes", True, True, [("a", {}), ("a", {})])
+        with self.assertRaisesRegex(ValueError, "tools: a tool name must be a non-empty string"):
+            calls.build_tag("json", False, True, [("", {})])
+        with self.assertRaisesRegex(ValueError, "parameters must be a JSON object"):
+            calls.build_tag("json", False, True, [("a", [1])])
+        tag = calls.build_tag("hermes", True, True, TOOLS)
+        with self.assertRaisesRegex(ValueError, "over this server's bound"):
+            calls.parse_spec(tag, max_bytes=100)
+
+    def test_frontend_adjust(self):
+        class Hermes:
+            tool_call_start_token = "<tool_call>"
+
+        def req(**kw):
+            tools = [SimpleNamespace(function=SimpleNamespace(name=n, parameters=p)) for n, p in TOOLS]
+            base = dict(tools=tools, tool_choice="auto", parallel_tool_calls=True, structured_outputs=None,
+                        response_format=None, vllm_xargs=None)
+            base.update(kw)
+            return SimpleNamespace(**base)
+
+        try:
+            import vllm  # noqa: F401
+        except ImportError:
+            fake = SimpleNamespace(StructuredOutputsParams=lambda **kw: SimpleNamespace(**kw))
+            sys.modules.setdefault("vllm", SimpleNamespace())
+            sys.modules["vllm.sampling_params"] = fake  # type: ignore[assignment]
+            self.addCleanup(sys.modules.pop, "vllm.sampling_params")
+        r = req()
+        self.assertTrue(frontend.adjust(Hermes(), r, Settings()))
+        self.assertEqual(calls.parse_spec(r.structured_outputs.structural_tag).format, "hermes")
+        r = req(tool_choice="required", parallel_tool_calls=False)
+        self.assertTrue(frontend.adjust(object(), r, Settings()))
+        spec = calls.parse_spec(r.structured_outputs.structural_tag)
+        self.assertEqual((spec.format, spec.parallel, spec.auto), ("json", False, False))
+        self.assertFalse(frontend.adjust(object(), req(), Settings()), "auto with a parser of another format")
+        self.assertFalse(frontend.adjust(Hermes(), req(tool_choice="none"), Settings()))
+        with self.assertRaisesRegex(ValueError, "LIBTRIE_MAX_INLINE_STRINGS=1"):
+            frontend.adjust(Hermes(), req(), Settings(max_inline_strings=1))
+        with self.assertRaisesRegex(ValueError, "vllm_xargs.libtrie_registry: .*no set directory"):
+            frontend.adjust(Hermes(), req(vllm_xargs={"libtrie_registry": "tools"}), Settings())
+
+
+class RegistryTest(unittest.TestCase):
+    def setUp(self):
+        tmp = tempfile.TemporaryDirectory()
+        self.addCleanup(tmp.cleanup)
+        self.root = Path(tmp.name)
+        (self.root / "outside.json").write_text("[]")
+        self.dir = self.root / "sets"
+        self.dir.mkdir()
+        tools = [{"type": "function", "function": {"name": f"tool_{i}", "parameters": {
+            "type": "object", "properties": {"x": {"type": "integer"}}}}} for i in range(1000)]
+        (self.dir / "big.json").write_text(json.dumps(tools))
+        (self.dir / "link.json").symlink_to(self.root / "outside.json")
+
+    def test_read_once_confined_and_updated(self):
+        cache = RegistryCache(str(self.dir), max_file_bytes=1 << 20)
+        reg = cache.get("big")
+        self.assertEqual((len(reg), reg.names[7], json.loads(reg.parameters[7])["properties"]["x"]["type"]),
+                         (1000, "tool_7", "integer"))
+        self.assertIs(cache.get("big"), reg, "the same file: not read again")
+        self.assertEqual(cache.reads, 1)
+        for bad, why in (("../outside", "registry name"), ("link", "link"), ("nope", "does not exist"),
+                         ("/etc/passwd", "registry name")):
+            with self.assertRaisesRegex(SetError, why):
+                cache.get(bad)
+        with self.assertRaisesRegex(SetError, "registry"):
+            RegistryCache(str(self.dir), max_file_bytes=1000).get("big")
+        time.sleep(0.01)
+        tools = json.loads((self.dir / "big.json").read_text())
+        tools[3]["function"]["name"] = "renamed"
+        (self.dir / "big.json").write_text(json.dumps(tools))
+        new = cache.get("big")
+        self.assertNotEqual(new.identity, reg.identity)
+        self.assertEqual(new.names[3], "renamed")
+        self.assertEqual(reg.names[3], "tool_3", "a request holding the old registry keeps it")
+
+
+class EngineNamesTest(unittest.TestCase):
+    """The engine core's name automata of a registry: compiled once per file identity, rebuilt when it changes
+    (``with_changes`` once the library updates templated sets; compiled again until then)."""
+
+    def test_a_changed_registry_is_rebuilt_and_a_warm_one_reused(self):
+        import threading
+
+        v = vocab()
+        ctx = route.EngineContext.__new__(route.EngineContext)
+        ctx.settings, ctx.n_vocab, ctx.cache = Settings(), v.n_vocab, SimpleNamespace(vocab=v)
+        ctx._lock, ctx._last, ctx._by_identity, ctx._triggers = threading.Lock(), {}, {}, {}
+        f = calls.FORMATS["json"]
+        a = ctx.names(["get_a", "get_b"], f.prefix, f.suffix, "reg", b"1")
+        self.assertIs(ctx.names(["get_a", "get_b"], f.prefix, f.suffix, "reg", b"1"), a, "warm: the same automaton")
+        b = ctx.names(["get_a", "get_c"], f.prefix, f.suffix, "reg", b"2")
+        self.assertIsNot(a, b)
+        s = b.start()
+        for t in text_tokens('[{"name": "get_'):
+            s = b.advance(s, t)
+        self.assertEqual(sorted(b.allowed(s).tolist()), [ord("a"), ord("c")], "the new registry's names")
+        self.assertEqual(ctx.trigger_ids("<tool_call>"), [CALL])
+
+
+class Env:
+    """Set environment variables for a block (None removes one), then restore them."""
+
+    def __init__(self, **values):
+        self.values, self.saved = values, {}
+
+    def __enter__(self):
+        for k, v in self.values.items():
+            self.saved[k] = os.environ.get(k)
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+    def __exit__(self, *exc):
+        for k, v in self.saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+class OneSwitchTest(unittest.TestCase):
+    def test_the_switch_alone_routes_and_half_configurations_are_loud(self):
+        self.assertEqual(route.check_configuration(False, routing=True, installed=True), "routing")
+        self.assertEqual(route.check_configuration(True, routing=True, installed=True), "routing")
+        with self.assertRaisesRegex(RuntimeError, "VLLM_PLUGINS='lora_filesystem_resolver' leaves out libtrie"):
+            route.check_configuration(False, routing=True, installed=True, plugins="lora_filesystem_resolver")
+        self.assertEqual(route.check_configuration(False, routing=True, installed=True, plugins="x,libtrie"),
+                         "routing")
+        with self.assertRaisesRegex(RuntimeError, "routing could not be installed"):
+            route.check_configuration(False, routing=True, installed=False)
+        with self.assertLogs("vllm.libtrie", "ERROR") as logs:
+            self.assertEqual(route.check_configuration(True, routing=False), "scheduler only")
+        self.assertIn("Set LIBTRIE_VLLM_ROUTE=1", logs.output[0])
+        self.assertEqual(route.check_configuration(False, routing=False), "off")
+
+    def test_the_engine_core_factory_is_wrapped_without_a_scheduler(self):
+        # A stand-in for vLLM's StructuredOutputManager: register() wraps it class-wide with the switch on.
+        import types
+
+        class Manager:
+            def _create_grammar(self, request):
+                return "vllm"
+
+        mods = {"vllm.v1.structured_output": types.SimpleNamespace(StructuredOutputManager=Manager)}
+        saved = {k: sys.modules.get(k) for k in mods}
+        sys.modules.update(mods)  # type: ignore[arg-type]
+        try:
+            route._route_engine_core()
+            self.assertTrue(route.is_routing_installed())
+            grammar = object()
+            original = route.engine_grammar
+            route.engine_grammar = lambda m, r: grammar if r == "set" else None  # type: ignore[assignment]
+            try:
+                with Env(LIBTRIE_VLLM_ROUTE="1"):
+                    self.assertIs(Manager()._create_grammar("set"), grammar)
+                    self.assertEqual(Manager()._create_grammar("other"), "vllm")
+                with Env(LIBTRIE_VLLM_ROUTE=None):
+                    self.assertEqual(Manager()._create_grammar("set"), "vllm", "the switch is read per request")
+            finally:
+                route.engine_grammar = original  # type: ignore[assignment]
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    sys.modules.pop(k, None)
+                else:
+                    sys.modules[k] = v
+
+
+if __name__ == "__main__":
+    unittest.main()

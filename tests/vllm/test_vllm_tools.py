@@ -1,0 +1,220 @@
+"""Tool calls through a real vLLM server with LIBTRIE_VLLM_ROUTE=1 alone (no scheduler flag: the one switch):
+``auto`` with and without a call, parallel calls (two and three), ``parallel_tool_calls=false`` enforced, a
+registry of 10,000 tools, bad input. Every call is parsed and checked against its tool's schema with jsonschema.
+Opt-in and slow (a vLLM CPU server with SmolLM2-135M):
+
+    scripts/test-vllm.sh                       # runs this file after tests/vllm/test_vllm.py
+    LIBTRIE_TEST_ONLY=tools scripts/test-vllm.sh
+
+SmolLM2 knows no tool format, so the calls are asked for by a few-shot prompt on /v1/completions with the
+structural tag the chat frontend writes (libtrie.vllm.calls.build_tag: what a chat request with tools becomes), and
+on /v1/chat/completions with ``tool_choice="required"`` (the ``hermes`` parser: the output opens with a call,
+which vLLM parses into ``tool_calls``).
+"""
+
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import jsonschema
+
+from libtrie.vllm import calls
+
+MODEL = Path(os.environ["LIBTRIE_TEST_MODEL"])
+
+WEATHER = {"type": "object", "properties": {"city": {"type": "string", "maxLength": 20},
+                                            "unit": {"enum": ["celsius", "fahrenheit"]}},
+           "required": ["city", "unit"], "additionalProperties": False}
+TIME = {"type": "object", "properties": {"zone": {"type": "string", "maxLength": 20}}, "required": ["zone"],
+        "additionalProperties": False}
+TOOLS = [("get_weather", WEATHER), ("get_time", TIME)]
+SCHEMAS = dict(TOOLS)
+
+FEW_SHOT = (
+    "You call tools by writing <tool_call> blocks.\n"
+    "Q: Weather in Oslo?\nA: <tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\", "
+    "\"unit\": \"celsius\"}}\n</tool_call>\n"
+    "Q: Time in Tokyo?\nA: <tool_call>\n{\"name\": \"get_time\", \"arguments\": {\"zone\": \"Asia/Tokyo\"}}\n"
+    "</tool_call>\n"
+    "Q: Weather in Rome and time in Lima?\nA: <tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": "
+    "\"Rome\", \"unit\": \"celsius\"}}\n</tool_call>\n<tool_call>\n{\"name\": \"get_time\", \"arguments\": "
+    "{\"zone\": \"America/Lima\"}}\n</tool_call>\n"
+    "Q: Weather in Cairo, time in Quito and weather in Nice?\nA: <tool_call>\n{\"name\": \"get_weather\", "
+    "\"arguments\": {\"city\": \"Cairo\", \"unit\": \"celsius\"}}\n</tool_call>\n<tool_call>\n{\"name\": "
+    "\"get_time\", \"arguments\": {\"zone\": \"America/Quito\"}}\n</tool_call>\n<tool_call>\n{\"name\": "
+    "\"get_weather\", \"arguments\": {\"city\": \"Nice\", \"unit\": \"celsius\"}}\n</tool_call>\n")
+HERMES = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
+
+
+def registry_tools(n):
+    """n tools with per-tool schemas (a required integer or string argument named after the tool)."""
+    out = []
+    for i in range(n):
+        arg = {"type": "integer", "minimum": 0, "maximum": 1000} if i % 2 else {"type": "string", "maxLength": 12}
+        out.append({"type": "function", "function": {"name": f"tool_{i:05d}", "description": f"tool number {i}",
+                                                     "parameters": {"type": "object", "properties": {f"a{i}": arg},
+                                                                    "required": [f"a{i}"],
+                                                                    "additionalProperties": False}}})
+    return out
+
+
+class ToolServerTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            cls.port = sock.getsockname()[1]
+        cls.tmp = Path(tempfile.mkdtemp(prefix="libtrie-tools-"))
+        cls.sets = cls.tmp / "sets"
+        cls.sets.mkdir()
+        cls.registry = registry_tools(10_000)
+        (cls.sets / "catalog.json").write_text(json.dumps(cls.registry))
+        cls.log = open(cls.tmp / "serve.log", "w")
+        env = dict(os.environ, LIBTRIE_SET_DIR=str(cls.sets), LIBTRIE_VLLM_ROUTE="1",
+                   RAYON_NUM_THREADS=os.environ.get("RAYON_NUM_THREADS", "1"))
+        cls.server = subprocess.Popen(
+            [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(MODEL), "--host", "127.0.0.1",
+             "--port", str(cls.port), "--enforce-eager", "--max-model-len", "1024", "--max-num-seqs", "4",
+             "--seed", "0", "--enable-auto-tool-choice", "--tool-call-parser", "hermes"],  # no --scheduler-cls
+            env=env, stdout=cls.log, stderr=subprocess.STDOUT)
+        deadline = time.time() + 400
+        while time.time() < deadline:
+            if cls.server.poll() is not None:
+                raise RuntimeError(f"the vLLM server exited with {cls.server.returncode}; see {cls.log.name}")
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{cls.port}/health", timeout=2) as r:
+                    if r.status == 200:
+                        return
+            except OSError:
+                time.sleep(1)
+        raise RuntimeError(f"the vLLM server did not come up in 400 s; see {cls.log.name}")
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.terminate()
+        try:
+            cls.server.wait(60)
+        except subprocess.TimeoutExpired:
+            cls.server.kill()
+        cls.log.close()
+        shutil.copy(cls.log.name, Path(tempfile.gettempdir()) / "libtrie-vllm-tools-serve.log")
+        shutil.rmtree(cls.tmp)
+
+    def request(self, path, body, timeout=600):
+        body = {"model": str(MODEL), "temperature": 0, **body}
+        req = urllib.request.Request(f"http://127.0.0.1:{self.port}{path}", json.dumps(body).encode(),
+                                     {"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            return json.load(r)["choices"][0]
+
+    def complete(self, question, tag, max_tokens=160):
+        return self.request("/v1/completions", {"prompt": FEW_SHOT + f"Q: {question}\nA:", "max_tokens": max_tokens,
+                                                "stop": ["\nQ:"], "structured_outputs": {"structural_tag": tag}})
+
+    def served(self):
+        self.log.flush()
+        return Path(self.log.name).read_text(errors="replace").count("is served by libtrie")
+
+    def hermes_calls(self, text, schemas=SCHEMAS):
+        found = HERMES.findall(text)
+        out = []
+        for body in found:
+            call = json.loads(body)
+            self.assertIn(call["name"], schemas, text)
+            jsonschema.validate(call["arguments"], schemas[call["name"]])
+            out.append(call)
+        return out
+
+    def test_auto_with_calls_parallel_and_enforced_single(self):
+        before = self.served()
+        c = self.complete("Weather in Paris and time in Berlin?", calls.build_tag("hermes", True, True, TOOLS))
+        got = self.hermes_calls(c["text"])  # every complete call fits its tool (the model may go on calling)
+        self.assertGreaterEqual(len(got), 2, c["text"])
+        c = self.complete("Weather in Paris, time in Berlin and weather in Lima?",
+                          calls.build_tag("hermes", True, True, TOOLS), 240)
+        got = self.hermes_calls(c["text"])
+        self.assertGreaterEqual(len(got), 3, c["text"])
+        one = self.complete("Weather in Paris and time in Berlin?", calls.build_tag("hermes", True, False, TOOLS))
+        self.assertEqual(len(self.hermes_calls(one["text"])), 1, one["text"])
+        self.assertEqual(one["text"].count("<tool_call>"), 1, "parallel_tool_calls=false: one call, enforced")
+        self.assertEqual(one["finish_reason"], "stop")
+        self.assertEqual(self.served() - before, 3)
+
+    def test_auto_without_a_call(self):
+        c = self.request("/v1/completions", {"prompt": "The capital of France is", "max_tokens": 12,
+                                             "structured_outputs": {
+                                                 "structural_tag": calls.build_tag("hermes", True, True, TOOLS)}})
+        self.assertNotIn("<tool_call>", c["text"])
+        self.assertTrue(c["text"].strip(), "free text is served")
+
+    def chat_required(self, tools, parallel, xargs=None, question="What is the weather in Paris?", max_tokens=120):
+        body = {"messages": [{"role": "user", "content": question}], "tools": tools, "tool_choice": "required",
+                "parallel_tool_calls": parallel, "max_tokens": max_tokens}
+        if xargs:
+            body["vllm_xargs"] = xargs
+        return self.request("/v1/chat/completions", body)
+
+    def check_tool_calls(self, choice, schemas):
+        calls_ = choice["message"].get("tool_calls") or []
+        self.assertTrue(calls_, choice)
+        for tc in calls_:
+            name = tc["function"]["name"]
+            self.assertIn(name, schemas)
+            jsonschema.validate(json.loads(tc["function"]["arguments"]), schemas[name])
+        return calls_
+
+    def test_required_through_chat_one_call_enforced(self):
+        tools = [{"type": "function", "function": {"name": n, "parameters": p}} for n, p in TOOLS]
+        c = self.chat_required(tools, False)
+        self.assertEqual(len(self.check_tool_calls(c, SCHEMAS)), 1)
+
+    def test_registry_of_10000_tools(self):
+        schemas = {t["function"]["name"]: t["function"]["parameters"] for t in self.registry}
+        prompt_tools = self.registry[4200:4205]  # the candidates a retrieval would list in the prompt
+        before = self.served()
+        c = self.chat_required(prompt_tools, True, {"libtrie_registry": "catalog"}, "Call tool 4203 with 7.")
+        got = self.check_tool_calls(c, schemas)
+        self.assertTrue(all(tc["function"]["name"] in schemas for tc in got))
+        self.assertEqual(self.served() - before, 1)
+        t0 = time.monotonic()
+        c = self.chat_required(prompt_tools, False, {"libtrie_registry": "catalog"}, "Call tool 4201 with 3.", 160)
+        warm = time.monotonic() - t0
+        self.assertEqual(len(self.check_tool_calls(c, schemas)), 1)
+        print(f"\n    warm 10,000-tool registry request: {warm:.2f} s (load {os.getloadavg()[0]:.1f})",
+              file=sys.stderr)
+
+    def test_bad_input(self):
+        tools = [{"type": "function", "function": {"name": "a", "parameters": WEATHER}},
+                 {"type": "function", "function": {"name": "a", "parameters": TIME}}]
+        for xargs, field in ((None, "listed twice"), ({"libtrie_registry": "../catalog"}, "libtrie_registry"),
+                             ({"libtrie_registry": "missing"}, "does not exist")):
+            t = tools if xargs is None else tools[:1]
+            with self.assertRaises(urllib.error.HTTPError) as ctx:
+                self.chat_required(t, True, xargs)
+            body = ctx.exception.read().decode()
+            self.assertEqual(ctx.exception.code, 400, body)
+            self.assertIn(field, body)
+            self.assertNotIn(str(self.sets), body)
+        bad_schema = [{"type": "function", "function": {"name": "x", "parameters": {"type": "frobnicate"}}}]
+        with self.assertRaises(urllib.error.HTTPError) as ctx:
+            self.chat_required(bad_schema, True)
+        body = ctx.exception.read().decode()
+        self.assertEqual(ctx.exception.code, 400, body)
+        self.assertIn("not a JSON schema this server can compile", body)
+        # A tool without parameters: vLLM's usual behaviour (an object).
+        c = self.chat_required([{"type": "function", "function": {"name": "ping"}}], False)
+        self.assertEqual(self.check_tool_calls(c, {"ping": {"type": "object"}})[0]["function"]["name"], "ping")
+
+
+if __name__ == "__main__":
+    unittest.main()
