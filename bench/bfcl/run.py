@@ -4,7 +4,8 @@
   bench/bfcl/run.py --engine {llama-server,vllm} --mode {stock,libtrie,catalog} --category C --limit N \\
                     --out ANSWERS.jsonl [--model PATH] [--summary SUMMARY.jsonl]
 
-Run it with the venv of bench/bfcl/setup.sh (the pinned bfcl-eval wheel). Modes:
+Run it with the venv of bench/bfcl/setup.sh (the pinned bfcl-eval wheel). Every request: temperature 0,
+tool_choice "required", parallel_tool_calls true (OpenAI's default; BFCL's OpenAI handler leaves it so). Modes:
   stock    the case's functions as `tools` (bfcl-eval's convert_to_tool), tool_choice "required", the engine's own
            grammar (llama-server --trie-no-route; vLLM without libtrie);
   libtrie  the same request, routed through libtrie;
@@ -109,8 +110,8 @@ def parse_calls(msg):
 
 def request_of(case, mode, index, engine, k):
     """The chat request of a case (and the candidate names the prompt lists in catalog mode)."""
-    body = {"messages": case["messages"], "tool_choice": "required", "temperature": 0, "max_tokens": 512,
-            "cache_prompt": False}
+    body = {"messages": case["messages"], "tool_choice": "required", "parallel_tool_calls": True, "temperature": 0,
+            "max_tokens": 512, "cache_prompt": False}
     if mode in ("stock", "libtrie"):
         body["tools"] = bfcl.tools_of(case["functions"])
         return body, None
