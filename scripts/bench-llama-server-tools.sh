@@ -8,6 +8,8 @@
 # tool_choice "required") and registries ("trie": {"registry": NAME}, libtrie only) on Qwen2.5-Coder-0.5B, whose
 # template renders tools in the prompt and has a JSON-native tool-call format. One server at a time, 1 slot,
 # requests one after another. Results: JSON lines in docs/bench/llama-server-tools.jsonl (TRIE_BENCH_OUT).
+# Threads: -t 1 (TRIE_SERVER_THREADS): on a 2-core machine shared with other work, -t 2 makes llama.cpp's threads
+# wait on each other and decode collapses to 0.3-1 tok/s; the load average is logged before and after.
 # Models come from scripts/fetch-model.sh; the server from scripts/fetch-llama-server.sh.
 set -euo pipefail
 
@@ -39,7 +41,7 @@ serve() {
   local extra=()
   [[ "$mode" == stock ]] && extra+=(--trie-no-route)
   PORT="$(free_port)"  # a fresh port: a server killed while busy may still hold the last one
-  "$BIN" -m "$model" --host 127.0.0.1 --port "$PORT" -np 1 -c "$ctx" -t "${TRIE_SERVER_THREADS:-2}" -nr --no-webui \
+  "$BIN" -m "$model" --host 127.0.0.1 --port "$PORT" -np 1 -c "$ctx" -t "${TRIE_SERVER_THREADS:-1}" -nr --no-webui \
     --jinja --trie-set-dir "$WORK/sets" --trie-max-inline-strings 200000 --trie-max-inline-bytes 16000000 \
     "${extra[@]}" > "$WORK/server-$mode.log" 2>&1 &
   SERVER_PID=$!
@@ -56,7 +58,12 @@ serve() {
   SERVER_PID=""
 }
 
-# TRIE_BENCH_PARTS: which parts to run (default "enum tools")
+log "load before the run: $(uptime)"
+# TRIE_BENCH_PARTS: which parts to run (default "enum tools"; "args": the argument phase, issue 29)
+if [[ " ${TRIE_BENCH_PARTS:-enum tools} " == *" args "* ]]; then
+  serve "$QWEN" libtrie 4096 args "$@"
+  serve "$QWEN" stock 4096 args,beyond "$@"
+fi
 if [[ " ${TRIE_BENCH_PARTS:-enum tools} " == *" enum "* ]]; then
   serve "$SMOL" libtrie 4096 enum "$@"
   serve "$SMOL" stock 4096 enum "$@"
@@ -65,4 +72,5 @@ if [[ " ${TRIE_BENCH_PARTS:-enum tools} " == *" tools "* ]]; then
   serve "$QWEN" libtrie 16384 tools,registry "$@"
   serve "$QWEN" stock 16384 tools "$@"
 fi
+log "load after the run: $(uptime)"
 log "results in $OUT"

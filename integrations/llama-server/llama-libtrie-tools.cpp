@@ -11,6 +11,10 @@
 //     names), for every tool when the tools are compiled: a tool whose parameters are not an object schema, or
 //     that llama.cpp's converter refuses (a dangling $ref, an unsupported keyword), refuses the request (or the
 //     registry), never a call cut short.
+// Parallel calls ("parallel_tool_calls": true, a template with both markers): after a call's "\n" section_end, the
+// response ends or another call follows ("\n" section_start "\n" {"name": ...), each name from the set and each
+// argument object by its own tool's grammar; otherwise exactly one call (enforced by the stage). After the name,
+// common_sampler checks the argument grammar after sampling (common_libtrie_stage_check_after), as its own grammar.
 // Sources of tools: the request's "tools" (recognized within the inline limits) or an operator registry, the
 // file NAME.json of the set directory (libtrie's trie_registry_*: confined like a set file, looked up by the
 // file's identity before it is read, bounded by --trie-max-file-bytes), compiled once and kept in an LRU
@@ -46,6 +50,9 @@ struct common_libtrie_tools {
     std::string                           section_end;  // "" or e.g. "</tool_call>"
     std::string                           trigger;      // lazy ("auto"): section_start, the stage waits for it; "" eager
     const llama_vocab *                   vocab = nullptr;  // part of the cache key
+    // parallel_tool_calls: true (a template with section markers): after a call's section_end, end-of-generation or
+    // another call, "\n" section_start "\n" {"name": ... (this automaton, the same names); nullptr: one call
+    std::shared_ptr<const trie_automaton> again;
 
     std::vector<std::string>              grammars;     // by member index: the GBNF of what follows the name
 };
@@ -274,12 +281,14 @@ std::string trim(const std::string & m) {
 
 std::string common_libtrie_chat_tools(const common_params_libtrie & opts, const json & body,
                                       const common_libtrie_tool_format & format) {
-    if (!llama_libtrie::g_route || !opts.route) {
-        return "";
-    }
     const json tools   = body.contains("tools") ? body.at("tools") : json();
     const json choice  = body.contains("tool_choice") ? body.at("tool_choice") : json();
     const json trie    = body.contains("trie") ? body.at("trie") : json();
+    // --trie-no-route leaves "tools" to llama.cpp, but a registry ("trie" field) is libtrie's either way: llama.cpp
+    // cannot express a tool that is not in the request
+    if ((!llama_libtrie::g_route || !opts.route) && !(trie.is_object() && trie.contains("registry"))) {
+        return "";
+    }
     const bool has_tools = tools.is_array() && !tools.empty();
 
     std::string only;
@@ -312,6 +321,13 @@ std::string common_libtrie_chat_tools(const common_params_libtrie & opts, const 
     }
     spec["section_start"] = format.native ? trim(format.section_start) : std::string();
     spec["section_end"]   = format.native ? trim(format.section_end) : std::string();
+    // parallel_tool_calls: true serves several calls where the template has markers to delimit them; anything else
+    // (false, absent, a bare-JSON template) serves exactly one call: enforced by the stage, not filtered afterwards
+    const json parallel = body.contains("parallel_tool_calls") ? body.at("parallel_tool_calls") : json();
+    if (parallel.is_boolean() && parallel.get<bool>() && !spec["section_start"].get<std::string>().empty()
+        && !spec["section_end"].get<std::string>().empty()) {
+        spec["parallel"] = true;
+    }
     // checked now, before the template sees the tools: refusals name the client's fields
     std::string source;
     const auto  prepared = prepare(opts, registry.empty() ? tools.dump() : std::string(), registry,
@@ -347,6 +363,8 @@ std::shared_ptr<const common_libtrie_tools> common_libtrie_tools_resolve(const c
     const std::string only          = str("only");
     const std::string registry      = str("registry");
     const bool        lazy          = value.contains("lazy") && value.at("lazy").is_boolean() && value.at("lazy").get<bool>();
+    const bool        parallel      = value.contains("parallel") && value.at("parallel").is_boolean()
+                                      && value.at("parallel").get<bool>() && !section_end.empty();
     if ((lazy && section_start.empty()) || section_start.size() > MAX_SECTION_BYTES || section_end.size() > MAX_SECTION_BYTES) {
         refuse("libtrie: the template's tool-call markers cannot be served");
     }
@@ -359,7 +377,7 @@ std::shared_ptr<const common_libtrie_tools> common_libtrie_tools_resolve(const c
     char        addr[32];
     snprintf(addr, sizeof addr, "%p", (const void *) vocab);
     const std::string key = std::string(addr) + llama_libtrie::fingerprint_hex(sets->vocab) + "\x01" + section_start + "\x01" +
-                            section_end + "\x01" + only + (lazy ? "\x01L" : "\x01E") + source;
+                            section_end + "\x01" + only + (lazy ? "\x01L" : "\x01E") + (parallel ? "P" : "1") + source;
     bool made = false;
     const auto t0 = std::chrono::steady_clock::now();
     auto tools = g_tools.get(key, opts.cache_size, [&]() -> std::shared_ptr<const common_libtrie_tools> {
@@ -401,20 +419,190 @@ std::shared_ptr<const common_libtrie_tools> common_libtrie_tools_resolve(const c
         trie_options_init(&o);
         o.max_states = opts.max_states;
         o.max_bytes  = opts.max_bytes;
-        trie_automaton * a = nullptr;
-        if (trie_compile_template(sets->vocab, ptrs.data(), lens.data(), ptrs.size(), &tt, &o, &a) != TRIE_OK) {
-            refuse("libtrie cannot serve these tool names: " + llama_libtrie::last_error());
+        auto compile = [&](const std::string & pre) {
+            tt.prefix     = (const uint8_t *) pre.data();
+            tt.prefix_len = pre.size();
+            trie_automaton * a = nullptr;
+            if (trie_compile_template(sets->vocab, ptrs.data(), lens.data(), ptrs.size(), &tt, &o, &a) != TRIE_OK) {
+                refuse("libtrie cannot serve these tool names: " + llama_libtrie::last_error());
+            }
+            return std::shared_ptr<const trie_automaton>(
+                a, [](const trie_automaton * p) { trie_automaton_free(const_cast<trie_automaton *>(p)); });
+        };
+        t->automaton = compile(prefix);
+        if (parallel) {  // the next call, after "\n" section_end
+            t->again = compile("\n" + section_start + "\n{\"name\": ");
         }
-        t->automaton = std::shared_ptr<const trie_automaton>(
-            a, [](const trie_automaton * p) { trie_automaton_free(const_cast<trie_automaton *>(p)); });
         return t;
     }, &made);
     if (made) {
         const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-        LOG_INF("libtrie: compiled %zu tool names%s%s in %.1f ms\n", tools->names.size(),
-                registry.empty() ? "" : " of the registry ", registry.c_str(), ms);
+        LOG_INF("libtrie: compiled %zu tool names%s%s%s in %.1f ms\n", tools->names.size(),
+                registry.empty() ? "" : " of the registry ", registry.c_str(), parallel ? " (parallel calls)" : "", ms);
     }
     return tools;
+}
+
+namespace {
+
+llama_sampler * first_call(const common_libtrie_tools * tools);
+
+// ---- parallel calls ("trie-tools": a segment stage per call) ----------------------------------------------------
+// The current call's segment stage (`inner`) constrains the call; once the text it handed over to (the arguments
+// and the closing text) ends with "\n" section_end, the call is complete and the next stage is a segment over
+// `again` ("\n" section_start "\n" {"name": NAME, "arguments": ...), whose first token may also be
+// end-of-generation (`open`: until the next call's first token, end-of-generation keeps its logit).
+struct calls_ctx {
+    const common_libtrie_tools * tools;   // kept alive by the request's sampling parameters
+    trie_vocab *                 vocab;   // own reference: token bytes
+    llama_sampler *              inner;   // own
+    bool                         open;    // between calls: end-of-generation or another call
+    std::string                  tail;    // the current call's text after its name (only its last bytes matter)
+    std::string                  end;     // "\n" section_end
+    std::vector<float>           saved;   // scratch: end-of-generation logits while `open`
+};
+
+llama_sampler * next_call(const common_libtrie_tools * tools) {
+    trie_llama_segment_params p{};
+    p.trigger       = nullptr;
+    p.trigger_token = -1;
+    p.offer         = nullptr;
+    p.next          = next_of;
+    p.user          = const_cast<common_libtrie_tools *>(tools);
+    return trie_llama_segment_init(tools->again.get(), &p);
+}
+
+const char * calls_name(const llama_sampler *) { return "trie-tools"; }
+
+void calls_accept(llama_sampler * smpl, llama_token token) {
+    auto * c = (calls_ctx *) smpl->ctx;
+    if (c->open && llama_vocab_is_eog(c->tools->vocab, token)) {
+        return;  // the response ends after its last call
+    }
+    c->open = false;
+    const bool args = trie_llama_segment_phase(c->inner) == TRIE_LLAMA_HANDED_OVER;
+    llama_sampler_accept(c->inner, token);
+    if (!args) {
+        return;
+    }
+    const uint8_t * b = nullptr;
+    size_t          n = 0;
+    if (trie_vocab_token(c->vocab, token, &b, &n) == TRIE_OK) {
+        c->tail.append((const char *) b, n);
+        if (c->tail.size() > 2 * c->end.size() + 64) {
+            c->tail.erase(0, c->tail.size() - c->end.size());
+        }
+    }
+    if (c->tail.size() >= c->end.size() && c->tail.compare(c->tail.size() - c->end.size(), c->end.size(), c->end) == 0) {
+        llama_sampler * next = next_call(c->tools);
+        if (next) {  // else the current stage goes on: it allows end-of-generation only
+            llama_sampler_free(c->inner);
+            c->inner = next;
+            c->open  = true;
+            c->tail.clear();
+        }
+    }
+}
+
+void calls_apply(llama_sampler * smpl, llama_token_data_array * cur_p) {
+    auto * c = (calls_ctx *) smpl->ctx;
+    if (!c->open) {
+        llama_sampler_apply(c->inner, cur_p);
+        return;
+    }
+    c->saved.resize(cur_p->size);
+    for (size_t i = 0; i < cur_p->size; ++i) {
+        c->saved[i] = cur_p->data[i].logit;
+    }
+    llama_sampler_apply(c->inner, cur_p);
+    for (size_t i = 0; i < cur_p->size; ++i) {
+        if (llama_vocab_is_eog(c->tools->vocab, cur_p->data[i].id)) {
+            cur_p->data[i].logit = c->saved[i];
+        }
+    }
+}
+
+void calls_reset(llama_sampler * smpl) {
+    auto * c = (calls_ctx *) smpl->ctx;
+    llama_sampler * first = first_call(c->tools);
+    if (first) {
+        llama_sampler_free(c->inner);
+        c->inner = first;
+    } else {
+        llama_sampler_reset(c->inner);
+    }
+    c->open = false;
+    c->tail.clear();
+}
+
+llama_sampler * calls_make(const common_libtrie_tools * tools, llama_sampler * inner);
+
+llama_sampler * calls_clone(const llama_sampler * smpl) {
+    const auto *    c     = (const calls_ctx *) smpl->ctx;
+    llama_sampler * inner = llama_sampler_clone(c->inner);
+    llama_sampler * copy  = inner ? calls_make(c->tools, inner) : nullptr;
+    if (copy) {
+        auto * d = (calls_ctx *) copy->ctx;
+        d->open  = c->open;
+        d->tail  = c->tail;
+    }
+    return copy;
+}
+
+void calls_free(llama_sampler * smpl) {
+    auto * c = (calls_ctx *) smpl->ctx;
+    llama_sampler_free(c->inner);
+    trie_vocab_free(c->vocab);
+    delete c;
+}
+
+llama_sampler_i * calls_iface() {
+    static llama_sampler_i iface = [] {
+        llama_sampler_i i{};
+        i.name   = calls_name;
+        i.accept = calls_accept;
+        i.apply  = calls_apply;
+        i.reset  = calls_reset;
+        i.clone  = calls_clone;
+        i.free   = calls_free;
+        return i;
+    }();
+    return &iface;
+}
+
+// Takes `inner` (freed on failure).
+llama_sampler * calls_make(const common_libtrie_tools * tools, llama_sampler * inner) {
+    auto * c  = new calls_ctx{ tools, trie_automaton_vocab(tools->automaton.get()), inner, false, {}, "\n" + tools->section_end, {} };
+    if (!c->vocab) {
+        llama_sampler_free(inner);
+        delete c;
+        return nullptr;
+    }
+    return llama_sampler_init(calls_iface(), c);
+}
+
+llama_sampler * calls_init(const common_libtrie_tools * tools) {
+    llama_sampler * first = first_call(tools);
+    return first ? calls_make(tools, first) : nullptr;
+}
+
+}  // namespace
+
+// Used by common/sampling.cpp (patches/llama-server-libtrie.patch, declared there): whether the libtrie stage of a
+// tool call is checked after sampling, as common_sampler checks its grammar (a stage that waits for its trigger, or
+// whose call has handed over to a tool's argument grammar), or masks first (a tool's name, a set).
+bool common_libtrie_stage_check_after(const llama_sampler * smpl);
+bool common_libtrie_stage_check_after(const llama_sampler * smpl) {
+    const char * name = llama_sampler_name(smpl);
+    if (strcmp(name, "trie-tools") == 0) {
+        const auto * c = (const calls_ctx *) smpl->ctx;
+        smpl           = c->inner;
+        if (c->open) {
+            return false;
+        }
+        name = llama_sampler_name(smpl);
+    }
+    return strcmp(name, "trie-segment") == 0 && trie_llama_segment_phase(smpl) != TRIE_LLAMA_IN_SET;
 }
 
 llama_sampler * common_libtrie_tools_sampler(const std::shared_ptr<const common_libtrie_tools> & tools,
@@ -422,6 +610,17 @@ llama_sampler * common_libtrie_tools_sampler(const std::shared_ptr<const common_
     if (!tools || vocab != tools->vocab) {
         return nullptr;
     }
+    if (tools->again) {
+        return calls_init(tools.get());
+    }
+    return first_call(tools.get());
+}
+
+namespace {
+
+// The segment stage of a generation's first call: eager, or waiting for the section marker ("auto").
+llama_sampler * first_call(const common_libtrie_tools * tools) {
+    const llama_vocab * vocab = tools->vocab;
     trie_llama_segment_params p{};
     p.trigger       = tools->trigger.empty() ? nullptr : tools->trigger.c_str();  // copied by the stage
     p.trigger_token = -1;
@@ -434,6 +633,8 @@ llama_sampler * common_libtrie_tools_sampler(const std::shared_ptr<const common_
     }
     p.offer         = nullptr;  // hand over at token boundaries only
     p.next          = next_of;
-    p.user          = const_cast<common_libtrie_tools *>(tools.get());  // read only (grammars: under its mutex)
+    p.user          = const_cast<common_libtrie_tools *>(tools);  // read only
     return trie_llama_segment_init(tools->automaton.get(), &p);
 }
+
+}  // namespace

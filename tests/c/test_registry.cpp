@@ -139,8 +139,31 @@ static void registries() {
     if (std::system(("rm -rf '" + tmp + "'").c_str()) != 0) std::fprintf(stderr, "cannot remove %s\n", tmp.c_str());
 }
 
+// The README's registry example (data/registry/tools.json) is one a server serves: read through the same
+// confinement, 8 distinct tools, each with an object schema.
+static void readme_example() {
+    const std::string here = __FILE__;  // <repo>/tests/c/test_registry.cpp (CMake passes absolute paths)
+    const std::string dir  = here.substr(0, here.rfind("tests/c/")) + "data/registry";
+    trie_registry_cache * c = nullptr;
+    CHECK(trie_registry_cache_new(dir.c_str(), 1 << 20, 0, 2, &c) == TRIE_OK);
+    trie_registry * r = nullptr;
+    CHECK(trie_registry_cache_get(c, (const uint8_t *) "tools", 5, &r, nullptr) == TRIE_OK);
+    CHECK(r != nullptr && trie_registry_n_tools(r) == 8);
+    CHECK(r != nullptr && first_tool(r) == "jira_create_issue");
+    for (size_t i = 0; r != nullptr && i < trie_registry_n_tools(r); ++i) {
+        const uint8_t * n = nullptr; size_t nl = 0;
+        const uint8_t * p = nullptr; size_t pl = 0;
+        CHECK(trie_registry_tool(r, i, &n, &nl, &p, &pl) == TRIE_OK);
+        CHECK(std::string((const char *) p, pl).find("\"type\":\"object\"") != std::string::npos
+              || std::string((const char *) p, pl).find("\"type\": \"object\"") != std::string::npos);
+    }
+    trie_registry_free(r);
+    trie_registry_cache_free(c);
+}
+
 int main() {
     registries();
+    readme_example();
     llama_libtrie::registry r;
     trie_set_config config;
     trie_set_config_init(&config);

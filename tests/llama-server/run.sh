@@ -17,8 +17,12 @@
 # polled during each), and a reasoning template (tests/llama-server/think-template.jinja, "<think>" forced open: a
 # json_schema enum is left to llama.cpp, not forced into the reasoning block). The servers are stopped on exit. Prints "N passed, M failed" per part; exit status 1 when anything failed.
 #
+# Then (issue 29) tests/llama-server/check_calls.py on the Qwen2.5 server (a 10,000-tool registry, "auto" with and
+# without a call, parallel calls), and the README's registry example (data/registry/tools.json, tests/llama-server/check_registry.py) on a
+# Qwen2.5 server with --trie-no-route: the registry is still libtrie's, "tools" are llama.cpp's; needs jsonschema.
+#
 # Environment: TRIE_CACHE (default <repo>/.cache), TRIE_SERVER_PORT (default: a free port), TRIE_SERVER_THREADS
-# (default 2), TRIE_KEEP=1 keeps the temporary folder (server log, set directory).
+# (default 1: -t 2 on a shared 2-core machine makes llama.cpp's threads wait on each other), TRIE_KEEP=1 keeps the temporary folder (server log, set directory).
 set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -60,7 +64,7 @@ PORT="${TRIE_SERVER_PORT:-$(free_port)}"
 LOG="$WORK/server.log"
 
 # -nr (--no-repack): no extra CPU buffer types (the build has no AMX kernels anyway; this keeps weights as loaded).
-"$BIN" -m "$MODEL" --host 127.0.0.1 --port "$PORT" -np 4 -c 8192 -t "${TRIE_SERVER_THREADS:-2}" -nr \
+"$BIN" -m "$MODEL" --host 127.0.0.1 --port "$PORT" -np 4 -c 8192 -t "${TRIE_SERVER_THREADS:-1}" -nr \
   --no-webui --seed 1 \
   --trie-set-dir "$SETS" --trie-max-inline-strings 1000 --trie-max-file-bytes 2000000 --trie-max-states 400000 \
   > "$LOG" 2>&1 &
@@ -86,7 +90,7 @@ SERVER_PID=""
 # ---- tool calls with Qwen2.5's template (JSON-native <tool_call> format, parsed by llama.cpp) -----------------
 QWEN="$("$REPO/scripts/fetch-model.sh" qwen2.5-coder-0.5b | tail -1)"
 QLOG="$WORK/server-qwen.log"
-"$BIN" -m "$QWEN" --host 127.0.0.1 --port "$PORT" -np 1 -c 8192 -t "${TRIE_SERVER_THREADS:-2}" -nr \
+"$BIN" -m "$QWEN" --host 127.0.0.1 --port "$PORT" -np 1 -c 8192 -t "${TRIE_SERVER_THREADS:-1}" -nr \
   --no-webui --seed 1 --jinja --trie-set-dir "$SETS" --trie-max-inline-strings 1000 --trie-max-file-bytes 8000000 \
   > "$QLOG" 2>&1 &
 SERVER_PID=$!
@@ -95,6 +99,9 @@ set +e
 python3 "$REPO/tests/llama-server/check_routing.py" --url "http://127.0.0.1:$PORT" --server-log "$QLOG" \
   --pid "$SERVER_PID" --sets "$SETS" --part tools --model-label Qwen2.5
 rc3=$?
+# issue 29: a 10,000-tool registry, "auto" with and without a call, parallel calls (2 and 3), jsonschema-checked
+python3 "$REPO/tests/llama-server/check_calls.py" --url "http://127.0.0.1:$PORT" --pid "$SERVER_PID" --sets "$SETS" \
+  || rc3=1
 set -e
 if [[ "$rc3" != 0 ]]; then
   log "Qwen2.5 server log (last 40 lines):"
@@ -103,9 +110,27 @@ fi
 stop_server "$SERVER_PID"
 SERVER_PID=""
 
+# ---- the README's registry example with routing off (issue 29) ----------------------------------------------
+NLOG="$WORK/server-noroute.log"
+"$BIN" -m "$QWEN" --host 127.0.0.1 --port "$PORT" -np 1 -c 8192 -t "${TRIE_SERVER_THREADS:-1}" -nr \
+  --no-webui --seed 1 --jinja --trie-no-route --trie-set-dir "$REPO/data/registry" > "$NLOG" 2>&1 &
+SERVER_PID=$!
+log "no-route Qwen2.5 server pid $SERVER_PID on 127.0.0.1:$PORT (log: $NLOG)"
+set +e
+python3 "$REPO/tests/llama-server/check_registry.py" --url "http://127.0.0.1:$PORT" --server-log "$NLOG" \
+  --pid "$SERVER_PID" --no-route
+rc5=$?
+set -e
+if [[ "$rc5" != 0 ]]; then
+  log "no-route server log (last 40 lines):"
+  tail -40 "$NLOG" >&2 || true
+fi
+stop_server "$SERVER_PID"
+SERVER_PID=""
+
 # ---- a reasoning template (issue 28): SmolLM2 with a template that forces "<think>" open ----------------------
 RLOG="$WORK/server-reasoning.log"
-"$BIN" -m "$MODEL" --host 127.0.0.1 --port "$PORT" -np 1 -c 4096 -t "${TRIE_SERVER_THREADS:-2}" -nr \
+"$BIN" -m "$MODEL" --host 127.0.0.1 --port "$PORT" -np 1 -c 4096 -t "${TRIE_SERVER_THREADS:-1}" -nr \
   --no-webui --seed 1 --jinja --chat-template-file "$REPO/tests/llama-server/think-template.jinja" \
   > "$RLOG" 2>&1 &
 SERVER_PID=$!
@@ -119,6 +144,6 @@ if [[ "$rc4" != 0 ]]; then
   log "reasoning-template server log (last 40 lines):"
   tail -40 "$RLOG" >&2 || true
 fi
-[[ "$rc" == 0 && "$rc2" == 0 && "$rc3" == 0 && "$rc4" == 0 ]] || rc=1
+[[ "$rc" == 0 && "$rc2" == 0 && "$rc3" == 0 && "$rc4" == 0 && "$rc5" == 0 ]] || rc=1
 log "total $(( $(date +%s) - t_start )) s (build/model $(( t_built - t_start )) s, server test $(( $(date +%s) - t_built )) s)"
 exit "$rc"

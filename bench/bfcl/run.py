@@ -1,0 +1,222 @@
+#!/usr/bin/env python3
+"""BFCL v4 through an OpenAI-compatible engine, three ways (issue 29; docs/bench/bfcl.md):
+
+  bench/bfcl/run.py --engine {llama-server,vllm} --mode {stock,libtrie,catalog} --category C --limit N \\
+                    --out ANSWERS.jsonl [--model PATH] [--summary SUMMARY.jsonl]
+
+Run it with the venv of bench/bfcl/setup.sh (the pinned bfcl-eval wheel). Every request: temperature 0,
+tool_choice "required", parallel_tool_calls true (OpenAI's default; BFCL's OpenAI handler leaves it so). Modes:
+  stock    the case's functions as `tools` (bfcl-eval's convert_to_tool), tool_choice "required", the engine's own
+           grammar (llama-server --trie-no-route; vLLM without libtrie);
+  libtrie  the same request, routed through libtrie;
+  catalog  every distinct BFCL function pooled into one registry (bfcl.catalog(): ~3,200 tools under ~1,850
+           names, same-named functions with other schemas as NAME__v2, ...); the prompt's `tools` are the top 5 of
+           a BM25 retrieval (bfcl.BM25) over the catalog's names and descriptions for the question's text; the
+           call's name is constrained to the whole catalog (llama-server: "trie": {"registry": NAME}).
+
+Engines: a module engine_<name>.py next to this file ("-" -> "_") with start(mode, registry, model) -> base URL
+and stop(); `registry` is the path of the catalog's registry file (NAME.json, an OpenAI tools list) in catalog
+mode, else None. An engine may define catalog_fields(registry_name) -> dict, the request fields that name the
+registry (default {"trie": {"registry": NAME}}, llama-server's).
+
+Per case, one JSON line in --out: the request's outcome (HTTP status, error), the calls as returned, whether they
+parse (each call's arguments a JSON object), whether every name is in the set (the case's tools; the catalog), the
+AST check of bfcl-eval's ast_checker (names mapped back from NAME__vK), TTFT and decode tokens/s (the server's
+timings when it reports them: TTFT = wall time - decode time, tok/s = its predicted_per_second; else from the
+stream: the first delta, completion tokens over the time after it). One summary line per run in --summary.
+"""
+import argparse
+import importlib
+import json
+import os
+import statistics
+import sys
+import time
+import urllib.error
+import urllib.request
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import bfcl  # noqa: E402
+
+REPO = os.path.dirname(os.path.dirname(HERE))
+CATALOG_NAME = "bfcl_catalog"
+
+
+def post_stream(url, body, timeout):
+    """POST a streamed chat completion; returns (status, message dict or error text, timing dict)."""
+    body = dict(body, stream=True, stream_options={"include_usage": True})
+    req = urllib.request.Request(url + "/v1/chat/completions", data=json.dumps(body).encode(),
+                                 headers={"Content-Type": "application/json"})
+    t0 = time.monotonic()
+    msg = {"content": "", "tool_calls": {}}
+    t_first = t_last = None
+    usage, timings = {}, {}
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            for raw in r:
+                line = raw.decode("utf-8", "replace").strip()
+                if not line.startswith("data:"):
+                    continue
+                data = line[5:].strip()
+                if data == "[DONE]":
+                    break
+                chunk = json.loads(data)
+                usage = chunk.get("usage") or usage
+                timings = chunk.get("timings") or timings
+                for ch in chunk.get("choices") or []:
+                    d = ch.get("delta") or {}
+                    if d.get("content") or d.get("tool_calls"):
+                        t_last = time.monotonic()
+                        t_first = t_first or t_last
+                    msg["content"] += d.get("content") or ""
+                    for tc in d.get("tool_calls") or []:
+                        slot = msg["tool_calls"].setdefault(tc.get("index", 0), {"name": "", "arguments": ""})
+                        f = tc.get("function") or {}
+                        slot["name"] += f.get("name") or ""
+                        slot["arguments"] += f.get("arguments") or ""
+        status = 200
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode("utf-8", "replace")[:500], {"wall_s": time.monotonic() - t0}
+    except Exception as e:  # timeouts, resets
+        return 0, f"{type(e).__name__}: {e}"[:500], {"wall_s": time.monotonic() - t0}
+    wall = time.monotonic() - t0
+    tm = {"wall_s": wall, "completion_tokens": usage.get("completion_tokens")}
+    if timings.get("predicted_ms") is not None:
+        tm["ttft_s"] = wall - timings["predicted_ms"] / 1000
+        tm["tok_s"] = timings.get("predicted_per_second")
+        tm["completion_tokens"] = timings.get("predicted_n", tm["completion_tokens"])
+    elif t_first is not None:
+        tm["ttft_s"] = t_first - t0
+        n = tm["completion_tokens"]
+        tm["tok_s"] = (n - 1) / (t_last - t_first) if n and n > 1 and t_last > t_first else None
+    msg["tool_calls"] = [msg["tool_calls"][k] for k in sorted(msg["tool_calls"])]
+    return status, msg, tm
+
+
+def parse_calls(msg):
+    """The calls as [{name: arguments dict}], or None when a call's arguments are not a JSON object."""
+    calls = []
+    for c in msg["tool_calls"]:
+        try:
+            args = json.loads(c["arguments"])
+        except ValueError:
+            return None
+        if not isinstance(args, dict):
+            return None
+        calls.append({c["name"]: args})
+    return calls
+
+
+def request_of(case, mode, index, engine, k):
+    """The chat request of a case (and the candidate names the prompt lists in catalog mode)."""
+    body = {"messages": case["messages"], "tool_choice": "required", "parallel_tool_calls": True, "temperature": 0,
+            "max_tokens": 512, "cache_prompt": False}
+    if mode in ("stock", "libtrie"):
+        body["tools"] = bfcl.tools_of(case["functions"])
+        return body, None
+    query = " ".join(m["content"] for m in case["messages"] if m.get("role") == "user")
+    top = index.top(query, k)
+    body["tools"] = top
+    fields = engine.catalog_fields(CATALOG_NAME) if hasattr(engine, "catalog_fields") else {
+        "trie": {"registry": CATALOG_NAME}}
+    body.update(fields)
+    return body, [t["function"]["name"] for t in top]
+
+
+def write_catalog(path):
+    tools, base = bfcl.catalog()
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(tools, f, separators=(",", ":"))
+    os.replace(tmp, path)
+    return tools, base
+
+
+def summarize(rows, engine, mode, category, limit):
+    ok = [r for r in rows if r["status"] == 200]
+    med = lambda xs: round(statistics.median(xs), 3) if xs else None  # noqa: E731
+    return {"engine": engine, "mode": mode, "category": category, "cases": len(rows), "limit": limit,
+            "answered": len(ok), "parse": sum(r["parse"] for r in rows), "names_in_set": sum(r["names_in_set"] for r in rows),
+            "ast": sum(r["ast_valid"] for r in rows),
+            "gold_in_candidates": sum(r.get("gold_in_candidates", False) for r in rows) if mode == "catalog" else None,
+            "ttft_s": med([r["ttft_s"] for r in ok if r.get("ttft_s") is not None]),
+            "tok_s": med([r["tok_s"] for r in ok if r.get("tok_s")]),
+            "failures": sorted({f"{r['status']}: {r['error'][:120]}" for r in rows if r["status"] != 200})[:5],
+            "n_failures": len(rows) - len(ok)}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--engine", required=True, choices=["llama-server", "vllm"])
+    ap.add_argument("--mode", required=True, choices=["stock", "libtrie", "catalog"])
+    ap.add_argument("--category", required=True, choices=bfcl.CATEGORIES)
+    ap.add_argument("--limit", type=int, default=0, help="the first N cases of the category (0: all)")
+    ap.add_argument("--out", required=True, help="JSONL of every answer (appended to)")
+    ap.add_argument("--summary", help="JSONL of one summary line per run (appended to)")
+    ap.add_argument("--model", default=os.environ.get("BFCL_MODEL", ""), help="the engine's model (llama-server: a GGUF path)")
+    ap.add_argument("--url", help="an engine already running (skips start/stop; its mode must match --mode)")
+    ap.add_argument("--timeout", type=float, default=300, help="seconds per request")
+    ap.add_argument("--candidates", type=int, default=5, help="catalog mode: tools listed in the prompt")
+    ap.add_argument("--catalog", default=os.path.join(REPO, ".cache", "bfcl", "registry", CATALOG_NAME + ".json"))
+    args = ap.parse_args()
+
+    engine = importlib.import_module("engine_" + args.engine.replace("-", "_"))
+    cases = bfcl.cases(args.category)
+    if args.limit:
+        cases = cases[: args.limit]
+    index = base = None
+    registry = None
+    if args.mode == "catalog":
+        tools, base = write_catalog(args.catalog)
+        index = bfcl.BM25(tools)
+        by_key = {(base[t["function"]["name"]], json.dumps(t["function"].get("parameters"), sort_keys=True)):
+                  t["function"]["name"] for t in tools}
+        registry = args.catalog
+        print(f"[bfcl] catalog: {len(tools)} tools, {len(set(base.values()))} distinct names -> {args.catalog}",
+              file=sys.stderr)
+    url = args.url or engine.start(args.mode, registry, args.model)
+    rows = []
+    try:
+        with open(args.out, "a", encoding="utf-8") as out:
+            for i, case in enumerate(cases):
+                body, cands = request_of(case, args.mode, index, engine, args.candidates)
+                status, msg, tm = post_stream(url, body, args.timeout)
+                row = {"engine": args.engine, "mode": args.mode, "category": args.category, "id": case["id"],
+                       "status": status, "error": "" if status == 200 else str(msg), "parse": False,
+                       "names_in_set": False, "ast_valid": False, "ast_error": "", **{k: v for k, v in tm.items()}}
+                if args.mode == "catalog":
+                    gold = {bfcl.catalog_name_of(t, by_key) for t in bfcl.tools_of(case["functions"])}
+                    row["candidates"] = cands
+                    row["gold_in_candidates"] = bool(gold & set(cands))
+                if status == 200:
+                    row["content"] = msg["content"][:2000]
+                    row["tool_calls"] = msg["tool_calls"]
+                    calls = parse_calls(msg) if msg["tool_calls"] else None
+                    row["parse"] = calls is not None
+                    if calls is not None:
+                        allowed = set(base) if args.mode == "catalog" else {t["function"]["name"] for t in body["tools"]}
+                        row["names_in_set"] = all(next(iter(c)) in allowed for c in calls)
+                        if args.mode == "catalog":  # NAME__vK is the BFCL function NAME
+                            calls = [{base.get(n, n): a for n, a in c.items()} for c in calls]
+                        row["ast_valid"], row["ast_error"] = bfcl.score(args.category, case["functions"], calls,
+                                                                        case["answer"])
+                rows.append(row)
+                out.write(json.dumps(row) + "\n")
+                out.flush()
+                print(f"[bfcl] {args.mode} {case['id']}: {status} parse={row['parse']} ast={row['ast_valid']} "
+                      f"ttft={row.get('ttft_s') or 0:.2f}s tok/s={row.get('tok_s') or 0:.1f}", file=sys.stderr)
+    finally:
+        if not args.url:
+            engine.stop()
+    s = summarize(rows, args.engine, args.mode, args.category, args.limit)
+    print(json.dumps(s))
+    if args.summary:
+        with open(args.summary, "a", encoding="utf-8") as f:
+            f.write(json.dumps(s) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
