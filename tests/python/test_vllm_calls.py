@@ -332,7 +332,7 @@ class RegistryTest(unittest.TestCase):
 
 class EngineNamesTest(unittest.TestCase):
     """The engine core's name automata of a registry: compiled once per file identity, rebuilt when it changes
-    (``with_changes`` once the library updates templated sets; compiled again until then)."""
+    (compiled again: the arguments are looked up by a member's index in the list)."""
 
     def test_a_changed_registry_is_rebuilt_and_a_warm_one_reused(self):
         import threading
@@ -340,7 +340,7 @@ class EngineNamesTest(unittest.TestCase):
         v = vocab()
         ctx = route.EngineContext.__new__(route.EngineContext)
         ctx.settings, ctx.n_vocab, ctx.cache = Settings(), v.n_vocab, SimpleNamespace(vocab=v)
-        ctx._lock, ctx._last, ctx._by_identity, ctx._triggers = threading.Lock(), {}, {}, {}
+        ctx._lock, ctx._by_identity, ctx._triggers = threading.Lock(), {}, {}
         f = calls.FORMATS["json"]
         a = ctx.names(["get_a", "get_b"], f.prefix, f.suffix, "reg", b"1")
         self.assertIs(ctx.names(["get_a", "get_b"], f.prefix, f.suffix, "reg", b"1"), a, "warm: the same automaton")
@@ -350,6 +350,12 @@ class EngineNamesTest(unittest.TestCase):
         for t in text_tokens('[{"name": "get_'):
             s = b.advance(s, t)
         self.assertEqual(sorted(b.allowed(s).tolist()), [ord("a"), ord("c")], "the new registry's names")
+        # A complete name is the index of its tool in the new list (the arguments are looked up by it).
+        for i, name in enumerate(["get_a", "get_c"]):
+            s = b.start()
+            for t in text_tokens('[{"name": "' + name + '", "parameters": '):
+                s = b.advance(s, t)
+            self.assertEqual(b.member(s), i, name)
         self.assertEqual(ctx.trigger_ids("<tool_call>"), [CALL])
 
 

@@ -353,7 +353,6 @@ class EngineContext:
         self.routed = 0
         self._lock = threading.Lock()
         self._registries: Optional[Any] = None
-        self._last: Dict[Any, Any] = {}
         self._by_identity: Dict[Any, Any] = {}
         self._triggers: Dict[bytes, List[int]] = {}
 
@@ -372,8 +371,8 @@ class EngineContext:
               identity: Optional[bytes] = None) -> Any:
         """The name automaton of a tool list (``prefix``, the name as a JSON string, ``suffix``, left open):
         compiled once per list and template (:func:`libtrie.front.compile_recognized`). A registry whose file changed
-        is built from its previous automaton by ``with_changes`` when the library supports it for templated sets,
-        else compiled again."""
+        is compiled again: ``with_changes`` of a templated set numbers the added members first, and the arguments
+        are looked up by a member's index in ``names``."""
         from ._common import fits
 
         if identity is not None:
@@ -382,22 +381,7 @@ class EngineContext:
                 return hit
         found = Recognized(tuple(n.encode("utf-8") for n in names), prefix.encode(), suffix.encode(), "json_string",
                            "open", None, False)
-        key = (registry, prefix, suffix)
-        prev = self._last.get(key) if registry is not None else None
-        if prev is not None and prev[0] != found.members:
-            old, now = set(prev[0]), set(found.members)
-            try:
-                a = prev[1].with_changes(sorted(now - old), sorted(old - now))
-                log.info("libtrie: registry %r changed: %d names added, %d removed, built from the previous one",
-                         registry, len(now - old), len(old - now))
-                self._last[key] = (found.members, a)
-                self._remember(identity, prefix, suffix, a)
-                return a
-            except (TrieError, ValueError) as e:
-                log.info("libtrie: registry %r changed; compiled again (%s)", registry, e)
         a = fits(front.compile_recognized(self.cache.vocab, found, self.settings), self.n_vocab)
-        if registry is not None:
-            self._last[key] = (found.members, a)
         self._remember(identity, prefix, suffix, a)
         return a
 
