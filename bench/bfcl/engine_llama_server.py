@@ -8,15 +8,11 @@ threads wait on each other and decode collapses), context $BFCL_CTX (default 819
 The server's log goes to $BFCL_LOG_DIR (default <repo>/.cache/bfcl/logs)/llama-server-<mode>.log.
 """
 import os
-import socket
 import subprocess
-import time
-import urllib.request
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(os.path.dirname(HERE))
-_proc = None
-_log = None
+from server import REPO, Server, free_port
+
+_server = Server("llama-server", grace_s=10)
 
 
 def _binary():
@@ -36,19 +32,9 @@ def _model(model):
     return out.strip().splitlines()[-1]
 
 
-def _free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
 def start(mode, registry, model):
     """Starts llama-server for `mode`; returns its base URL once /health answers."""
-    global _proc, _log
-    stop()
-    port = _free_port()
+    port = free_port()
     cmd = [_binary(), "-m", _model(model), "--host", "127.0.0.1", "--port", str(port), "-np", "1",
            "-c", os.environ.get("BFCL_CTX", "8192"), "-t", os.environ.get("BFCL_THREADS", "1"), "-nr",
            "--no-webui", "--jinja"]
@@ -56,37 +42,9 @@ def start(mode, registry, model):
         cmd.append("--trie-no-route")
     if registry:
         cmd += ["--trie-set-dir", os.path.dirname(os.path.abspath(registry))]
-    logs = os.environ.get("BFCL_LOG_DIR", os.path.join(REPO, ".cache", "bfcl", "logs"))
-    os.makedirs(logs, exist_ok=True)
-    _log = open(os.path.join(logs, f"llama-server-{mode}.log"), "w")
-    _proc = subprocess.Popen(cmd, stdout=_log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline:
-        if _proc.poll() is not None:
-            raise RuntimeError(f"llama-server exited ({_proc.returncode}); see {_log.name}")
-        try:
-            with urllib.request.urlopen(url + "/health", timeout=2) as r:
-                if r.status == 200:
-                    return url
-        except Exception:
-            pass
-        time.sleep(0.5)
-    stop()
-    raise RuntimeError("llama-server did not become healthy within 300 s")
+    return _server.start(cmd, port, f"llama-server-{mode}.log", timeout_s=300, poll_s=0.5)
 
 
 def stop():
     """Stops the server started by start() (SIGTERM, then SIGKILL after 10 s)."""
-    global _proc, _log
-    if _proc is not None and _proc.poll() is None:
-        _proc.terminate()
-        try:
-            _proc.wait(10)
-        except subprocess.TimeoutExpired:
-            _proc.kill()
-            _proc.wait()
-    _proc = None
-    if _log is not None:
-        _log.close()
-        _log = None
+    _server.stop()

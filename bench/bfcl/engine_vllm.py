@@ -16,15 +16,13 @@ Qwen2.5-Coder-0.5B-Instruct (scripts/fetch-model.sh qwen2.5-coder-0.5b). The ser
 (default <repo>/.cache/bfcl/logs)/vllm-<mode>.log.
 """
 import os
-import socket
 import subprocess
-import time
-import urllib.request
+
+from server import Server, free_port
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
-_proc = None
-_log = None
+_server = Server("vLLM's server", grace_s=30)
 
 
 def _python():
@@ -47,14 +45,6 @@ def _model(model):
         subprocess.run([_python(), os.path.join(REPO, "tests", "vllm", "convert_gguf.py"), model, folder], check=True,
                        env=dict(os.environ, HF_HUB_OFFLINE="1"))
     return folder
-
-
-def _free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def command(mode, registry, model, port):
@@ -85,41 +75,12 @@ def catalog_fields(registry_name):
 
 def start(mode, registry, model):
     """Starts vLLM's server for `mode`; returns its base URL once /health answers (up to $BFCL_START_S, 600 s)."""
-    global _proc, _log
-    stop()
-    port = _free_port()
+    port = free_port()
     cmd, env = command(mode, registry, _model(model), port)
-    logs = os.environ.get("BFCL_LOG_DIR", os.path.join(REPO, ".cache", "bfcl", "logs"))
-    os.makedirs(logs, exist_ok=True)
-    _log = open(os.path.join(logs, f"vllm-{mode}.log"), "w")
-    _proc = subprocess.Popen(cmd, env=env, stdout=_log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + float(os.environ.get("BFCL_START_S", "600"))
-    while time.monotonic() < deadline:
-        if _proc.poll() is not None:
-            raise RuntimeError(f"vLLM's server exited ({_proc.returncode}); see {_log.name}")
-        try:
-            with urllib.request.urlopen(url + "/health", timeout=2) as r:
-                if r.status == 200:
-                    return url
-        except Exception:
-            pass
-        time.sleep(1)
-    stop()
-    raise RuntimeError("vLLM's server did not become healthy in time")
+    return _server.start(cmd, port, f"vllm-{mode}.log", timeout_s=float(os.environ.get("BFCL_START_S", "600")),
+                         poll_s=1, env=env)
 
 
 def stop():
     """Stops the server started by start() (SIGTERM, then SIGKILL after 30 s)."""
-    global _proc, _log
-    if _proc is not None and _proc.poll() is None:
-        _proc.terminate()
-        try:
-            _proc.wait(30)
-        except subprocess.TimeoutExpired:
-            _proc.kill()
-            _proc.wait()
-    _proc = None
-    if _log is not None:
-        _log.close()
-        _log = None
+    _server.stop()
