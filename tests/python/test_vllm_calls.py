@@ -342,9 +342,9 @@ class EngineNamesTest(unittest.TestCase):
         ctx.settings, ctx.n_vocab, ctx.cache = Settings(), v.n_vocab, SimpleNamespace(vocab=v)
         ctx._lock, ctx._by_identity, ctx._triggers = threading.Lock(), {}, {}
         f = calls.FORMATS["json"]
-        a = ctx.names(["get_a", "get_b"], f.prefix, f.suffix, "reg", b"1")
-        self.assertIs(ctx.names(["get_a", "get_b"], f.prefix, f.suffix, "reg", b"1"), a, "warm: the same automaton")
-        b = ctx.names(["get_a", "get_c"], f.prefix, f.suffix, "reg", b"2")
+        a = ctx.names(["get_a", "get_b"], f.prefix, f.suffix, b"1")
+        self.assertIs(ctx.names(["get_a", "get_b"], f.prefix, f.suffix, b"1"), a, "warm: the same automaton")
+        b = ctx.names(["get_a", "get_c"], f.prefix, f.suffix, b"2")
         self.assertIsNot(a, b)
         s = b.start()
         for t in text_tokens('[{"name": "get_'):

@@ -367,8 +367,7 @@ class EngineContext:
                                                  capacity=max(2, self.settings.cache_size))
         return self._registries.get(name)
 
-    def names(self, names: Any, prefix: str, suffix: str, registry: Optional[str],
-              identity: Optional[bytes] = None) -> Any:
+    def names(self, names: Any, prefix: str, suffix: str, identity: Optional[bytes] = None) -> Any:
         """The name automaton of a tool list (``prefix``, the name as a JSON string, ``suffix``, left open):
         compiled once per list and template (:func:`libtrie.front.compile_recognized`). A registry whose file changed
         is compiled again: ``with_changes`` of a templated set numbers the added members first, and the arguments
@@ -465,8 +464,8 @@ def _calls_grammar(ctx: EngineContext, request: Any, request_type: str, spec: st
         names, schemas, identity = reg.names, reg.parameters, reg.identity
         what = f"registry {cs.registry!r}, {len(reg.names)} tools"
     fmt = calls.FORMATS[cs.format]
-    first = ctx.names(names, fmt.prefix, fmt.suffix, cs.registry, identity)
-    following = (ctx.names(names, fmt.next_prefix, fmt.suffix, cs.registry, identity) if fmt.more and cs.parallel
+    first = ctx.names(names, fmt.prefix, fmt.suffix, identity)
+    following = (ctx.names(names, fmt.next_prefix, fmt.suffix, identity) if fmt.more and cs.parallel
                  else None)
     closes = {last: _close_ebnf(fmt, last, cs.parallel) for last in (False, True)}
     if cs.registry is None:  # the request's own tools: every argument grammar now, off the engine loop
@@ -484,7 +483,7 @@ def _calls_grammar(ctx: EngineContext, request: Any, request_type: str, spec: st
         return matcher(ctx.compiler._compile_one(schemas[member], closes[last]), stops)
 
     straddle = calls.straddlers(vocab, fmt.trigger.encode()) if fmt.trigger else None
-    opener = (ctx.names(names, fmt.trigger + fmt.prefix, fmt.suffix, cs.registry, identity)
+    opener = (ctx.names(names, fmt.trigger + fmt.prefix, fmt.suffix, identity)
               if fmt.trigger and not cs.auto else None)
     ctx.routed += 1
     log.info("libtrie: request %s (tool calls, %s, %s, %s) is served by libtrie", request.request_id, what,
