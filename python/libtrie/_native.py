@@ -9,8 +9,9 @@ from __future__ import annotations
 import ctypes
 import os
 import sys
+import threading
 from pathlib import Path
-from typing import List, Optional
+from typing import Any, Dict, List, Optional, Set, Tuple
 
 u8p = ctypes.POINTER(ctypes.c_uint8)
 i32p = ctypes.POINTER(ctypes.c_int32)
@@ -74,7 +75,10 @@ def candidates() -> List[Path]:
     return found
 
 
-_SIGNATURES = {
+#: A module's part of the C ABI: function name -> (argtypes, restype).
+Signatures = Dict[str, Tuple[List[Any], Any]]
+
+_SIGNATURES: Signatures = {
     "trie_last_error": ([], ctypes.c_char_p),
     "trie_status_str": ([ctypes.c_int], ctypes.c_char_p),
     "trie_version": ([], ctypes.c_char_p),
@@ -162,12 +166,32 @@ def library() -> ctypes.CDLL:
         raise OSError("libtrie: no loadable libtrie shared library; tried " + "; ".join(tried) +
                       ". Install the package with `pip install <repo>` (builds it with cargo), run `cargo build "
                       "--release` in the source tree, or set TRIE_LIB to the file.")
-    missing = [name for name in _SIGNATURES if not hasattr(lib, name)]
+    _declare(lib, _SIGNATURES, "this module")
+    _lib = lib
+    return lib
+
+
+_declared: Set[int] = set()  # the signature tables (by id) declared on the loaded library
+_declare_lock = threading.Lock()
+
+
+def _declare(lib: ctypes.CDLL, signatures: Signatures, what: str) -> None:
+    missing = [name for name in signatures if not hasattr(lib, name)]
     if missing:
-        raise OSError(f"libtrie: the library at {lib._name} is too old for this module: it lacks {', '.join(missing)}")
-    for name, (args, res) in _SIGNATURES.items():
+        raise OSError(f"libtrie: the library at {lib._name} is too old for {what}: it lacks {', '.join(missing)}")
+    for name, (args, res) in signatures.items():
         f = getattr(lib, name)
         f.argtypes = args
         f.restype = res
-    _lib = lib
+
+
+def declared(signatures: Signatures, what: str) -> ctypes.CDLL:
+    """The loaded library with ``signatures`` (a module's part of the C ABI) declared, once per table; an older
+    library that lacks one of them raises ``OSError`` naming ``what`` and the missing functions."""
+    lib = library()
+    if id(signatures) not in _declared:
+        with _declare_lock:
+            if id(signatures) not in _declared:
+                _declare(lib, signatures, what)
+                _declared.add(id(signatures))
     return lib

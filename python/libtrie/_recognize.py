@@ -20,7 +20,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
-from ._native import library, sizep, u8p, vp
+from ._native import declared, sizep, u8p, vp
 
 KINDS = {"choices": 0, "json_schema": 1, "grammar": 2, "regex": 3, "tools": 4, "vllm_tools": 5,
          "xgrammar_grammar": 6}
@@ -55,22 +55,8 @@ _SIGNATURES: Dict[str, Tuple[List[Any], Any]] = {
     "trie_recognized_has_payloads": ([vp], ctypes.c_bool),
     "trie_recognized_payload": ([vp, ctypes.c_size_t, ctypes.POINTER(u8p), sizep], ctypes.c_int),
 }
-_declared = False
-
-
 def _lib() -> ctypes.CDLL:
-    global _declared
-    lib = library()
-    if not _declared:
-        missing = [name for name in _SIGNATURES if not hasattr(lib, name)]
-        if missing:
-            raise OSError(f"libtrie: the library at {lib._name} is too old for recognize(): it lacks {', '.join(missing)}")
-        for name, (args, res) in _SIGNATURES.items():
-            f = getattr(lib, name)
-            f.argtypes = args
-            f.restype = res
-        _declared = True
-    return lib
+    return declared(_SIGNATURES, "recognize()")
 
 
 @dataclass(frozen=True)

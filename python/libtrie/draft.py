@@ -16,27 +16,20 @@ import ctypes
 from typing import Iterable, List, NamedTuple, Optional, Sequence, Tuple
 
 from . import Automaton, _check
-from ._native import i32p, library, sizep, u32p, vp
+from ._native import Signatures, declared, i32p, sizep, u32p, vp
 
 __all__ = ["Draft", "History", "draft", "jump_forward", "validate"]
 
 
-_declared: List[ctypes.CDLL] = []
+_SIGNATURES: Signatures = {
+    "trie_draft": ([vp, ctypes.c_uint32, i32p, ctypes.c_size_t, sizep, u32p, ctypes.POINTER(ctypes.c_bool)],
+                   ctypes.c_int),
+    "trie_validate_draft": ([vp, ctypes.c_uint32, i32p, ctypes.c_size_t, sizep, u32p], ctypes.c_int),
+}
 
 
 def _lib() -> ctypes.CDLL:
-    lib = library()
-    if not any(d is lib for d in _declared):
-        for name in ("trie_draft", "trie_validate_draft"):
-            if not hasattr(lib, name):
-                raise OSError(f"libtrie: the library at {lib._name} is too old for libtrie.draft: it lacks {name}")
-        lib.trie_draft.argtypes = [vp, ctypes.c_uint32, i32p, ctypes.c_size_t, sizep, u32p,
-                                   ctypes.POINTER(ctypes.c_bool)]
-        lib.trie_draft.restype = ctypes.c_int
-        lib.trie_validate_draft.argtypes = [vp, ctypes.c_uint32, i32p, ctypes.c_size_t, sizep, u32p]
-        lib.trie_validate_draft.restype = ctypes.c_int
-        _declared.append(lib)
-    return lib
+    return declared(_SIGNATURES, "libtrie.draft")
 
 
 class Draft(NamedTuple):

@@ -18,7 +18,7 @@ import os
 import threading
 from typing import Any, Dict, List, Optional, Tuple
 
-from ._native import library, sizep, u8p, vp
+from ._native import declared, library, sizep, u8p, vp
 from .sets import SetError
 
 __all__ = ["Registry", "RegistryCache", "check_name", "MAX_NAME_BYTES"]
@@ -38,25 +38,8 @@ _SIGNATURES: Dict[str, Tuple[List[Any], Any]] = {
                            ctypes.c_int),
     "trie_registry_identity": ([vp, ctypes.c_char_p], ctypes.c_int),
 }
-_declared = False
-_declare_lock = threading.Lock()
-
-
 def _lib() -> ctypes.CDLL:
-    global _declared
-    lib = library()
-    with _declare_lock:
-        if not _declared:
-            missing = [n for n in _SIGNATURES if not hasattr(lib, n)]
-            if missing:
-                raise OSError(f"libtrie: the library at {lib._name} is too old for registries: it lacks "
-                              f"{', '.join(missing)}")
-            for name, (args, res) in _SIGNATURES.items():
-                f = getattr(lib, name)
-                f.argtypes = args
-                f.restype = res
-            _declared = True
-    return lib
+    return declared(_SIGNATURES, "registries")
 
 
 def _error(status: int) -> SetError:
