@@ -495,6 +495,20 @@ struct Runner {
             std::vector<llama_token> run;
             trie_state end = 0;
             bool complete = false;
+            // The forced run (at most `budget` tokens) from sequence s's state into `run`: accepted by its chain,
+            // appended to its output and counted.
+            auto take_forced = [&](size_t s, size_t budget) -> bool {
+                if (!draft(jump, trie_llama_sampler_state(stages[s]), budget, run, end, complete, r)) return false;
+                for (llama_token d : run) {
+                    llama_sampler_accept(chains[s], d);
+                    r.outputs[g + s] += token_piece(vocab, d);
+                    r.out_tokens++;
+                }
+                n_gen[s] += (int) run.size();
+                r.gen_tokens += run.size();
+                r.forced_tokens += run.size();
+                return true;
+            };
 
             // prefill: every prompt of the group in one batch, logits at each prompt's last token (with jump, after
             // the forced run of the start state, e.g. a prefix all members share)
@@ -505,20 +519,7 @@ struct Runner {
                 const auto &toks = prompts[g + s].tokens;
                 run.clear();
                 complete = false;
-                if (jump) {
-                    if (!draft(jump, trie_llama_sampler_state(stages[s]), (size_t) args.n_predict, run, end, complete,
-                               r)) {
-                        return false;
-                    }
-                    for (llama_token d : run) {
-                        llama_sampler_accept(chains[s], d);
-                        r.outputs[g + s] += token_piece(vocab, d);
-                        r.out_tokens++;
-                    }
-                    n_gen[s] += (int) run.size();
-                    r.gen_tokens += run.size();
-                    r.forced_tokens += run.size();
-                }
+                if (jump && !take_forced(s, (size_t) args.n_predict)) return false;
                 for (size_t j = prefix_len; j < toks.size(); ++j) {
                     batch_add(batch, toks[j], (llama_pos) j, (llama_seq_id) s, j + 1 == toks.size() && run.empty());
                 }
@@ -558,19 +559,8 @@ struct Runner {
                     r.out_tokens++;
                     run.clear();
                     complete = false;
-                    if (jump && n_gen[s] < args.n_predict) {
-                        if (!draft(jump, trie_llama_sampler_state(stages[s]), (size_t) (args.n_predict - n_gen[s]),
-                                   run, end, complete, r)) {
-                            return false;
-                        }
-                        for (llama_token d : run) {
-                            llama_sampler_accept(chains[s], d);
-                            r.outputs[g + s] += token_piece(vocab, d);
-                        r.out_tokens++;
-                        }
-                        n_gen[s] += (int) run.size();
-                        r.gen_tokens += run.size();
-                        r.forced_tokens += run.size();
+                    if (jump && n_gen[s] < args.n_predict && !take_forced(s, (size_t) (args.n_predict - n_gen[s]))) {
+                        return false;
                     }
                     if (complete) {  // one member, complete: its end-of-generation token needs no model step
                         active[s] = false;

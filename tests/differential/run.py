@@ -293,10 +293,11 @@ class Runner:
         self.last_reason = str(outcomes[0][3]) if outcomes[0][2] == "not-a-set" else ""
         return outcomes[0][2], findings, crashes
 
-    def check_refusals(self, case: gg.Case, refused: Dict[str, str], n_served: int, findings: List[Finding]) -> None:
-        """A served text that an oracle refuses is a disagreement (grammars: the oracles of the dialect asked)."""
+    def check_refusals(self, refused: Dict[str, str], served: str, findings: List[Finding]) -> None:
+        """A served text that an oracle refuses is a disagreement (grammars: the oracles of the dialect asked);
+        ``served`` says what libtrie served."""
         for name, why in refused.items():
-            findings.append(Finding(f"served a text {name} refuses", f"{name}: {why}", f"a set of {n_served}"))
+            findings.append(Finding(f"served a text {name} refuses", f"{name}: {why}", served))
 
     def check_reference(self, case: gg.Case, handles: Dict[str, Any], refused: Dict[str, str],
                         findings: List[Finding]) -> None:
@@ -332,7 +333,7 @@ class Runner:
             return
         served = rendered(got)
         served_set = set(served)
-        self.check_refusals(case, refused, len(served), findings)
+        self.check_refusals(refused, f"a set of {len(served)}", findings)
         if case.expect_size is not None:
             if len(served_set) != case.expect_size:
                 findings.append(Finding("wrong set size", case.expect_size, len(served_set)))
@@ -378,7 +379,7 @@ class Runner:
         if outcome != "set":
             return
         served = rendered(got)
-        self.check_refusals(case, refused, len(served), findings)
+        self.check_refusals(refused, f"a set of {len(served)}", findings)
         values = []
         for s in served:
             ok, v = parse_json(s)
@@ -421,8 +422,7 @@ class Runner:
         if outcome != "set":
             return
         names = got["names"]
-        for name, why in refused.items():
-            findings.append(Finding(f"served a text {name} refuses", f"{name}: {why}", f"{len(names)} tools"))
+        self.check_refusals(refused, f"{len(names)} tools", findings)
 
         def call(n: str) -> str:
             w = witnesses.get(n, {})
