@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """The Markdown table of docs/bench/bfcl.md: table.py FILE.jsonl [...], each file either run.py's summary lines
 (the last line of each engine x mode x category wins) or its answer lines (one per case, with an "id"; summarized
-here the way run.py does, for a run stopped before its summary line: the row then says "(partial)")."""
+here the way run.py does, for a run stopped before its summary line: the row then says "(partial)").
+--limit N: every cell from its answers' first N cases (runs of a larger limit cut to the table's), "(partial)"
+where a cell has fewer."""
 import json
 import statistics
 import sys
@@ -22,9 +24,13 @@ def summarize(rows):
             "partial": True}
 
 
+args = sys.argv[1:]
+limit = None
+if args[:1] == ["--limit"]:
+    limit, args = int(args[1]), args[2:]
 rows = {}
 answers = {}
-for path in sys.argv[1:]:
+for path in args:
     for line in open(path, encoding="utf-8"):
         if line.strip():
             s = json.loads(line)
@@ -34,7 +40,10 @@ for path in sys.argv[1:]:
             else:
                 rows[key] = s
 for key, by_id in answers.items():
-    if key not in rows or rows[key]["cases"] < len(by_id):
+    if limit:
+        rows[key] = summarize(list(by_id.values())[:limit])
+        rows[key]["partial"] = len(by_id) < limit
+    elif key not in rows or rows[key]["cases"] < len(by_id):
         rows[key] = summarize(list(by_id.values()))
 print("| engine | category | mode | cases | calls that parse | names in the set | AST accuracy | gold in top 5 "
       "| median TTFT | decode tok/s | failures | load |")
