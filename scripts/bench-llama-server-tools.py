@@ -14,6 +14,9 @@ Cases (one server at a time, requests sent one after another so the figures are 
                the request's tools (libtrie and stock), S > 10: a registry argsS of S tools whose first 10 are these
                (libtrie; filler tools with a schema each); reports the argument phase's tok/s from the server's
                per-chunk timings
+  args-schema  stock only: the send_email arguments' schema as response_format json_schema, the same prompts (the
+               stock sampler's own grammar decoding the same arguments: the baseline of the argument-speed goal, as
+               the stock tool grammar does not trigger for Qwen2.5-Coder-0.5B)
   beyond S     stock only: the S tools of argsS (per-tool schemas) sent as "tools": what the stock server does
                with them (HTTP status, error, wall time within the cap)
 Per case: requests that succeed (HTTP 200 within the cap), time to first token (wall time minus the server's
@@ -198,6 +201,46 @@ def run_args(url, mode, size, registry, n_req, cap, out):
     out.flush()
 
 
+def run_args_schema(url, mode, n_req, cap, out):
+    """The stock sampler's own grammar on the same arguments: the send_email argument schema as response_format
+    json_schema (llama.cpp's json-schema-to-grammar, checked by common_sampler), the same prompts; every decoded
+    token is an argument token, so tok/s is the argument phase's speed under the stock grammar."""
+    t_case = time.monotonic()
+    ok = good = 0
+    ttft, tps, ntok = [], [], []
+    first_error = ""
+    for i in range(n_req):
+        left = cap - (time.monotonic() - t_case)
+        if left <= 1:
+            break
+        body = {"messages": [{"role": "user", "content": ARG_PROMPTS[i % len(ARG_PROMPTS)]}],
+                "response_format": {"type": "json_schema", "json_schema": {"name": "send_email", "schema": ARG_EMAIL}},
+                "max_tokens": 200, "temperature": 0, "cache_prompt": False}
+        status, res, dt = post(url, body, timeout=left)
+        if status != 200 or not isinstance(res, dict):
+            first_error = first_error or f"{status}: {str(res)[:160]}"
+            continue
+        ok += 1
+        t = res.get("timings", {})
+        ttft.append(dt - t.get("predicted_ms", 0) / 1000)
+        if t.get("predicted_per_second"):
+            tps.append(t["predicted_per_second"])
+            ntok.append(t.get("predicted_n"))
+        try:
+            content = res["choices"][0]["message"]["content"]
+            good += 1 if fits(ARG_EMAIL, json.loads(content)) else 0
+        except (ValueError, KeyError, IndexError, TypeError):
+            pass
+    med = lambda xs, nd=1: round(statistics.median(xs), nd) if xs else None  # noqa: E731
+    row = {"mode": mode, "case": "args-schema", "size": 1, "requests": n_req, "ok": ok, "valid": good,
+           "ttft_s": med(ttft, 3), "tok_s": med(tps), "arg_tok_s": med(tps), "arg_tokens": med(ntok, 0),
+           "threads": int(os.environ.get("TRIE_SERVER_THREADS", "1")), "load": os.getloadavg()[0],
+           "wall_s": round(time.monotonic() - t_case, 1), "error": first_error}
+    print(json.dumps(row), flush=True)
+    out.write(json.dumps(row) + "\n")
+    out.flush()
+
+
 def run_case(url, mode, kind, size, body_of, valid, n_req, cap, out):
     t_case = time.monotonic()
     ok = good = 0
@@ -267,6 +310,8 @@ def main():
             for r in map(int, args.arg_sizes.split(",")):
                 if r == 10:
                     run_args(args.url, args.mode, r, None, args.requests, args.cap, out)
+                    if args.mode == "stock":  # the stock grammar that does constrain: the schema of the arguments
+                        run_args_schema(args.url, args.mode, args.requests, args.cap, out)
                 elif args.mode == "libtrie":
                     run_args(args.url, args.mode, r, f"args{r}", args.requests, args.cap, out)
         if "beyond" in cases and args.mode == "stock":

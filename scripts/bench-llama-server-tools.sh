@@ -10,7 +10,7 @@
 # requests one after another. Results: JSON lines in docs/bench/llama-server-tools.jsonl (TRIE_BENCH_OUT).
 # Threads: -t 1 (TRIE_SERVER_THREADS): on a 2-core machine shared with other work, -t 2 makes llama.cpp's threads
 # wait on each other and decode collapses to 0.3-1 tok/s; the load average is logged before and after.
-# Models come from scripts/fetch-model.sh; the server from scripts/fetch-llama-server.sh.
+# Models come from scripts/fetch-model.sh; the server from scripts/fetch-llama-server.sh (or $LLAMA_SERVER_BIN).
 set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -18,7 +18,7 @@ log() { printf '[bench-llama-server-tools] %s\n' "$*" >&2; }
 # shellcheck source=scripts/llama-server-lib.sh
 source "$REPO/scripts/llama-server-lib.sh"   # free_port, stop_server
 
-BIN="$("$REPO/scripts/fetch-llama-server.sh" | tail -1)"
+BIN="${LLAMA_SERVER_BIN:-$("$REPO/scripts/fetch-llama-server.sh" | tail -1)}"  # LLAMA_SERVER_BIN: a built one
 SMOL="$("$REPO/scripts/fetch-model.sh" smollm2 | tail -1)"
 QWEN="$("$REPO/scripts/fetch-model.sh" qwen2.5-coder-0.5b | tail -1)"
 OUT="${TRIE_BENCH_OUT:-$REPO/docs/bench/llama-server-tools.jsonl}"   # appended to

@@ -108,10 +108,10 @@ def parse_calls(msg):
     return calls
 
 
-def request_of(case, mode, index, engine, k):
+def request_of(case, mode, index, engine, k, max_tokens=512):
     """The chat request of a case (and the candidate names the prompt lists in catalog mode)."""
     body = {"messages": case["messages"], "tool_choice": "required", "parallel_tool_calls": True, "temperature": 0,
-            "max_tokens": 512, "cache_prompt": False}
+            "max_tokens": max_tokens, "cache_prompt": False}
     if mode in ("stock", "libtrie"):
         body["tools"] = bfcl.tools_of(case["functions"])
         return body, None
@@ -147,27 +147,64 @@ def summarize(rows, engine, mode, category, limit):
             "n_failures": len(rows) - len(ok)}
 
 
+def run_category(args, category, cases, url, engine, index, base, by_key):
+    """Every case of one category through the engine at `url`; the answers' rows (also appended to --out)."""
+    rows = []
+    with open(args.out, "a", encoding="utf-8") as out:
+        for case in cases:
+            body, cands = request_of(case, args.mode, index, engine, args.candidates, args.max_tokens)
+            status, msg, tm = post_stream(url, body, args.timeout)
+            row = {"engine": args.engine, "mode": args.mode, "category": category, "id": case["id"],
+                   "status": status, "error": "" if status == 200 else str(msg), "parse": False,
+                   "names_in_set": False, "ast_valid": False, "ast_error": "", **{k: v for k, v in tm.items()},
+                   "load": round(os.getloadavg()[0], 2)}
+            if args.mode == "catalog":
+                gold = {bfcl.catalog_name_of(t, by_key) for t in bfcl.tools_of(case["functions"])}
+                row["candidates"] = cands
+                row["gold_in_candidates"] = bool(gold & set(cands))
+            if status == 200:
+                row["content"] = msg["content"][:2000]
+                row["tool_calls"] = msg["tool_calls"]
+                calls = parse_calls(msg) if msg["tool_calls"] else None
+                row["parse"] = calls is not None
+                if calls is not None:
+                    allowed = set(base) if args.mode == "catalog" else {t["function"]["name"] for t in body["tools"]}
+                    row["names_in_set"] = all(next(iter(c)) in allowed for c in calls)
+                    if args.mode == "catalog":  # NAME__vK is the BFCL function NAME
+                        calls = [{base.get(n, n): a for n, a in c.items()} for c in calls]
+                    row["ast_valid"], row["ast_error"] = bfcl.score(category, case["functions"], calls,
+                                                                    case["answer"])
+            rows.append(row)
+            out.write(json.dumps(row) + "\n")
+            out.flush()
+            print(f"[bfcl] {args.mode} {case['id']}: {status} parse={row['parse']} ast={row['ast_valid']} "
+                  f"ttft={row.get('ttft_s') or 0:.2f}s tok/s={row.get('tok_s') or 0:.1f}", file=sys.stderr)
+    return rows
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--engine", required=True, choices=["llama-server", "vllm"])
     ap.add_argument("--mode", required=True, choices=["stock", "libtrie", "catalog"])
-    ap.add_argument("--category", required=True, choices=bfcl.CATEGORIES)
+    ap.add_argument("--category", required=True,
+                    help="a category, or several separated by commas (one engine start for all: vLLM starts slowly)")
     ap.add_argument("--limit", type=int, default=0, help="the first N cases of the category (0: all)")
     ap.add_argument("--out", required=True, help="JSONL of every answer (appended to)")
     ap.add_argument("--summary", help="JSONL of one summary line per run (appended to)")
     ap.add_argument("--model", default=os.environ.get("BFCL_MODEL", ""), help="the engine's model (llama-server: a GGUF path)")
     ap.add_argument("--url", help="an engine already running (skips start/stop; its mode must match --mode)")
     ap.add_argument("--timeout", type=float, default=300, help="seconds per request")
+    ap.add_argument("--max-tokens", type=int, default=512, help="every request's max_tokens (the same in every mode)")
     ap.add_argument("--candidates", type=int, default=5, help="catalog mode: tools listed in the prompt")
     ap.add_argument("--catalog", default=os.path.join(REPO, ".cache", "bfcl", "registry", CATALOG_NAME + ".json"))
     args = ap.parse_args()
 
+    categories = args.category.split(",")
+    for c in categories:
+        if c not in bfcl.CATEGORIES:
+            ap.error(f"--category {c!r}: expected one of {', '.join(bfcl.CATEGORIES)}")
     engine = importlib.import_module("engine_" + args.engine.replace("-", "_"))
-    cases = bfcl.cases(args.category)
-    if args.limit:
-        cases = cases[: args.limit]
-    index = base = None
-    registry = None
+    index = base = by_key = registry = None
     if args.mode == "catalog":
         tools, base = write_catalog(args.catalog)
         index = bfcl.BM25(tools)
@@ -177,44 +214,24 @@ def main():
         print(f"[bfcl] catalog: {len(tools)} tools, {len(set(base.values()))} distinct names -> {args.catalog}",
               file=sys.stderr)
     url = args.url or engine.start(args.mode, registry, args.model)
-    rows = []
     try:
-        with open(args.out, "a", encoding="utf-8") as out:
-            for i, case in enumerate(cases):
-                body, cands = request_of(case, args.mode, index, engine, args.candidates)
-                status, msg, tm = post_stream(url, body, args.timeout)
-                row = {"engine": args.engine, "mode": args.mode, "category": args.category, "id": case["id"],
-                       "status": status, "error": "" if status == 200 else str(msg), "parse": False,
-                       "names_in_set": False, "ast_valid": False, "ast_error": "", **{k: v for k, v in tm.items()}}
-                if args.mode == "catalog":
-                    gold = {bfcl.catalog_name_of(t, by_key) for t in bfcl.tools_of(case["functions"])}
-                    row["candidates"] = cands
-                    row["gold_in_candidates"] = bool(gold & set(cands))
-                if status == 200:
-                    row["content"] = msg["content"][:2000]
-                    row["tool_calls"] = msg["tool_calls"]
-                    calls = parse_calls(msg) if msg["tool_calls"] else None
-                    row["parse"] = calls is not None
-                    if calls is not None:
-                        allowed = set(base) if args.mode == "catalog" else {t["function"]["name"] for t in body["tools"]}
-                        row["names_in_set"] = all(next(iter(c)) in allowed for c in calls)
-                        if args.mode == "catalog":  # NAME__vK is the BFCL function NAME
-                            calls = [{base.get(n, n): a for n, a in c.items()} for c in calls]
-                        row["ast_valid"], row["ast_error"] = bfcl.score(args.category, case["functions"], calls,
-                                                                        case["answer"])
-                rows.append(row)
-                out.write(json.dumps(row) + "\n")
-                out.flush()
-                print(f"[bfcl] {args.mode} {case['id']}: {status} parse={row['parse']} ast={row['ast_valid']} "
-                      f"ttft={row.get('ttft_s') or 0:.2f}s tok/s={row.get('tok_s') or 0:.1f}", file=sys.stderr)
+        for category in categories:
+            cases = bfcl.cases(category)
+            if args.limit:
+                cases = cases[: args.limit]
+            print(f"[bfcl] {args.engine} {args.mode} {category}: {len(cases)} cases; "
+                  f"load: {' '.join(f'{x:.2f}' for x in os.getloadavg())}", file=sys.stderr)
+            rows = run_category(args, category, cases, url, engine, index, base, by_key)
+            s = summarize(rows, args.engine, args.mode, category, args.limit)
+            s["load"] = [round(x, 2) for x in os.getloadavg()]
+            s["max_tokens"] = args.max_tokens
+            print(json.dumps(s))
+            if args.summary:
+                with open(args.summary, "a", encoding="utf-8") as f:
+                    f.write(json.dumps(s) + "\n")
     finally:
         if not args.url:
             engine.stop()
-    s = summarize(rows, args.engine, args.mode, args.category, args.limit)
-    print(json.dumps(s))
-    if args.summary:
-        with open(args.summary, "a", encoding="utf-8") as f:
-            f.write(json.dumps(s) + "\n")
     return 0
 
 
