@@ -335,6 +335,8 @@ mod vocab;
 
 mod compile;
 
+mod lazy;
+
 mod decode;
 
 mod draft;
@@ -353,6 +355,7 @@ pub use decode::*;
 pub use draft::*;
 use handle::*;
 pub use info::*;
+pub use lazy::*;
 pub use sets::*;
 pub use template::*;
 pub use vocab::*;
