@@ -127,11 +127,10 @@ class Runner:
         self.bad = []       # (i, kind, detail) of invalid answers and errors
         self.greedy = {}    # i -> answer text, greedy requests only
 
-    def request(self, i):
+    def request(self, i, url):
         kind = KINDS[i % len(KINDS)]
         greedy = (i // len(KINDS)) % 2 == 0
         sampling = {"temperature": 0.0} if greedy else {"temperature": 0.8, "seed": 1000 + i}
-        url = self.args.url
         n = i // len(KINDS)
         if kind == "enum":
             body = dict(prompt=ENUM_PROMPTS[n % len(ENUM_PROMPTS)], n_predict=32, json_schema={"enum": self.enum}, **sampling)
@@ -205,20 +204,28 @@ class Runner:
             return False, answer, f"{fn['name']!r} is not a listed tool"
         return fits(self.schema_of[fn["name"]], arguments), answer, f"arguments do not fit: {answer!r}"
 
-    def run(self, n, concurrency):
+    def run(self, urls, n, concurrency, max_seconds):
+        """Sends requests 0..n-1, `concurrency` at a time per server, until done or `max_seconds` have passed (then
+        no new request is sent: the shortfall is a failed check in --expect exact). A progress line every 100."""
         nxt = [0]
+        t0 = time.monotonic()
 
-        def worker():
+        def worker(url):
             while True:
                 with self.lock:
                     i = nxt[0]
+                    if i >= n or (max_seconds and time.monotonic() - t0 > max_seconds):
+                        return
                     nxt[0] += 1
-                if i >= n:
-                    return
-                self.request(i)
+                self.request(i, url)
+                with self.lock:
+                    done = sum(s["requests"] for s in self.stats.values())
+                    if done % 100 == 0:
+                        bad = sum(s["requests"] - s["valid"] for s in self.stats.values())
+                        print(f"[{self.args.label}] {done} answered, {bad} invalid or failed, "
+                              f"{time.monotonic() - t0:.0f} s", flush=True)
 
-        threads = [threading.Thread(target=worker) for _ in range(concurrency)]
-        t0 = time.monotonic()
+        threads = [threading.Thread(target=worker, args=(u,)) for u in urls for _ in range(concurrency)]
         for t in threads:
             t.start()
         for t in threads:
@@ -237,12 +244,13 @@ def alive(url, pid):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--url", required=True)
-    ap.add_argument("--pid", type=int, required=True)
+    ap.add_argument("--url", required=True, action="append", help="a server (repeat: the requests are shared out)")
+    ap.add_argument("--pid", type=int, required=True, action="append", help="its process id (as many as --url)")
     ap.add_argument("--repo", required=True)
     ap.add_argument("--sets", required=True, help="the server's set directory (with the demo's tools.txt)")
     ap.add_argument("--requests", type=int, default=1000)
-    ap.add_argument("--concurrency", type=int, default=4)
+    ap.add_argument("--concurrency", type=int, default=4, help="requests at a time per server")
+    ap.add_argument("--max-minutes", type=float, default=0, help="send no new request after this (0: no limit)")
     ap.add_argument("--label", default="spec")
     ap.add_argument("--expect", choices=["exact", "report"], default="exact")
     ap.add_argument("--summary", help="write the figures here (JSON)")
@@ -250,14 +258,16 @@ def main():
     ap.add_argument("--compare", help="the greedy answers of another run (JSON lines): the share equal is reported")
     args = ap.parse_args()
     label = args.label
-    if not check(wait_healthy(args.url, args.pid, limit=300), f"[{label}] the server is up"):
+    up = all(wait_healthy(u, p, limit=300) for u, p in zip(args.url, args.pid))
+    if not check(up and len(args.url) == len(args.pid), f"[{label}] the server(s) up"):
         return finish()
 
     runner = Runner(args, load_sets(args.repo, args.sets))
-    wall = runner.run(args.requests, args.concurrency)
+    wall = runner.run(args.url, args.requests, args.concurrency, args.max_minutes * 60)
     st = runner.stats
     total = {k: sum(s[k] for s in st.values()) for k in next(iter(st.values()))}
-    print(f"[{label}] {args.requests} requests in {wall:.0f} s ({args.concurrency} at a time)")
+    print(f"[{label}] {total['requests']} of {args.requests} requests in {wall:.0f} s ({len(args.url)} server(s), "
+          f"{args.concurrency} at a time each)")
     print(f"[{label}] kind     requests  valid  errors  s/answer  tokens/answer  steps/answer  draft  accepted")
     for k, s in list(st.items()) + [("all", total)]:
         r = max(1, s["requests"])
@@ -269,7 +279,7 @@ def main():
 
     if args.summary:
         with open(args.summary, "w", encoding="utf-8") as f:
-            json.dump({"label": label, "requests": args.requests, "wall_s": wall, "kinds": st, "all": total,
+            json.dump({"label": label, "requests": args.requests, "answered": total["requests"], "wall_s": wall, "kinds": st, "all": total,
                        "bad": runner.bad[:100]}, f, indent=1)
     if args.outputs:
         with open(args.outputs, "w", encoding="utf-8") as f:
@@ -282,9 +292,9 @@ def main():
         both = sum(1 for i in runner.greedy if i in other)
         print(f"[{label}] greedy answers equal to {os.path.basename(args.compare)}'s: {same}/{both}")
 
-    up = alive(args.url, args.pid)
+    up = all(alive(u, p) for u, p in zip(args.url, args.pid))
     if args.expect == "report":
-        check(up, f"[{label}] the server is alive after {args.requests} requests (the rest is reported, not asserted)")
+        check(up, f"[{label}] the server(s) alive after {total['requests']} requests (the rest is reported, not asserted)")
         return finish()
     check(total["requests"] == args.requests, f"[{label}] every request answered", str(total["requests"]))
     check(total["errors"] == 0, f"[{label}] no request failed", f"{total['errors']} errors")
@@ -294,7 +304,7 @@ def main():
                   "; ".join(d for _, kk, d in runner.bad if kk == k)[:600])
     check(total["draft"] > 0 and total["accepted"] > 0, f"[{label}] draft tokens proposed and accepted",
           f"{total['draft']} proposed, {total['accepted']} accepted")
-    check(up, f"[{label}] the server is alive after {args.requests} requests")
+    check(up, f"[{label}] the server(s) alive after {total['requests']} requests")
     return finish()
 
 

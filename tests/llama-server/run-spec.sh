@@ -14,7 +14,9 @@
 #
 # Environment: TRIE_SPEC_DRAFT=model (default: --model-draft with the same GGUF, -td 1, --spec-draft-n-max 4) or
 # ngram (--spec-type ngram-simple: no second model), TRIE_SPEC_REQUESTS, TRIE_SPEC_PARTS ("route noroute" by
-# default), TRIE_SERVER_THREADS (default 1), TRIE_SERVER_PORT, TRIE_CACHE, TRIE_KEEP=1.
+# default), TRIE_SPEC_SERVERS (default 1: servers sharing the requests, 4 slots each), TRIE_SPEC_MAX_MINUTES (default
+# 0: none; no new request after it, the shortfall a failed check), TRIE_SERVER_THREADS (default 1), TRIE_CACHE,
+# TRIE_KEEP=1.
 set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -37,32 +39,37 @@ OUT="${TRIE_SPEC_OUT:-$WORK}"
 mkdir -p "$OUT"
 SERVER_PID=""
 cleanup() {
-  stop_server "$SERVER_PID"
+  for p in $SERVER_PID; do stop_server "$p"; done
   if [[ "${TRIE_KEEP:-0}" == 1 ]]; then log "kept $WORK"; else rm -rf "$WORK"; fi
 }
 trap cleanup EXIT INT TERM
 mkdir -p "$WORK/sets"
 cp "$REPO/data/tools.txt" "$WORK/sets/tools.txt"
-PORT="${TRIE_SERVER_PORT:-$(free_port)}"
+SERVERS="${TRIE_SPEC_SERVERS:-1}"
 
 rc=0
 for part in $PARTS; do
   extra=(); expect=exact
   if [[ "$part" == noroute ]]; then extra=(--trie-no-route); expect=report; fi
-  LOG="$WORK/server-$part.log"
-  "$BIN" -m "$MODEL" --host 127.0.0.1 --port "$PORT" -np 4 -c 8192 -t "${TRIE_SERVER_THREADS:-1}" -nr --no-webui \
-    --seed 1 --jinja --trie-set-dir "$WORK/sets" "${DRAFT[@]}" "${extra[@]}" > "$LOG" 2>&1 &
-  SERVER_PID=$!
-  log "$part: server pid $SERVER_PID on 127.0.0.1:$PORT, drafting: ${DRAFT[*]} ${extra[*]} (load: $(cut -d' ' -f1-3 /proc/loadavg))"
+  targets=()
+  SERVER_PID=""
+  for k in $(seq 1 "$SERVERS"); do
+    port="$(free_port)"
+    "$BIN" -m "$MODEL" --host 127.0.0.1 --port "$port" -np 4 -c 8192 -t "${TRIE_SERVER_THREADS:-1}" -nr --no-webui \
+      --seed 1 --jinja --trie-set-dir "$WORK/sets" "${DRAFT[@]}" "${extra[@]}" > "$WORK/server-$part-$k.log" 2>&1 &
+    SERVER_PID="$SERVER_PID $!"
+    targets+=(--url "http://127.0.0.1:$port" --pid "$!")
+  done
+  log "$part: $SERVERS server(s) ($SERVER_PID), drafting: ${DRAFT[*]} ${extra[*]} (load: $(cut -d' ' -f1-3 /proc/loadavg))"
   set +e
-  python3 "$REPO/tests/llama-server/check_spec.py" --url "http://127.0.0.1:$PORT" --pid "$SERVER_PID" --repo "$REPO" \
-    --sets "$WORK/sets" --requests "$N" --label "$part" --expect "$expect" --summary "$OUT/spec-$part.json" \
-    --outputs "$OUT/spec-$part.jsonl"
+  python3 "$REPO/tests/llama-server/check_spec.py" "${targets[@]}" --repo "$REPO" --sets "$WORK/sets" --requests "$N" \
+    --label "$part" --expect "$expect" --summary "$OUT/spec-$part.json" --outputs "$OUT/spec-$part.jsonl" \
+    --max-minutes "${TRIE_SPEC_MAX_MINUTES:-0}"
   prc=$?
   set -e
   log "$part: done (load: $(cut -d' ' -f1-3 /proc/loadavg))"
-  if [[ "$prc" != 0 ]]; then rc=1; log "$part: server log (last 40 lines):"; tail -40 "$LOG" >&2 || true; fi
-  stop_server "$SERVER_PID"
+  if [[ "$prc" != 0 ]]; then rc=1; log "$part: server log (last 40 lines):"; tail -40 "$WORK/server-$part-1.log" >&2 || true; fi
+  for p in $SERVER_PID; do stop_server "$p"; done
   SERVER_PID=""
 done
 exit "$rc"
