@@ -56,7 +56,6 @@ def main():
     ap.add_argument("--set", required=True, help="the set's name in the servers' --trie-set-dir")
     ap.add_argument("--dir", required=True, help="the task's folder (choices.txt, prompts.tsv, shots.tsv, system)")
     ap.add_argument("--n-predict", type=int, default=48)
-    ap.add_argument("--jump-label", default="trie-jump", help="the third mode's name in the output")
     args = ap.parse_args()
     d = args.dir
     with open(f"{d}/choices.txt", encoding="utf-8") as f:
@@ -65,7 +64,7 @@ def main():
         system = f.read().strip()
     shots, prompts = read_tsv(f"{d}/shots.tsv"), read_tsv(f"{d}/prompts.tsv")
     modes = [("unconstrained", args.plain, {}), ("trie", args.trie, {"trie": {"set": args.set}}),
-             (args.jump_label, args.jump, {"trie": {"set": args.set}})]
+             ("trie-jump", args.jump, {"trie": {"set": args.set}})]
     acc = {m: dict(task=args.task, mode=m, k=len(members), n=0, valid=0, correct=0, steps=0, tokens=0, draft=0,
                    accepted=0, prefill_ms=0.0, decode_ms=0.0, wall_ms=0.0) for m, _, _ in modes}
     # warm-up: the set compiled and the vocabulary built on both servers, outside the figures

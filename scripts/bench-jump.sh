@@ -11,8 +11,7 @@
 # jump-forward on (the set's forced runs proposed as the slot's speculative draft and verified in one batch), one
 # server per mode so that each keeps its prompt cache; scripts/bench-jump-server.py sends each prompt in the three
 # modes in turn (batch 1, greedy).
-# Writes docs/bench/jump-forward-server.jsonl; with TRIE_JUMP_FORCE=1 the jump server has --trie-jump-forward-force
-# (forced runs taken as libtrie spells them, no verification) and the rows go to jump-forward-server-force.jsonl.
+# Writes docs/bench/jump-forward-server.jsonl.
 #
 # Tasks (each: one choices file, its prompts with gold answers, few-shot turns where the data has them):
 #   tools   the demo's 4,000 tool names (data/tools.txt, data/tools-prompts.tsv, data/tools-shots.tsv)
@@ -53,8 +52,6 @@ fi
 TMP="$(mktemp -d)"
 OUT=docs/bench/jump-forward.jsonl
 [[ "$SERVER" == 1 ]] && OUT=docs/bench/jump-forward-server.jsonl
-FORCE_LABEL=""
-if [[ "${TRIE_JUMP_FORCE:-0}" == 1 ]]; then OUT=docs/bench/jump-forward-server-force.jsonl; FORCE_LABEL="-force"; fi
 : > "$OUT"
 PIDS=()
 # shellcheck source=scripts/llama-server-lib.sh
@@ -159,11 +156,9 @@ if [[ "$SERVER" == 1 ]]; then
   for task in $TASKS; do make_task "$task"; cp "$TMP/$task/choices.txt" "$TMP/sets/$task.txt"; done
   declare -A URL
   for m in plain trie jump; do
-    port="$(free_port)"; jf=0; FORCE=()
-    if [[ "$m" == jump ]]; then jf=16; [[ "${TRIE_JUMP_FORCE:-0}" == 1 ]] && FORCE=(--trie-jump-forward-force); fi
+    port="$(free_port)"; jf=0; [[ "$m" == jump ]] && jf=16
     "$BIN" -m "$MODEL" --host 127.0.0.1 --port "$port" -np 1 -c 4096 -t "$THREADS" -nr --no-webui --seed 1 \
-      --trie-set-dir "$TMP/sets" --trie-max-file-bytes 100000000 --trie-jump-forward "$jf" "${FORCE[@]}" \
-      > "$TMP/server-$m.log" 2>&1 &
+      --trie-set-dir "$TMP/sets" --trie-max-file-bytes 100000000 --trie-jump-forward "$jf" > "$TMP/server-$m.log" 2>&1 &
     PIDS+=($!)
     URL[$m]="http://127.0.0.1:$port"
   done
@@ -174,7 +169,7 @@ if [[ "$SERVER" == 1 ]]; then
     load0="$(cut -d' ' -f1-3 /proc/loadavg)"
     log "$task (server): $(wc -l < "$TMP/$task/choices.txt") choices (load $load0)"
     python3 scripts/bench-jump-server.py --plain "${URL[plain]}" --trie "${URL[trie]}" --jump "${URL[jump]}" --task "$task" --set "$task" \
-      --dir "$TMP/$task" --n-predict "$NPRED" --jump-label "trie-jump${FORCE_LABEL}" > "$TMP/$task.server.jsonl"
+      --dir "$TMP/$task" --n-predict "$NPRED" > "$TMP/$task.server.jsonl"
     load1="$(cut -d' ' -f1-3 /proc/loadavg)"
     python3 -c '
 import json, sys
