@@ -4,6 +4,14 @@
 # and without jump-forward. Not part of the test command.
 #
 #   scripts/bench-jump.sh [--tasks "tools cities npm calls"] [--threads 1] [--n-predict 48] [--no-beam]
+#   scripts/bench-jump.sh --server [--tasks ...] [--threads 1] [--n-predict 48]
+#
+# --server: the same tasks through llama-server (scripts/fetch-llama-server.sh) instead of the harness: two servers
+# with the task sets in their --trie-set-dir, two with --trie-jump-forward 0 (unconstrained; libtrie), one with
+# jump-forward on (the set's forced runs proposed as the slot's speculative draft and verified in one batch), one
+# server per mode so that each keeps its prompt cache; scripts/bench-jump-server.py sends each prompt in the three
+# modes in turn (batch 1, greedy).
+# Writes docs/bench/jump-forward-server.jsonl.
 #
 # Tasks (each: one choices file, its prompts with gold answers, few-shot turns where the data has them):
 #   tools   the demo's 4,000 tool names (data/tools.txt, data/tools-prompts.tsv, data/tools-shots.tsv)
@@ -20,27 +28,35 @@
 set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$REPO"
-TASKS="tools cities npm calls"; THREADS=1; NPRED=48; BEAM=1
+TASKS="tools cities npm calls"; THREADS=1; NPRED=48; BEAM=1; SERVER=0
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --tasks) TASKS="$2"; shift ;;
     --threads) THREADS="$2"; shift ;;
     --n-predict) NPRED="$2"; shift ;;
     --no-beam) BEAM=0 ;;
+    --server) SERVER=1 ;;
     *) echo "unknown argument $1" >&2; exit 2 ;;
   esac
   shift
 done
 log() { printf '[bench-jump] %s\n' "$*" >&2; }
 MODEL="$(scripts/fetch-model.sh "${TRIE_MODEL:-smollm2}" | tail -n 1)"
-if [[ -z "${HARNESS:-}" ]]; then
+if [[ "$SERVER" == 1 ]]; then
+  BIN="$(scripts/fetch-llama-server.sh | tail -n 1)"
+elif [[ -z "${HARNESS:-}" ]]; then
   LLAMA_PREFIX="$(scripts/fetch-llama.sh | tail -n 1)"; export LLAMA_PREFIX
   nice -n 10 cargo build --release -q
   HARNESS="$(scripts/build-harness.sh | tail -n 1)"
 fi
-TMP="$(mktemp -d)"; trap 'rm -rf "$TMP"' EXIT
+TMP="$(mktemp -d)"
 OUT=docs/bench/jump-forward.jsonl
+[[ "$SERVER" == 1 ]] && OUT=docs/bench/jump-forward-server.jsonl
 : > "$OUT"
+PIDS=()
+# shellcheck source=scripts/llama-server-lib.sh
+source scripts/llama-server-lib.sh   # free_port, stop_server
+trap 'for p in "${PIDS[@]}"; do stop_server "$p"; done; rm -rf "$TMP"' EXIT
 
 # ---- task data ---------------------------------------------------------------------------------------------------
 make_task() {
@@ -134,6 +150,48 @@ for l in sys.stdin:
     r = json.loads(l); r["task"] = sys.argv[1]; r["load_before"] = sys.argv[2]; r["load_after"] = sys.argv[3]
     print(json.dumps(r, ensure_ascii=False))' "$task" "$load0" "$load1" >> "$OUT"
 }
+
+if [[ "$SERVER" == 1 ]]; then
+  mkdir -p "$TMP/sets"
+  for task in $TASKS; do make_task "$task"; cp "$TMP/$task/choices.txt" "$TMP/sets/$task.txt"; done
+  declare -A URL
+  for m in plain trie jump; do
+    port="$(free_port)"; jf=0; [[ "$m" == jump ]] && jf=16
+    "$BIN" -m "$MODEL" --host 127.0.0.1 --port "$port" -np 1 -c 4096 -t "$THREADS" -nr --no-webui --seed 1 \
+      --trie-set-dir "$TMP/sets" --trie-max-file-bytes 100000000 --trie-jump-forward "$jf" > "$TMP/server-$m.log" 2>&1 &
+    PIDS+=($!)
+    URL[$m]="http://127.0.0.1:$port"
+  done
+  for m in plain trie jump; do
+    for _ in $(seq 1 600); do curl -sf "${URL[$m]}/health" > /dev/null 2>&1 && break; sleep 0.5; done
+  done
+  for task in $TASKS; do
+    load0="$(cut -d' ' -f1-3 /proc/loadavg)"
+    log "$task (server): $(wc -l < "$TMP/$task/choices.txt") choices (load $load0)"
+    python3 scripts/bench-jump-server.py --plain "${URL[plain]}" --trie "${URL[trie]}" --jump "${URL[jump]}" --task "$task" --set "$task" \
+      --dir "$TMP/$task" --n-predict "$NPRED" > "$TMP/$task.server.jsonl"
+    load1="$(cut -d' ' -f1-3 /proc/loadavg)"
+    python3 -c '
+import json, sys
+for l in open(sys.argv[1]):
+    r = json.loads(l); r["load_before"] = sys.argv[2]; r["load_after"] = sys.argv[3]; r["threads"] = int(sys.argv[4])
+    print(json.dumps(r, ensure_ascii=False))' "$TMP/$task.server.jsonl" "$load0" "$load1" "$THREADS" >> "$OUT"
+  done
+  python3 - "$OUT" <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+print("| task | K | mode | valid | accuracy | model steps / answer | tokens / answer | draft accepted / proposed | "
+      "prefill ms / answer | decode ms / answer | wall ms / answer | load before → after |")
+print("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+for r in rows:
+    n = r["n"] or 1
+    dr = f"{r['accepted']}/{r['draft']}" if r["draft"] else "–"
+    print(f"| {r['task']} | {r['k']:,} | {r['mode']} | {r['valid']}/{r['n']} | {100 * r['correct'] / n:.0f} % | "
+          f"{r['steps'] / n:.2f} | {r['tokens'] / n:.2f} | {dr} | {r['prefill_ms'] / n:.0f} | {r['decode_ms'] / n:.0f} | "
+          f"{r['wall_ms'] / n:.0f} | {r['load_before']} → {r['load_after']} |")
+PY
+  exit 0
+fi
 
 for task in $TASKS; do
   make_task "$task"

@@ -15,12 +15,17 @@
 #include <unordered_map>
 
 struct llama_vocab;
+struct llama_sampler;
 
 namespace llama_libtrie {
 
 // The set cache (and trie vocabulary) serving `vocab`, built on first use (llama-libtrie.cpp). Throws
 // std::invalid_argument when libtrie cannot use the vocabulary.
 std::shared_ptr<set_cache> sets_of(const common_params_libtrie & opts, const llama_vocab * vocab);
+
+// The segment stage of a parallel-calls stage's current call ("trie-tools", llama-libtrie-tools.cpp), or nullptr
+// between calls and for any other sampler (llama-libtrie-draft.cpp).
+const llama_sampler * tools_current_segment(const llama_sampler * smpl);
 
 // Routing on (common_libtrie_set_route; --trie-no-route turns it off).
 extern std::atomic<bool> g_route;

@@ -605,6 +605,16 @@ bool common_libtrie_stage_check_after(const llama_sampler * smpl) {
     return strcmp(name, "trie-segment") == 0 && trie_llama_segment_phase(smpl) != TRIE_LLAMA_IN_SET;
 }
 
+// llama-libtrie-draft.cpp: the segment stage of a parallel-calls stage's current call, or nullptr between calls
+// (end-of-generation or another call) and for any other sampler.
+const llama_sampler * llama_libtrie::tools_current_segment(const llama_sampler * smpl) {
+    if (smpl == nullptr || std::strcmp(llama_sampler_name(smpl), "trie-tools") != 0) {
+        return nullptr;
+    }
+    const auto * c = (const calls_ctx *) smpl->ctx;
+    return c->open ? nullptr : c->inner;
+}
+
 llama_sampler * common_libtrie_tools_sampler(const std::shared_ptr<const common_libtrie_tools> & tools,
                                              const llama_vocab *                                 vocab) {
     if (!tools || vocab != tools->vocab) {

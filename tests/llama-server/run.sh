@@ -21,6 +21,11 @@
 # without a call, parallel calls), and the README's registry example (data/registry/tools.json, tests/llama-server/check_registry.py) on a
 # Qwen2.5 server with --trie-no-route: the registry is still libtrie's, "tools" are llama.cpp's; needs jsonschema.
 #
+# Then (issue 31) tests/llama-server/check_spec.py on a SmolLM2 server with a draft model (--model-draft, the same GGUF)
+# beside libtrie's jump-forward drafts: TRIE_SPEC_REQUESTS (default 40) requests (enums, a UTF-8 grammar set, a chat
+# enum, tool calls, a "trie" set; greedy and sampled), every answer valid, none failed, drafts proposed and accepted.
+# The 1,000-request run with the --trie-no-route comparison is tests/llama-server/run-spec.sh (opt-in, long).
+#
 # Environment: TRIE_CACHE (default <repo>/.cache), TRIE_SERVER_PORT (default: a free port), TRIE_SERVER_THREADS
 # (default 1: -t 2 on a shared 2-core machine makes llama.cpp's threads wait on each other), TRIE_KEEP=1 keeps the temporary folder (server log, set directory).
 set -euo pipefail
@@ -144,6 +149,26 @@ if [[ "$rc4" != 0 ]]; then
   log "reasoning-template server log (last 40 lines):"
   tail -40 "$RLOG" >&2 || true
 fi
-[[ "$rc" == 0 && "$rc2" == 0 && "$rc3" == 0 && "$rc4" == 0 && "$rc5" == 0 ]] || rc=1
+stop_server "$SERVER_PID"
+SERVER_PID=""
+
+# ---- speculative decoding (issue 31): a draft model (the same GGUF) beside libtrie's forced runs -----------------
+# (jump-forward is on by default: every server above drafted its sets' forced runs too)
+cp "$REPO/data/tools.txt" "$SETS/tools.txt"
+SLOG="$WORK/server-spec.log"
+"$BIN" -m "$MODEL" -md "$MODEL" -td "${TRIE_SERVER_THREADS:-1}" --spec-draft-n-max 4 --host 127.0.0.1 --port "$PORT" \
+  -np 4 -c 8192 -t "${TRIE_SERVER_THREADS:-1}" -nr --no-webui --seed 1 --jinja --trie-set-dir "$SETS" > "$SLOG" 2>&1 &
+SERVER_PID=$!
+log "speculative server (draft model) pid $SERVER_PID on 127.0.0.1:$PORT (log: $SLOG)"
+set +e
+python3 "$REPO/tests/llama-server/check_spec.py" --url "http://127.0.0.1:$PORT" --pid "$SERVER_PID" --repo "$REPO" \
+  --sets "$SETS" --requests "${TRIE_SPEC_REQUESTS:-40}" --label spec-draft-model
+rc6=$?
+set -e
+if [[ "$rc6" != 0 ]]; then
+  log "speculative server log (last 40 lines):"
+  tail -40 "$SLOG" >&2 || true
+fi
+[[ "$rc" == 0 && "$rc2" == 0 && "$rc3" == 0 && "$rc4" == 0 && "$rc5" == 0 && "$rc6" == 0 ]] || rc=1
 log "total $(( $(date +%s) - t_start )) s (build/model $(( t_built - t_start )) s, server test $(( $(date +%s) - t_built )) s)"
 exit "$rc"
