@@ -367,7 +367,8 @@ class EngineContext:
                                                  capacity=max(2, self.settings.cache_size))
         return self._registries.get(name)
 
-    def names(self, names: Any, prefix: str, suffix: str, identity: Optional[bytes] = None) -> Any:
+    def names(self, names: Any, prefix: str, suffix: str, identity: Optional[bytes] = None,
+              render: str = "json_string") -> Any:
         """The name automaton of a tool list (``prefix``, the name as a JSON string, ``suffix``, left open):
         compiled once per list and template (:func:`libtrie.front.compile_recognized`). A registry whose file changed
         is compiled again: ``with_changes`` of a templated set numbers the added members first, and the arguments
@@ -375,20 +376,20 @@ class EngineContext:
         from ._common import fits
 
         if identity is not None:
-            hit = self._by_identity.get((identity, prefix, suffix))
+            hit = self._by_identity.get((identity, prefix, suffix, render))
             if hit is not None:
                 return hit
-        found = Recognized(tuple(n.encode("utf-8") for n in names), prefix.encode(), suffix.encode(), "json_string",
+        found = Recognized(tuple(n.encode("utf-8") for n in names), prefix.encode(), suffix.encode(), render,
                            "open", None, False)
         a = fits(front.compile_recognized(self.cache.vocab, found, self.settings), self.n_vocab)
-        self._remember(identity, prefix, suffix, a)
+        self._remember((identity, prefix, suffix, render), a)
         return a
 
-    def _remember(self, identity: Optional[bytes], prefix: str, suffix: str, a: Any) -> None:
+    def _remember(self, key: Tuple[Optional[bytes], str, str, str], a: Any) -> None:
         """A registry's name automaton by the file's identity: a warm request skips even the member list."""
-        if identity is not None:
+        if key[0] is not None:
             with self._lock:
-                self._by_identity[(identity, prefix, suffix)] = a
+                self._by_identity[key] = a
                 while len(self._by_identity) > 4 * max(2, self.settings.cache_size):
                     self._by_identity.pop(next(iter(self._by_identity)))
 
@@ -464,32 +465,39 @@ def _calls_grammar(ctx: EngineContext, request: Any, request_type: str, spec: st
         names, schemas, identity = reg.names, reg.parameters, reg.identity
         what = f"registry {cs.registry!r}, {len(reg.names)} tools"
     fmt = calls.FORMATS[cs.format]
-    first = ctx.names(names, fmt.prefix, fmt.suffix, identity)
-    following = (ctx.names(names, fmt.next_prefix, fmt.suffix, identity) if fmt.more and cs.parallel
+    first = ctx.names(names, fmt.prefix, fmt.suffix, identity, fmt.render)
+    following = (ctx.names(names, fmt.next_prefix, fmt.suffix, identity, fmt.render) if fmt.more and cs.parallel
                  else None)
     closes = {last: _close_ebnf(fmt, last, cs.parallel) for last in (False, True)}
-    if cs.registry is None:  # the request's own tools: every argument grammar now, off the engine loop
-        if len(set(schemas)) > MAX_SCHEMAS:
-            raise ValueError(f"tools: more than {MAX_SCHEMAS} distinct parameter schemas in one request; name a "
-                             "registry for larger catalogs")
-        for s in dict.fromkeys(schemas):
+    distinct = dict.fromkeys(schemas)
+    if cs.registry is None and len(distinct) > MAX_SCHEMAS:
+        raise ValueError(f"tools: more than {MAX_SCHEMAS} distinct parameter schemas in one request; name a "
+                         "registry for larger catalogs")
+    if len(distinct) <= MAX_SCHEMAS:  # every argument grammar now, off the engine loop (a registry: once per file)
+        for s in distinct:
             ctx.compiler._compile_one(s, closes[not cs.parallel])
+
+    def prefetch_arguments(member: int, last: bool) -> None:
+        ctx.compiler.prefetch(schemas[member], closes[last])
+
+    # A large registry: a tool's schema is compiled on a worker thread once the name leaves only that tool.
+    prefetch = prefetch_arguments if len(distinct) > MAX_SCHEMAS else None
     params = request.sampling_params
     stops = sorted(params.all_stop_token_ids or ())
     vocab = ctx.cache.vocab
     trigger_ids = ctx.trigger_ids(fmt.trigger)
 
-    def arguments(member: int, last: bool) -> Any:  # a registry tool's schema is compiled here once, then cached
-        return matcher(ctx.compiler._compile_one(schemas[member], closes[last]), stops)
+    def arguments(member: int, last: bool) -> Any:  # compiled already, or prefetched (see TrieCallsGrammar)
+        return matcher(ctx.compiler.at_hand_over(schemas[member], closes[last]), stops)
 
     straddle = calls.straddlers(vocab, fmt.trigger.encode()) if fmt.trigger else None
-    opener = (ctx.names(names, fmt.trigger + fmt.prefix, fmt.suffix, identity)
+    opener = (ctx.names(names, fmt.trigger + fmt.prefix, fmt.suffix, identity, fmt.render)
               if fmt.trigger and not cs.auto else None)
     ctx.routed += 1
     log.info("libtrie: request %s (tool calls, %s, %s, %s) is served by libtrie", request.request_id, what,
              "auto" if cs.auto else "required", "parallel" if cs.parallel else "one call")
     return calls.TrieCallsGrammar(cs, first, following, arguments, stops, vocab.token_bytes, trigger_ids, straddle,
-                                  opener)
+                                  opener, prefetch)
 
 
 def _close_ebnf(fmt: Any, last: bool, parallel: bool) -> str:
