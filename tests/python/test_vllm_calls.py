@@ -485,9 +485,7 @@ class EngineNamesTest(unittest.TestCase):
         import threading
 
         v = vocab()
-        ctx = route.EngineContext.__new__(route.EngineContext)
-        ctx.settings, ctx.n_vocab, ctx.cache = Settings(), v.n_vocab, SimpleNamespace(vocab=v)
-        ctx._lock, ctx._by_identity, ctx._triggers = threading.Lock(), {}, {}
+        ctx = engine_context(v)
         f = calls.FORMATS["json"]
         a = ctx.names(["get_a", "get_b"], f.prefix, f.suffix, b"1")
         self.assertIs(ctx.names(["get_a", "get_b"], f.prefix, f.suffix, b"1"), a, "warm: the same automaton")
@@ -516,9 +514,17 @@ class StubXgrammar:
 
         self.threads, self.hold = [], threading.Event()
         self.hold.set()
-        self.Grammar = SimpleNamespace(concat=lambda a, b: (a, b), from_ebnf=lambda e: json.loads(e[len("root ::= "):]),
+        self.Grammar = SimpleNamespace(concat=lambda a, b: (a, b), from_ebnf=self.ebnf,
                                        from_json_schema=lambda s, any_whitespace=True: s)
         self.compiler = SimpleNamespace(compile_grammar=self.compile)
+
+    @staticmethod
+    def ebnf(text):
+        """route._close_ebnf's forms: ``root ::= "C"`` or ``root ::= "C" ("L" | "M")`` → the texts it allows."""
+        import re
+
+        head, *alts = [json.loads(m) for m in re.findall(r'"(?:[^"\\]|\\.)*"', text)]
+        return tuple(head + a for a in alts) or (head,)
 
     def compile(self, grammar):
         import threading
@@ -531,9 +537,9 @@ class StubXgrammar:
         return schema, close
 
     def GrammarMatcher(self, ctx, override_stop_tokens=None):
-        schema, close = ctx
+        schema, closes = ctx
         prop = next(iter(json.loads(schema)["properties"]))
-        return Matcher(['{"%s": 1}%s' % (prop, close)], override_stop_tokens or [])
+        return Matcher(['{"%s": 1}%s' % (prop, c) for c in closes], override_stop_tokens or [])
 
 
 class ArgumentPrefetchTest(unittest.TestCase):
@@ -557,7 +563,7 @@ class ArgumentPrefetchTest(unittest.TestCase):
         c = self.compiler
         c.prefetch(self.schema(1), 'root ::= "}]"')
         got = c.at_hand_over(self.schema(1), 'root ::= "}]"')
-        self.assertEqual(got, (self.schema(1), "}]"))
+        self.assertEqual(got, (self.schema(1), ("}]",)))
         self.assertEqual((c.prefetched, c.compiled_at_hand_over, c.arg_compiles), (1, 0, 1))
         self.assertEqual(self.xgr.threads, ["libtrie-args_0"], "compiled on the worker thread")
         c.prefetch(self.schema(1), 'root ::= "}]"')
@@ -584,9 +590,7 @@ class ArgumentPrefetchTest(unittest.TestCase):
         n = tools_mod().MAX_SCHEMAS + 44
         reg = SimpleNamespace(names=tuple(f"tool_{i:03d}" for i in range(n)),
                               parameters=tuple(self.schema(i) for i in range(n)), identity=b"r1")
-        ctx = route.EngineContext.__new__(route.EngineContext)
-        ctx.settings, ctx.n_vocab, ctx.cache = Settings(), v.n_vocab, SimpleNamespace(vocab=v)
-        ctx._lock, ctx._by_identity, ctx._triggers, ctx.routed = threading.Lock(), {}, {}, 0
+        ctx = engine_context(v)
         ctx.compiler, ctx.registry = self.compiler, lambda name: reg
         tag = calls.build_tag("json", False, False, [("tool_000", {})], registry="big")
         request = SimpleNamespace(request_id="r", sampling_params=SimpleNamespace(all_stop_token_ids=[EOS]))
@@ -609,6 +613,56 @@ class ArgumentPrefetchTest(unittest.TestCase):
         ctx.registry = lambda name: small
         route._calls_grammar(ctx, request, "STRUCTURAL_TAG", tag)
         self.assertEqual(self.compiler.arg_compiles, 4)
+
+
+    def test_a_changed_registry_is_updated_and_each_name_keeps_its_tool(self):
+        v = vocab()
+        ctx = engine_context(v)
+        ctx.compiler = self.compiler
+        request = SimpleNamespace(request_id="r", sampling_params=SimpleNamespace(all_stop_token_ids=[EOS]))
+        tag = calls.build_tag("json", False, True, [("x", {})], registry="reg")
+
+        def registry(names, identity):
+            i = {n: int(n[-3:]) for n in names}
+            return SimpleNamespace(names=tuple(names), parameters=tuple(self.schema(i[n]) for n in names),
+                                   identity=identity)
+
+        old = [f"tool_{i:03d}" for i in range(40)]
+        ctx.registry = lambda name: registry(old, b"v1")
+        route._calls_grammar(ctx, request, "STRUCTURAL_TAG", tag)
+        self.assertEqual(ctx.updates, 0)
+        # Two tools removed, one added at the front, one at the end: the names are updated, not compiled again.
+        new = ["tool_900"] + [n for n in old if n not in ("tool_003", "tool_017")] + ["tool_901"]
+        ctx.registry = lambda name: registry(new, b"v2")
+        g = route._calls_grammar(ctx, request, "STRUCTURAL_TAG", tag)
+        self.assertEqual(ctx.updates, 2, "both templates of the parallel JSON list (first call, further calls)")
+        feed = CallsGrammarTest.feed.__get__(self)
+        self.mask = CallsGrammarTest.mask.__get__(self)
+        # Each name hands over to its own tool's schema (the stub matcher accepts only {"a<i>": 1}).
+        feed(g, text_tokens('[{"name": "tool_901", "parameters": {"a901": 1}}, '))
+        feed(g, text_tokens('{"name": "tool_020", "parameters": {"a20": 1}}, '))
+        feed(g, text_tokens('{"name": "tool_900", "parameters": {"a900": 1}}]') + [EOS])
+        self.assertTrue(g.is_terminated())
+        g = route._calls_grammar(ctx, request, "STRUCTURAL_TAG", tag)
+        self.feed = feed
+        feed(g, text_tokens('[{"name": "tool_0'))
+        self.assertFalse(g.accept_tokens("r", text_tokens('03"')), "a removed tool is refused")
+        # Many changes: compiled again (the map is then the identity).
+        ctx.registry = lambda name: registry([f"tool_{i:03d}" for i in range(100, 140)], b"v3")
+        g = route._calls_grammar(ctx, request, "STRUCTURAL_TAG", tag)
+        self.assertEqual(ctx.updates, 2)
+        feed(g, text_tokens('[{"name": "tool_120", "parameters": {"a120": 1}}]') + [EOS])
+
+
+def engine_context(v):
+    """An EngineContext over the test vocabulary, without vLLM's manager."""
+    import threading
+
+    ctx = route.EngineContext.__new__(route.EngineContext)
+    ctx.settings, ctx.n_vocab, ctx.cache = Settings(), v.n_vocab, SimpleNamespace(vocab=v)
+    ctx._lock, ctx._by_identity, ctx._triggers, ctx.routed = threading.Lock(), {}, {}, 0
+    ctx._latest, ctx._maps, ctx.updates = {}, {}, 0
+    return ctx
 
 
 def tools_mod():

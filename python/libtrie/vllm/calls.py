@@ -214,8 +214,11 @@ class TrieCallsGrammar(Grammar):  # type: ignore[misc,valid-type,unused-ignore]
     def __init__(self, spec: CallSpec, first: Automaton, following: Optional[Automaton],
                  arguments: Callable[[int, bool], Any], stops: Sequence[int], token_bytes: Callable[[int], bytes],
                  trigger_ids: Sequence[int] = (), straddle: Optional[List[List[int]]] = None,
-                 opener: Optional[Automaton] = None, prefetch: Optional[Callable[[int, bool], None]] = None) -> None:
+                 opener: Optional[Automaton] = None, prefetch: Optional[Callable[[int, bool], None]] = None,
+                 tool_of: Optional[Callable[[Automaton, int], int]] = None) -> None:
         self.spec = spec
+        #: A member of a name automaton → its tool's index (a registry updated by ``with_changes``); None: the same.
+        self.tool_of = tool_of
         #: Told ``(member, last)`` as soon as the name so far leaves one tool (a registry's arguments are compiled
         #: then, off the engine loop, while the rest of the name is decoded).
         self.prefetch = prefetch
@@ -275,6 +278,8 @@ class TrieCallsGrammar(Grammar):  # type: ignore[misc,valid-type,unused-ignore]
                 if self.prefetch is not None:
                     self._prefetch(cur.automaton, nxt)
                 return cur._replace(state=nxt, pending=0, took=False)
+            if self.tool_of is not None:
+                member = self.tool_of(cur.automaton, member)
             last = not self.spec.parallel
             try:
                 m = self.make(member, last)
@@ -300,7 +305,7 @@ class TrieCallsGrammar(Grammar):  # type: ignore[misc,valid-type,unused-ignore]
         run = draft(a, state, 256)
         member = a.member(run.end_state) if run.tokens else None
         if member is not None:
-            self.prefetch(member, not self.spec.parallel)
+            self.prefetch(member if self.tool_of is None else self.tool_of(a, member), not self.spec.parallel)
 
     def _at_end(self, matcher: Any) -> bool:
         """Whether the matcher has read its whole grammar (only a stop token can follow): xgrammar's
