@@ -61,19 +61,19 @@ def requests(n, cat, seed=0):
     for i in range(n):
         kind = KINDS[i % len(KINDS)]
         if kind == "set":
-            ex = rng.sample(cat["tools"], 3)
-            p = f"Tools: {', '.join(ex)}. Request {i}: which tool handles it? Tool: {ex[0]}. Again, tool:"
+            ex = rng.choice(cat["tools"])
+            p = f"Tool for request {i}: {ex}. Again, tool:"
         elif kind == "template":
-            ex = rng.sample(cat["cities"], 3)
-            p = f'Cities as JSON strings: "{ex[0]}", "{ex[1]}", "{ex[2]}". Request {i}. Name one city as a JSON string:'
+            ex = rng.choice(cat["cities"])
+            p = f'City {i} as JSON: "{ex}". Another:'
         elif kind == "tools":
             t = rng.choice(cat["fn_tools"])["function"]["name"]
             c = rng.choice(CITIES_PROMPT)
-            p = (f'Example call: [{{"name": "{t}", "parameters": {{"city": "{c}", "units": "metric"}}}}]. '
-                 f"Request {i}: the weather in {c}. Call:")
+            p = f'[{{"name": "{t}", "parameters": {{"city": "{c}"'
+            p = f"Call {i}: {p}. Weather in {c}:"
         else:
             c = rng.choice(CITIES_PROMPT)
-            p = f"Call one tool for request {i} about the weather in {c}."
+            p = f"Call {i}, weather in {c}:"
         out.append((kind, p))
     return out
 
@@ -118,55 +118,63 @@ def check(kind, text, cat, tools_schema, sets):
     return None
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--mode", choices=("libtrie", "xgrammar"), required=True)
-    ap.add_argument("--n", type=int, default=1000)
-    ap.add_argument("--model", default=str(REPO / ".cache" / "models" / "smollm2-135m-hf"))
-    ap.add_argument("--k", type=int, default=8, help="num_speculative_tokens")
-    ap.add_argument("--no-spec", action="store_true", help="no speculative configuration (a baseline)")
-    ap.add_argument("--temperature", type=float, default=0.0)
-    ap.add_argument("--max-tokens", type=int, default=96)
-    ap.add_argument("--batch", type=int, default=200, help="requests per generate() call (progress lines)")
-    ap.add_argument("--max-num-seqs", type=int, default=64)
-    ap.add_argument("--out")
-    args = ap.parse_args()
-
-    os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+def engine(mode, model, k=4, max_num_seqs=16, log_stats=True):
+    """An in-process vLLM engine (LLM) for ``mode``: ``libtrie`` (LIBTRIE_VLLM_ROUTE=1, TrieScheduler) or
+    ``xgrammar`` (vLLM's default backend, its own scheduler); ngram speculative decoding with ``k`` tokens (None:
+    none). Returns the engine, TrieScheduler (or None) and vLLM's schema of the tool list."""
+    os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # the scheduler is read in this process
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     os.environ.setdefault("LIBTRIE_MAX_INLINE_STRINGS", "20000")
     os.environ.setdefault("LIBTRIE_MAX_INLINE_BYTES", str(4 << 20))
-    if args.mode == "libtrie":
+    if mode == "libtrie":
         os.environ["LIBTRIE_VLLM_ROUTE"] = "1"
-        sys.path.insert(0, str(REPO / "python"))
+        if str(REPO / "python") not in sys.path and os.environ.get("LIBTRIE_TEST_INSTALLED") != "1":
+            sys.path.insert(0, str(REPO / "python"))
     else:
         os.environ.pop("LIBTRIE_VLLM_ROUTE", None)
     from vllm import LLM
     from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionToolsParam
     from vllm.tool_parsers.utils import get_json_schema_from_tools
 
-    cat = catalog()
-    tools_schema = get_json_schema_from_tools("required", [ChatCompletionToolsParam(**t) for t in cat["fn_tools"]])
-    sets = {"tools": set(cat["tools"]), "calls": set(cat["calls"]), "cities": set(cat["cities"])}
-    kw = dict(model=args.model, enforce_eager=True, max_model_len=512, max_num_seqs=args.max_num_seqs, seed=0,
-              gpu_memory_utilization=0.5, disable_log_stats=False)
-    if not args.no_spec:
-        kw["speculative_config"] = {"method": "ngram", "num_speculative_tokens": args.k, "prompt_lookup_max": 4,
+    tools_schema = get_json_schema_from_tools("required", [ChatCompletionToolsParam(**t)
+                                                           for t in catalog()["fn_tools"]])
+    kw = dict(model=model, enforce_eager=True, max_model_len=512, max_num_seqs=max_num_seqs, seed=0,
+              gpu_memory_utilization=0.5, disable_log_stats=not log_stats)
+    if k:
+        kw["speculative_config"] = {"method": "ngram", "num_speculative_tokens": k, "prompt_lookup_max": 4,
                                     "prompt_lookup_min": 2}
-    sched = None
-    if args.mode == "libtrie":
+    if mode == "libtrie":
         from libtrie.vllm import route
         from libtrie.vllm.scheduler import TrieScheduler
 
         route.register()  # the general plugin: vLLM loaded it before the switch was set in this process
         kw.update(scheduler_cls=TrieScheduler, async_scheduling=False)
-    t0 = time.monotonic()
     llm = LLM(**kw)
+    sched = llm.llm_engine.engine_core.engine_core.scheduler if mode == "libtrie" else None
+    return llm, sched, tools_schema
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--mode", choices=("libtrie", "xgrammar"), required=True)
+    ap.add_argument("--n", type=int, default=1000)
+    ap.add_argument("--model", default=str(REPO / ".cache" / "models" / "smollm2-135m-hf"))
+    ap.add_argument("--k", type=int, default=4, help="num_speculative_tokens")
+    ap.add_argument("--no-spec", action="store_true", help="no speculative configuration (a baseline)")
+    ap.add_argument("--temperature", type=float, default=0.0)
+    ap.add_argument("--max-tokens", type=int, default=96)
+    ap.add_argument("--batch", type=int, default=100, help="requests per generate() call (progress lines)")
+    ap.add_argument("--max-num-seqs", type=int, default=16)
+    ap.add_argument("--out")
+    args = ap.parse_args()
+
+    cat = catalog()
+    t0 = time.monotonic()
+    llm, sched, tools_schema = engine(args.mode, args.model, None if args.no_spec else args.k, args.max_num_seqs)
     t_start = time.monotonic() - t0
-    if args.mode == "libtrie":
-        sched = llm.llm_engine.engine_core.engine_core.scheduler
+    sets = {"tools": set(cat["tools"]), "calls": set(cat["calls"]), "cities": set(cat["cities"])}
     reqs = requests(args.n, cat)
     rows, errors = [], []
     out = open(args.out, "w") if args.out else None
