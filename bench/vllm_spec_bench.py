@@ -160,6 +160,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--mode", choices=("libtrie", "xgrammar"), required=True)
     ap.add_argument("--n", type=int, default=1000)
+    ap.add_argument("--start", type=int, default=0, help="skip the first START requests (a run resumed)")
     ap.add_argument("--model", default=str(REPO / ".cache" / "models" / "smollm2-135m-hf"))
     ap.add_argument("--k", type=int, default=4, help="num_speculative_tokens")
     ap.add_argument("--no-spec", action="store_true", help="no speculative configuration (a baseline)")
@@ -175,13 +176,14 @@ def main():
     llm, sched, tools_schema = engine(args.mode, args.model, None if args.no_spec else args.k, args.max_num_seqs)
     t_start = time.monotonic() - t0
     sets = {"tools": set(cat["tools"]), "calls": set(cat["calls"]), "cities": set(cat["cities"])}
-    reqs = requests(args.n, cat)
+    reqs = requests(args.n, cat)[args.start:]
     rows, errors = [], []
     out = open(args.out, "w") if args.out else None
     t0 = time.monotonic()
     load0 = os.getloadavg()
     for b in range(0, len(reqs), args.batch):
         chunk = reqs[b:b + args.batch]
+        b += args.start
         params = [params_for(k, cat, args.mode, tools_schema, args.max_tokens, args.temperature, b + j)
                   for j, (k, _) in enumerate(chunk)]
         try:
@@ -198,6 +200,8 @@ def main():
             rows.append(row)
             if out:
                 out.write(json.dumps(row, ensure_ascii=False) + "\n")
+        if out:
+            out.flush()  # a run stopped between batches keeps every finished request
         el = time.monotonic() - t0
         nbad = sum(not r["valid"] for r in rows)
         print(f"{len(rows)}/{args.n} done, {nbad} invalid, {el:.0f} s, load {os.getloadavg()[0]:.2f}", flush=True)
