@@ -11,10 +11,11 @@ Triton kernels do not run outside the CPU model runner; an engine run is the opt
     .cache/vllm-venv/bin/python -m unittest tests/python/test_draft_vllm.py -v
 
 ``EngineSpecTest`` (opt-in: set ``LIBTRIE_TEST_MODEL`` to a Hugging Face model folder, e.g. the SmolLM2-135M folder
-``scripts/test-vllm.sh`` converts) runs vLLM's engine with ngram speculative decoding and ``TrieScheduler`` on
-``LIBTRIE_TEST_SPEC_REQUESTS`` requests (default 1,000; the issue's exactness run): every output must be a member and
-forced runs must have been proposed. On this CPU machine it decodes about 2-4 tokens/s under load: 16 requests take
-minutes, 1,000 take hours.
+``scripts/test-vllm.sh`` converts) runs vLLM's engine with ngram speculative decoding, routing and ``TrieScheduler``
+on ``LIBTRIE_TEST_SPEC_REQUESTS`` requests (default 1,000; the issue's exactness run): routed sets, templates and tool
+calls and TrieScheduler's own sets; every output must be valid and forced runs must have been proposed. On a shared
+2-core machine it decodes a few tokens/s: 40 requests take minutes, 1,000 take hours
+(docs/bench/speculative-vllm.md).
 """
 
 import os
@@ -214,42 +215,42 @@ class TrieSchedulerSpecTest(unittest.TestCase):
 @unittest.skipIf(MISSING or not os.environ.get("LIBTRIE_TEST_MODEL"),
                  MISSING or "opt-in: set LIBTRIE_TEST_MODEL to a Hugging Face model folder to run vLLM's engine")
 class EngineSpecTest(unittest.TestCase):
-    def test_ngram_speculative_decoding_with_forced_runs_stays_exact(self) -> None:
-        os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # the scheduler is read in this process
-        os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
-        os.environ.setdefault("LIBTRIE_MAX_INLINE_STRINGS", "20000")
-        from vllm import LLM, SamplingParams
+    def test_ngram_speculative_decoding_with_routed_sets_templates_and_tool_calls_stays_exact(self) -> None:
+        """vLLM's engine with ngram speculative decoding, LIBTRIE_VLLM_ROUTE=1 and TrieScheduler on
+        LIBTRIE_TEST_SPEC_REQUESTS requests (default 1,000), four kinds in turn (bench/vllm_spec_bench.py): a
+        ``choice`` of 1,000 tool names, a string ``enum`` of 1,000 cities (a JSON template), vLLM's schema of
+        ``tool_choice="required"`` for 20 tools with argument schemas, and 1,000 JSON tool calls as
+        ``extra_args`` (forced runs proposed as speculative tokens). Greedy: see docs/bench/speculative-vllm.md for
+        sampled requests on vLLM's CPU build."""
+        sys.path.insert(0, str(REPO / "bench"))
+        import vllm_spec_bench as bench
 
-        from libtrie.vllm.scheduler import TrieScheduler
+        from libtrie.vllm import route
 
-        import json
-
-        tools = [line.strip() for line in open(REPO / "data" / "tools.txt", encoding="utf-8") if line.strip()]
-        calls = [json.dumps({"name": t, "arguments": {"city": c}}) for t in tools[:200]
-                 for c in ("Paris", "Berlin", "Tokyo", "Lima", "Oslo")]
-        # TrieLogitsProcessor is left out: vLLM refuses custom logits processors with speculative decoding.
-        llm = LLM(model=os.environ["LIBTRIE_TEST_MODEL"], enforce_eager=True, max_model_len=512, max_num_seqs=8,
-                  seed=0, scheduler_cls=TrieScheduler, async_scheduling=False, gpu_memory_utilization=0.5,
-                  speculative_config={"method": "ngram", "num_speculative_tokens": 16, "prompt_lookup_max": 4,
-                                      "prompt_lookup_min": 2})
+        n = int(os.environ.get("LIBTRIE_TEST_SPEC_REQUESTS", "1000"))
+        saved = os.environ.get("LIBTRIE_VLLM_ROUTE")
+        llm, sched, schema = bench.engine("libtrie", os.environ["LIBTRIE_TEST_MODEL"], k=4, max_num_seqs=16,
+                                          log_stats=False)
         try:
-            sched = llm.llm_engine.engine_core.engine_core.scheduler
-            n = int(os.environ.get("LIBTRIE_TEST_SPEC_REQUESTS", "1000"))
-            rng = random.Random(0)
-            prompts = [f"Call one tool for request {i} about the weather in {rng.choice(['Paris', 'Lima'])}."
-                       for i in range(n)]
-            # Greedy: with sampled requests (temperature 0.8) under a speculative configuration, vLLM 0.32's CPU
-            # runner returned token 0, outside the mask rows, even for requests given no drafts (not understood;
-            # see docs/bench/jump-forward.md).
-            params = [SamplingParams(temperature=0, max_tokens=64, extra_args={"libtrie": {"strings": calls}})
-                      for _ in range(n)]
-            outs = llm.generate(prompts, params)
-            members = set(calls)
-            bad = [o.outputs[0].text for o in outs if o.outputs[0].text not in members]
-            self.assertEqual(bad, [], f"{len(bad)} of {n} outputs are not members")
+            cat = bench.catalog()
+            sets = {"tools": set(cat["tools"]), "calls": set(cat["calls"]), "cities": set(cat["cities"])}
+            reqs = bench.requests(n, cat)
+            params = [bench.params_for(kind, cat, "libtrie", schema, 96, 0.0, i) for i, (kind, _) in enumerate(reqs)]
+            outs = llm.generate([p for _, p in reqs], params, use_tqdm=False)
+            bad = [(kind, o.outputs[0].text, why) for (kind, _), o in zip(reqs, outs)
+                   for why in (bench.check(kind, o.outputs[0].text, cat, schema, sets),) if why]
+            self.assertEqual(bad, [], f"{len(bad)} of {n} outputs are not valid")
+            self.assertEqual(len(outs), n)
+            self.assertEqual(sched.trie_routed, sum(kind != "strings" for kind, _ in reqs),
+                             "every set, template and tool call was served by libtrie")
             self.assertGreater(sched.trie_forced_proposed, 0, "no forced run was proposed as speculative tokens")
         finally:
             llm.llm_engine.engine_core.shutdown()
+            if saved is None:
+                os.environ.pop("LIBTRIE_VLLM_ROUTE", None)
+            else:
+                os.environ["LIBTRIE_VLLM_ROUTE"] = saved
+            route.log.info("libtrie: EngineSpecTest done")
 
 
 if __name__ == "__main__":

@@ -25,9 +25,9 @@ from libtrie.registry import RegistryCache  # noqa: E402
 from libtrie.sets import SetError, Settings  # noqa: E402
 from libtrie.vllm import calls, frontend, route  # noqa: E402
 
-EXTRA = [b"<tool_call>", b">\n{", b"ab", b"</s>", b"<stop>"]
+EXTRA = [b"<tool_call>", b">\n{", b"ab", b"</s>", b"<stop>", b"[TOOL_CALLS]", b"<|python_tag|>", b'{"']
 TOKENS = [bytes([b]) for b in range(128)] + EXTRA
-CALL, STRADDLE, EOS, STOP = 128, 129, 131, 132
+CALL, STRADDLE, EOS, STOP, MISTRAL_CALLS, PYTHON_TAG, BRACE_QUOTE = 128, 129, 131, 132, 133, 134, 135
 
 
 def vocab():
@@ -106,7 +106,7 @@ def make_grammar(v, fmt, auto, parallel, names=("get_weather", "get_time")):
 
     def compile_names(prefix):
         return libtrie.Automaton.compile_template(v, list(names), prefix=prefix, suffix=f.suffix,
-                                                  render="json_string", end="open")
+                                                  render=f.render, end="open")
 
     first = compile_names(f.prefix)
     following = compile_names(f.next_prefix) if f.more and parallel else None
@@ -117,8 +117,9 @@ def make_grammar(v, fmt, auto, parallel, names=("get_weather", "get_time")):
 
     straddle = calls.straddlers(v, f.trigger.encode()) if f.trigger else None
     opener = compile_names(f.trigger + f.prefix) if f.trigger and not auto else None
-    return calls.TrieCallsGrammar(spec, first, following, arguments, [EOS, STOP], v.token_bytes, [CALL], straddle,
-                                  opener)
+    trigger_ids = [i for i, t in enumerate(TOKENS) if f.trigger and t == f.trigger.encode()]
+    return calls.TrieCallsGrammar(spec, first, following, arguments, [EOS, STOP], v.token_bytes, trigger_ids,
+                                  straddle, opener)
 
 
 def text_tokens(s):
@@ -238,6 +239,152 @@ class CallsGrammarTest(unittest.TestCase):
         self.assertEqual((g.phase, g.calls), ("free", 0))
 
 
+class ParserFormatsTest(unittest.TestCase):
+    """The formats of vLLM 0.32's ``llama3_json`` and ``mistral`` tool parsers (read in its source: the llama parser
+    decodes every ``{`` of the output as a call with ``name`` and ``parameters``/``arguments``; the mistral parser
+    splits on ``[TOOL_CALLS]`` and decodes the JSON list after it (tokenizers without ``[ARGS]``), or reads
+    ``[TOOL_CALLS]NAME[ARGS]{...}``)."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.v = vocab()
+
+    mask, feed = CallsGrammarTest.mask, CallsGrammarTest.feed
+
+    def text(self, tokens):
+        return b"".join(TOKENS[t] for t in tokens if t not in (EOS, STOP)).decode()
+
+    def llama_calls(self, out):
+        """What vLLM's llama3_json parser reads (its loop: raw_decode at each '{' past the last object)."""
+        dec, end, found = json.JSONDecoder(), -1, []
+        for i, c in enumerate(out):
+            if c == "{" and i > end:
+                obj, n = dec.raw_decode(out[i:])
+                end = i + n
+                found.append((obj["name"], obj["arguments"] if "arguments" in obj else obj["parameters"]))
+        return found
+
+    def test_llama_auto_free_text_then_calls_opened_by_their_brace(self):
+        g = make_grammar(self.v, "llama", True, True)
+        self.assertEqual(g.phase, "free")
+        self.assertNotIn(BRACE_QUOTE, self.mask(g), "'{\"' would open a call and go on past the marker")
+        seq = text_tokens('Checking. {"name": "get_time", "parameters": ' + ARGS[1] + "}; ")
+        seq += text_tokens('{"name": "get_weather", "parameters": ' + ARGS[0] + "}") + [EOS]
+        self.feed(g, seq[:len("Checking. {")])
+        self.assertEqual((g.phase, self.mask(g)), ("name", {ord('"')}))
+        self.feed(g, seq[len("Checking. {"):])
+        self.assertEqual((g.calls, g.is_terminated()), (2, True))
+        self.assertEqual(self.llama_calls(self.text(seq)), [("get_time", {"tz": "UTC"}), ("get_weather",
+                                                                                         {"city": "Paris"})])
+        # Prose with a brace is a call (the parser would give up on the output otherwise); a wrong name is refused.
+        g = make_grammar(self.v, "llama", True, True)
+        self.feed(g, text_tokens("a {"))
+        self.assertFalse(g.accept_tokens("r", [ord("x")]))
+        g = make_grammar(self.v, "llama", True, False)
+        self.feed(g, text_tokens('{"name": "get_time", "parameters": ' + ARGS[1] + "}"))
+        self.assertEqual((g.phase, self.mask(g)), ("end", {EOS, STOP}), "parallel_tool_calls=false: one call")
+        g = make_grammar(self.v, "llama", True, True)
+        self.feed(g, [PYTHON_TAG] + text_tokens('{"name": "get_weather", "parameters": ' + ARGS[0] + "}") + [EOS])
+        self.assertEqual(g.calls, 1, "<|python_tag|> before the call is free text the parser skips")
+
+    def test_mistral_pre_v11_list_after_the_marker(self):
+        g = make_grammar(self.v, "mistral", True, True)
+        body = ('[{"name": "get_weather", "arguments": ' + ARGS[0] + '}, {"name": "get_time", "arguments": ' +
+                ARGS[1] + "}]")
+        self.feed(g, text_tokens("Sure.") + [MISTRAL_CALLS])
+        self.assertEqual(self.mask(g), {ord("[")})
+        self.feed(g, text_tokens(body))
+        self.assertEqual((g.phase, g.calls), ("end", 2))
+        self.feed(g, [EOS])
+        content, after = self.text(text_tokens("Sure.") + [MISTRAL_CALLS] + text_tokens(body)).split("[TOOL_CALLS]")
+        self.assertEqual([c["name"] for c in json.loads(after)], ["get_weather", "get_time"])
+        # required: the output opens with the marker (its token or its text); one call when not parallel.
+        g = make_grammar(self.v, "mistral", False, False)
+        self.assertEqual(self.mask(g), {MISTRAL_CALLS, ord("[")})
+        self.feed(g, [MISTRAL_CALLS] + text_tokens('[{"name": "get_time", "arguments": ' + ARGS[1] + "}]"))
+        self.assertEqual((g.phase, self.mask(g)), ("end", {EOS, STOP}))
+        g = make_grammar(self.v, "mistral", False, True)
+        self.feed(g, text_tokens('[TOOL_CALLS][{"name": "get_'))
+        self.assertEqual(self.mask(g), {ord("w"), ord("t")})
+
+    def test_mistral_v11_raw_name_then_args_token(self):
+        g = make_grammar(self.v, "mistral_v11", True, True)
+        seq = ([MISTRAL_CALLS] + text_tokens("get_time[ARGS]" + ARGS[1]) + [MISTRAL_CALLS] +
+               text_tokens("get_weather[ARGS]" + ARGS[0]))
+        self.feed(g, seq[:1])
+        self.assertEqual(self.mask(g), {ord("g")}, "the name is raw: no quote")
+        self.feed(g, seq[1:])
+        self.assertEqual((g.phase, g.calls), ("free", 2))
+        self.feed(g, [EOS])
+        g = make_grammar(self.v, "mistral_v11", True, False)
+        self.feed(g, [MISTRAL_CALLS] + text_tokens("get_weather[ARGS]" + ARGS[0]))
+        self.assertEqual((g.phase, self.mask(g)), ("end", {EOS, STOP}))
+        g = make_grammar(self.v, "mistral_v11", True, True)
+        self.feed(g, [MISTRAL_CALLS] + text_tokens("get_time["))
+        self.assertFalse(g.accept_tokens("r", [ord("X")]))
+        tag = json.loads(calls.build_tag("mistral_v11", True, True, TOOLS))
+        self.assertEqual(tag["structures"][1]["begin"], "[TOOL_CALLS]get_time[ARGS]")
+        self.assertEqual(tag["triggers"], ["[TOOL_CALLS]"])
+
+    def test_parsers_choose_their_format(self):
+        llama = SimpleNamespace(bot_token="<|python_tag|>")
+        mistral_old = SimpleNamespace(bot_token="[TOOL_CALLS]", supports_required_and_named=False,
+                                      _parser_engine=SimpleNamespace(_is_pre_v11=True))
+        mistral_new = SimpleNamespace(bot_token="[TOOL_CALLS]", supports_required_and_named=False,
+                                      _parser_engine=SimpleNamespace(_is_pre_v11=False))
+        hermes = SimpleNamespace(tool_call_start_token="<tool_call>")
+        cases = [(llama, "auto", "llama"), (llama, None, "llama"), (llama, "required", "json"),
+                 (mistral_old, "auto", "mistral"), (mistral_old, "required", "mistral"),
+                 (mistral_new, "auto", "mistral_v11"), (hermes, "auto", "hermes"), (llama, "none", None),
+                 (object(), "auto", None)]
+        for parser, choice, want in cases:
+            self.assertEqual(frontend._mode(parser, SimpleNamespace(tool_choice=choice)), want, (parser, choice))
+
+
+class VllmParsersReadTheFormatsTest(unittest.TestCase):
+    """The outputs the grammars above accept, read back by vLLM 0.32's own ``llama3_json`` and ``mistral`` parsers
+    (with a stand-in tokenizer that has their marker tokens). Needs vLLM: run with the python of
+    scripts/setup-vllm.sh's venv; without vLLM it is skipped with a message on stderr."""
+
+    def setUp(self):
+        try:
+            from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionRequest
+        except ImportError as e:
+            print(f"test_vllm_calls: vLLM's parsers not run (vLLM is not installed here: {e})", file=sys.stderr)
+            self.skipTest("vLLM is not installed")
+        tools = [{"type": "function", "function": {"name": n, "parameters": {"type": "object"}}} for n, _ in TOOLS]
+        self.req = ChatCompletionRequest(messages=[{"role": "user", "content": "x"}], model="m", tools=tools,
+                                         tool_choice="auto")
+
+    @staticmethod
+    def tokenizer(*special):
+        vocab = {"a": 0, **{t: i + 1 for i, t in enumerate(special)}}
+        return SimpleNamespace(get_vocab=lambda: vocab, vocab=vocab)
+
+    def read(self, parser, text):
+        r = parser.extract_tool_calls(text, self.req)
+        self.assertTrue(r.tools_called, text)
+        return [(c.function.name, json.loads(c.function.arguments)) for c in r.tool_calls]
+
+    def test_llama3_json_and_mistral(self):
+        from vllm.tool_parsers.llama_tool_parser import Llama3JsonToolParser
+        from vllm.tool_parsers.mistral_tool_parser import MistralToolParser
+
+        want = [("get_time", {"tz": "UTC"}), ("get_weather", {"city": "Paris"})]
+        llama = Llama3JsonToolParser(self.tokenizer("<|python_tag|>"))
+        self.assertEqual(frontend._mode(llama, self.req), "llama")
+        self.assertEqual(self.read(llama, 'Checking. {"name": "get_time", "parameters": ' + ARGS[1] + "}; "
+                                   '{"name": "get_weather", "parameters": ' + ARGS[0] + "}"), want)
+        old = MistralToolParser(self.tokenizer("[TOOL_CALLS]"))
+        self.assertEqual(frontend._mode(old, self.req), "mistral")
+        self.assertEqual(self.read(old, 'Sure.[TOOL_CALLS][{"name": "get_time", "arguments": ' + ARGS[1] +
+                                   '}, {"name": "get_weather", "arguments": ' + ARGS[0] + "}]"), want)
+        new = MistralToolParser(self.tokenizer("[TOOL_CALLS]", "[ARGS]"))
+        self.assertEqual(frontend._mode(new, self.req), "mistral_v11")
+        self.assertEqual(self.read(new, "[TOOL_CALLS]get_time[ARGS]" + ARGS[1] + "[TOOL_CALLS]get_weather[ARGS]" +
+                                   ARGS[0]), want)
+
+
 class TagTest(unittest.TestCase):
     def test_build_and_parse(self):
         tag = calls.build_tag("hermes", True, False, TOOLS)
@@ -338,9 +485,7 @@ class EngineNamesTest(unittest.TestCase):
         import threading
 
         v = vocab()
-        ctx = route.EngineContext.__new__(route.EngineContext)
-        ctx.settings, ctx.n_vocab, ctx.cache = Settings(), v.n_vocab, SimpleNamespace(vocab=v)
-        ctx._lock, ctx._by_identity, ctx._triggers = threading.Lock(), {}, {}
+        ctx = engine_context(v)
         f = calls.FORMATS["json"]
         a = ctx.names(["get_a", "get_b"], f.prefix, f.suffix, b"1")
         self.assertIs(ctx.names(["get_a", "get_b"], f.prefix, f.suffix, b"1"), a, "warm: the same automaton")
@@ -357,6 +502,173 @@ class EngineNamesTest(unittest.TestCase):
                 s = b.advance(s, t)
             self.assertEqual(b.member(s), i, name)
         self.assertEqual(ctx.trigger_ids("<tool_call>"), [CALL])
+
+
+class StubXgrammar:
+    """xgrammar's calls that ToolCompiler makes, over the test's Matcher: a "compiled grammar" is (schema, close)
+    and its matcher accepts the tool's fixed arguments (``{"a<i>": 1}``, the schema's one property) then the close.
+    ``hold``: an Event the compile waits on (a compile still running at the hand-over)."""
+
+    def __init__(self):
+        import threading
+
+        self.threads, self.hold = [], threading.Event()
+        self.hold.set()
+        self.Grammar = SimpleNamespace(concat=lambda a, b: (a, b), from_ebnf=self.ebnf,
+                                       from_json_schema=lambda s, any_whitespace=True: s)
+        self.compiler = SimpleNamespace(compile_grammar=self.compile)
+
+    @staticmethod
+    def ebnf(text):
+        """route._close_ebnf's forms: ``root ::= "C"`` or ``root ::= "C" ("L" | "M")`` → the texts it allows."""
+        import re
+
+        head, *alts = [json.loads(m) for m in re.findall(r'"(?:[^"\\]|\\.)*"', text)]
+        return tuple(head + a for a in alts) or (head,)
+
+    def compile(self, grammar):
+        import threading
+
+        self.threads.append(threading.current_thread().name)
+        self.hold.wait(10)
+        schema, close = grammar
+        if "bad" in schema:
+            raise RuntimeError("a schema xgrammar refuses")
+        return schema, close
+
+    def GrammarMatcher(self, ctx, override_stop_tokens=None):
+        schema, closes = ctx
+        prop = next(iter(json.loads(schema)["properties"]))
+        return Matcher(['{"%s": 1}%s' % (prop, c) for c in closes], override_stop_tokens or [])
+
+
+class ArgumentPrefetchTest(unittest.TestCase):
+    """A registry tool's argument schema is compiled on a worker thread once the model's name leaves only that tool
+    (while the rest of the name and the format's suffix are decoded), not on the engine loop at the hand-over."""
+
+    def setUp(self):
+        from libtrie.vllm import tools
+
+        self.xgr = StubXgrammar()
+        saved = sys.modules.get("xgrammar")
+        sys.modules["xgrammar"] = self.xgr  # type: ignore[assignment]
+        self.addCleanup(lambda: sys.modules.pop("xgrammar") if saved is None else
+                        sys.modules.__setitem__("xgrammar", saved))
+        self.compiler = tools.ToolCompiler(lambda: SimpleNamespace(compiler=self.xgr.compiler))
+
+    def schema(self, i):
+        return json.dumps({"type": "object", "properties": {f"a{i}": {"type": "integer"}}}, sort_keys=True)
+
+    def test_prefetch_then_hand_over(self):
+        c = self.compiler
+        c.prefetch(self.schema(1), 'root ::= "}]"')
+        got = c.at_hand_over(self.schema(1), 'root ::= "}]"')
+        self.assertEqual(got, (self.schema(1), ("}]",)))
+        self.assertEqual((c.prefetched, c.compiled_at_hand_over, c.arg_compiles), (1, 0, 1))
+        self.assertEqual(self.xgr.threads, ["libtrie-args_0"], "compiled on the worker thread")
+        c.prefetch(self.schema(1), 'root ::= "}]"')
+        self.assertEqual(c.prefetched, 1, "compiled already: not again")
+        # Still compiling at the hand-over: the hand-over waits for it and does not compile again.
+        self.xgr.hold.clear()
+        c.prefetch(self.schema(2), 'root ::= "}]"')
+        import threading
+
+        threading.Timer(0.05, self.xgr.hold.set).start()
+        self.assertEqual(c.at_hand_over(self.schema(2), 'root ::= "}]"')[0], self.schema(2))
+        self.assertEqual((c.waited, c.arg_compiles, c.compiled_at_hand_over), (1, 2, 0))
+        # Nothing prefetched: compiled at the hand-over (counted); a schema that fails fails its request.
+        c.at_hand_over(self.schema(3), 'root ::= "}]"')
+        self.assertEqual(c.compiled_at_hand_over, 1)
+        c.prefetch('{"bad": 1}', 'root ::= "}]"')
+        with self.assertRaisesRegex(RuntimeError, "refuses"):
+            c.at_hand_over('{"bad": 1}', 'root ::= "}]"')
+
+    def test_a_large_registry_is_prefetched_while_the_name_is_decoded(self):
+        import threading
+
+        v = vocab()
+        n = tools_mod().MAX_SCHEMAS + 44
+        reg = SimpleNamespace(names=tuple(f"tool_{i:03d}" for i in range(n)),
+                              parameters=tuple(self.schema(i) for i in range(n)), identity=b"r1")
+        ctx = engine_context(v)
+        ctx.compiler, ctx.registry = self.compiler, lambda name: reg
+        tag = calls.build_tag("json", False, False, [("tool_000", {})], registry="big")
+        request = SimpleNamespace(request_id="r", sampling_params=SimpleNamespace(all_stop_token_ids=[EOS]))
+        g = route._calls_grammar(ctx, request, "STRUCTURAL_TAG", tag)
+        self.assertEqual(self.compiler.arg_compiles, 0, "a large registry: nothing compiled up front")
+        feed = CallsGrammarTest.feed.__get__(self)
+        self.mask = CallsGrammarTest.mask.__get__(self)
+        feed(g, text_tokens('[{"name": "tool_12'))
+        self.assertEqual(self.compiler.prefetched, 0, "tool_12x: ten tools left")
+        feed(g, text_tokens("3"))
+        self.assertEqual(self.compiler.prefetched, 1, "tool_123 alone: its schema is compiled now")
+        feed(g, text_tokens('", "parameters": '))
+        self.assertEqual(g.phase, "args")
+        self.assertEqual((self.compiler.compiled_at_hand_over, self.compiler.arg_compiles), (0, 1))
+        self.assertEqual(self.xgr.threads, ["libtrie-args_0"])
+        feed(g, text_tokens('{"a123": 1}}]') + [EOS])
+        self.assertTrue(g.is_terminated())
+        # A small registry (or the request's own tools): every schema compiled when the grammar is made.
+        small = SimpleNamespace(names=reg.names[:3], parameters=reg.parameters[:3], identity=b"r2")
+        ctx.registry = lambda name: small
+        route._calls_grammar(ctx, request, "STRUCTURAL_TAG", tag)
+        self.assertEqual(self.compiler.arg_compiles, 4)
+
+
+    def test_a_changed_registry_is_updated_and_each_name_keeps_its_tool(self):
+        v = vocab()
+        ctx = engine_context(v)
+        ctx.compiler = self.compiler
+        request = SimpleNamespace(request_id="r", sampling_params=SimpleNamespace(all_stop_token_ids=[EOS]))
+        tag = calls.build_tag("json", False, True, [("x", {})], registry="reg")
+
+        def registry(names, identity):
+            i = {n: int(n[-3:]) for n in names}
+            return SimpleNamespace(names=tuple(names), parameters=tuple(self.schema(i[n]) for n in names),
+                                   identity=identity)
+
+        old = [f"tool_{i:03d}" for i in range(40)]
+        ctx.registry = lambda name: registry(old, b"v1")
+        route._calls_grammar(ctx, request, "STRUCTURAL_TAG", tag)
+        self.assertEqual(ctx.updates, 0)
+        # Two tools removed, one added at the front, one at the end: the names are updated, not compiled again.
+        new = ["tool_900"] + [n for n in old if n not in ("tool_003", "tool_017")] + ["tool_901"]
+        ctx.registry = lambda name: registry(new, b"v2")
+        g = route._calls_grammar(ctx, request, "STRUCTURAL_TAG", tag)
+        self.assertEqual(ctx.updates, 2, "both templates of the parallel JSON list (first call, further calls)")
+        feed = CallsGrammarTest.feed.__get__(self)
+        self.mask = CallsGrammarTest.mask.__get__(self)
+        # Each name hands over to its own tool's schema (the stub matcher accepts only {"a<i>": 1}).
+        feed(g, text_tokens('[{"name": "tool_901", "parameters": {"a901": 1}}, '))
+        feed(g, text_tokens('{"name": "tool_020", "parameters": {"a20": 1}}, '))
+        feed(g, text_tokens('{"name": "tool_900", "parameters": {"a900": 1}}]') + [EOS])
+        self.assertTrue(g.is_terminated())
+        g = route._calls_grammar(ctx, request, "STRUCTURAL_TAG", tag)
+        self.feed = feed
+        feed(g, text_tokens('[{"name": "tool_0'))
+        self.assertFalse(g.accept_tokens("r", text_tokens('03"')), "a removed tool is refused")
+        # Many changes: compiled again (the map is then the identity).
+        ctx.registry = lambda name: registry([f"tool_{i:03d}" for i in range(100, 140)], b"v3")
+        g = route._calls_grammar(ctx, request, "STRUCTURAL_TAG", tag)
+        self.assertEqual(ctx.updates, 2)
+        feed(g, text_tokens('[{"name": "tool_120", "parameters": {"a120": 1}}]') + [EOS])
+
+
+def engine_context(v):
+    """An EngineContext over the test vocabulary, without vLLM's manager."""
+    import threading
+
+    ctx = route.EngineContext.__new__(route.EngineContext)
+    ctx.settings, ctx.n_vocab, ctx.cache = Settings(), v.n_vocab, SimpleNamespace(vocab=v)
+    ctx._lock, ctx._by_identity, ctx._triggers, ctx.routed = threading.Lock(), {}, {}, 0
+    ctx._latest, ctx._maps, ctx.updates = {}, {}, 0
+    return ctx
+
+
+def tools_mod():
+    from libtrie.vllm import tools
+
+    return tools
 
 
 class Env:

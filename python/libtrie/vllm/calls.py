@@ -16,9 +16,17 @@ it back (:func:`parse_spec`) and serves it with :class:`TrieCallsGrammar`:
   the format's close: ``}\\n</tool_call>``; for the JSON list ``}`` then ``]`` or ``,`` when parallel);
 - ``end``: only the request's stop tokens.
 
-Formats: ``hermes`` (Hermes, Qwen 2.5/3: ``<tool_call>\\n{"name": NAME, "arguments": ARGS}\\n</tool_call>``, parsed
-back by vLLM's ``hermes`` tool parser) and ``json`` (vLLM's ``tool_choice="required"`` list ``[{"name": NAME,
-"parameters": ARGS}, ...]``).
+Formats (each read back by the vLLM 0.32 tool parser named):
+
+- ``hermes`` (Hermes, Qwen 2.5/3; parser ``hermes``): ``<tool_call>\\n{"name": NAME, "arguments": ARGS}\\n</tool_call>``;
+- ``llama`` (Llama 3.x JSON; parser ``llama3_json``): ``{"name": NAME, "parameters": ARGS}``, the call opened by its
+  ``{`` (the parser reads every ``{`` of the output as the start of a call and gives up on the whole output when one
+  is not a call, so under ``auto`` a ``{`` opens a call); parallel calls are separated by free text (``; ``);
+- ``mistral`` (Mistral tokenizers before v11, no ``[ARGS]`` token; parser ``mistral``):
+  ``[TOOL_CALLS][{"name": NAME, "arguments": ARGS}, ...]``, parallel calls in the one list;
+- ``mistral_v11`` (tokenizers with ``[ARGS]``; parser ``mistral``): ``[TOOL_CALLS]NAME[ARGS]ARGS``, the name raw,
+  each further call opened by its own ``[TOOL_CALLS]``;
+- ``json`` (vLLM's ``tool_choice="required"`` list ``[{"name": NAME, "parameters": ARGS}, ...]``).
 """
 
 from __future__ import annotations
@@ -28,6 +36,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 from .. import Automaton, TrieError, Vocab
+from ..draft import draft
 from .grammar import Grammar, log
 
 __all__ = ["FORMATS", "Format", "CallSpec", "parse_spec", "build_tag", "TrieCallsGrammar", "straddlers", "KEY"]
@@ -49,11 +58,15 @@ class Format(NamedTuple):
     last: str  # after the last call (json: "]")
     next_prefix: str
     parser: str  # the vLLM tool parser that reads this format back
+    render: str = "json_string"  # how a name is written (compile_template's render: "json_string" or "raw")
 
 
 FORMATS: Dict[str, Format] = {
     "hermes": Format("<tool_call>", '\n{"name": ', ', "arguments": ', "}\n</tool_call>", "", "", '\n{"name": ',
                      "hermes"),
+    "llama": Format("{", '"name": ', ', "parameters": ', "}", "", "", '"name": ', "llama3_json"),
+    "mistral": Format("[TOOL_CALLS]", '[{"name": ', ', "arguments": ', "}", ", ", "]", '{"name": ', "mistral"),
+    "mistral_v11": Format("[TOOL_CALLS]", "", "[ARGS]", "", "", "", "", "mistral", "raw"),
     "json": Format(None, '[{"name": ', ', "parameters": ', "}", ", ", "]", '{"name": ', "(required)"),
 }
 
@@ -96,8 +109,9 @@ def build_tag(fmt: str, auto: bool, parallel: bool, tools: Sequence[Tuple[str, A
         seen.add(n)
     schemas = [_schema_text(p) for _, p in tools]
     trigger = f.trigger or f.prefix
-    structures = [{"begin": (f.trigger or "") + f.prefix + json.dumps(n) + f.suffix, "schema": json.loads(s),
-                   "end": f.close + f.last} for n, s in zip(names, schemas)]
+    shown = [json.dumps(n) if f.render == "json_string" else n for n in names]
+    structures = [{"begin": (f.trigger or "") + f.prefix + n + f.suffix, "schema": json.loads(s),
+                   "end": f.close + f.last} for n, s in zip(shown, schemas)]
     tag = {"type": "structural_tag", "structures": structures, "triggers": [trigger],
            KEY: {"format": fmt, "auto": auto, "parallel": parallel, "names": names, "registry": registry}}
     return json.dumps(tag)
@@ -200,8 +214,14 @@ class TrieCallsGrammar(Grammar):  # type: ignore[misc,valid-type,unused-ignore]
     def __init__(self, spec: CallSpec, first: Automaton, following: Optional[Automaton],
                  arguments: Callable[[int, bool], Any], stops: Sequence[int], token_bytes: Callable[[int], bytes],
                  trigger_ids: Sequence[int] = (), straddle: Optional[List[List[int]]] = None,
-                 opener: Optional[Automaton] = None) -> None:
+                 opener: Optional[Automaton] = None, prefetch: Optional[Callable[[int, bool], None]] = None,
+                 tool_of: Optional[Callable[[Automaton, int], int]] = None) -> None:
         self.spec = spec
+        #: A member of a name automaton → its tool's index (a registry updated by ``with_changes``); None: the same.
+        self.tool_of = tool_of
+        #: Told ``(member, last)`` as soon as the name so far leaves one tool (a registry's arguments are compiled
+        #: then, off the engine loop, while the rest of the name is decoded).
+        self.prefetch = prefetch
         #: Not ``auto`` with a marker: the names with the marker's text before them (the first call opens).
         self.opener = opener
         self.fmt = FORMATS[spec.format]
@@ -213,7 +233,7 @@ class TrieCallsGrammar(Grammar):  # type: ignore[misc,valid-type,unused-ignore]
         self.trigger_ids = set(trigger_ids)
         self.straddle = straddle or [[] for _ in range(len(self.trigger))]
         #: The last byte of a token that may end a call's arguments (a token without text may too).
-        self.end_bytes = {e[-1:].encode() for e in (self.fmt.close + self.fmt.last, self.fmt.more) if e}
+        self.end_bytes = {e[-1:].encode() for e in (self.fmt.close + self.fmt.last, self.fmt.more) if e} or {b"}"}
         self.reset()
 
     def reset(self) -> None:
@@ -255,7 +275,11 @@ class TrieCallsGrammar(Grammar):  # type: ignore[misc,valid-type,unused-ignore]
                 return None
             member = cur.automaton.member(nxt)
             if member is None:
+                if self.prefetch is not None:
+                    self._prefetch(cur.automaton, nxt)
                 return cur._replace(state=nxt, pending=0, took=False)
+            if self.tool_of is not None:
+                member = self.tool_of(cur.automaton, member)
             last = not self.spec.parallel
             try:
                 m = self.make(member, last)
@@ -274,6 +298,14 @@ class TrieCallsGrammar(Grammar):  # type: ignore[misc,valid-type,unused-ignore]
         if cur.phase == END:
             return cur._replace(phase=DONE, took=False) if t in self.stops else None
         return None
+
+    def _prefetch(self, a: Automaton, state: int) -> None:
+        """When the rest of the name is forced (one tool left), tell :attr:`prefetch` which tool it is."""
+        assert self.prefetch is not None
+        run = draft(a, state, 256)
+        member = a.member(run.end_state) if run.tokens else None
+        if member is not None:
+            self.prefetch(member if self.tool_of is None else self.tool_of(a, member), not self.spec.parallel)
 
     def _at_end(self, matcher: Any) -> bool:
         """Whether the matcher has read its whole grammar (only a stop token can follow): xgrammar's

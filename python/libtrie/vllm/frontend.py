@@ -2,9 +2,10 @@
 request (``ToolParser.adjust_request``), then :func:`adjust` writes what libtrie serves as a structural tag
 (:func:`libtrie.vllm.calls.build_tag`):
 
-- a parser of the ``<tool_call>`` family (``hermes``; Qwen 2.5 uses it): ``tool_choice="auto"`` (or unset): free
-  text, and from the marker on the call's name from the tools and its arguments by that tool's schema;
-  ``"required"``: the output opens with a call; ``parallel_tool_calls=false``: one call, then only the end;
+- a parser of the ``<tool_call>`` family (``hermes``; Qwen 2.5 uses it), ``llama3_json`` (a call opens with its
+  ``{``) or ``mistral`` (``[TOOL_CALLS]``): ``tool_choice="auto"`` (or unset): free text, and from the marker on the
+  call's name from the tools and its arguments by that tool's schema; ``"required"`` (hermes, mistral): the output
+  opens with a call; ``parallel_tool_calls=false``: one call, then only the end;
 - ``tool_choice="required"`` with a parser that reads vLLM's JSON list (``supports_required_and_named``):
   ``[{"name": ..., "parameters": ...}]``, one call or (parallel) several, each by its own tool's schema;
 - ``vllm_xargs={"libtrie_registry": NAME}`` with either: the names (and argument schemas) of the operator's
@@ -61,17 +62,36 @@ def tools_of(request: Any) -> List[Tuple[str, Any]]:
     return out
 
 
+def _mistral_pre_v11(parser: Any) -> bool:
+    """Whether vLLM's ``mistral`` parser reads the pre-v11 form (``[TOOL_CALLS][{...}]``: the tokenizer has no
+    ``[ARGS]`` token); the flag is the parser's own, or its parser engine's (vLLM 0.32's adapter)."""
+    flag = getattr(parser, "_is_pre_v11", None)
+    if flag is None:
+        flag = getattr(getattr(parser, "_parser_engine", None), "_is_pre_v11", True)
+    return bool(flag)
+
+
 def _mode(parser: Any, request: Any) -> Optional[str]:
-    """The format libtrie serves for this parser and ``tool_choice``: ``hermes`` for parsers of the ``<tool_call>``
-    family (``auto``, and ``required``, which vLLM then parses as ``auto``: its hermes parser has no JSON-list
-    mode while strict tool calling is on), ``json`` for ``required`` with a parser that reads vLLM's JSON list."""
+    """The format libtrie serves for this parser and ``tool_choice`` (:data:`libtrie.vllm.calls.FORMATS`):
+
+    - ``hermes`` for parsers of the ``<tool_call>`` family (``auto``, and ``required``, which vLLM then parses as
+      ``auto``: its hermes parser has no JSON-list mode while strict tool calling is on);
+    - ``llama`` for ``llama3_json``/``llama4_json`` (marker ``<|python_tag|>``) under ``auto``;
+    - ``mistral`` / ``mistral_v11`` for ``mistral`` (marker ``[TOOL_CALLS]``), ``auto`` and ``required`` (the
+      parser reads ``required`` from its own format: ``supports_required_and_named`` is false);
+    - ``json`` for ``required`` with a parser that reads vLLM's JSON list."""
     choice = getattr(request, "tool_choice", None)
     if choice not in ("auto", None, "required"):
         return None
     if getattr(parser, "tool_call_start_token", None) == "<tool_call>":
         return "hermes"
+    bot = getattr(parser, "bot_token", None)
+    if bot == "[TOOL_CALLS]":
+        return "mistral" if _mistral_pre_v11(parser) else "mistral_v11"
     if choice == "required" and getattr(parser, "supports_required_and_named", True):
         return "json"
+    if bot == "<|python_tag|>":
+        return "llama"
     return None
 
 

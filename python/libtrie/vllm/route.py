@@ -337,6 +337,11 @@ def check_configuration(scheduler: bool, routing: Optional[bool] = None, install
     return "off"
 
 
+#: The most names of a registry that may change (added + removed, as a fraction of its size; at least 16) for its
+#: name automaton to be updated by ``with_changes`` rather than compiled again.
+UPDATE_FRACTION = 0.25
+
+
 class EngineContext:
     """What the engine core's routing needs, once per structured-output manager: the operator's settings, the
     model's vocabulary (loaded on the first routed request, on a compile thread) and the argument compiler."""
@@ -354,6 +359,12 @@ class EngineContext:
         self._lock = threading.Lock()
         self._registries: Optional[Any] = None
         self._by_identity: Dict[Any, Any] = {}
+        #: Per registry name and template: its last automaton and its members in member-id order.
+        self._latest: Dict[Any, Tuple[Any, Tuple[str, ...]]] = {}
+        #: Member → tool index of automata updated by with_changes (by id; dropped with the automaton).
+        self._maps: Dict[int, Tuple[int, ...]] = {}
+        #: Registries updated by with_changes instead of compiled again.
+        self.updates = 0
         self._triggers: Dict[bytes, List[int]] = {}
 
     def registry(self, name: str) -> Any:
@@ -367,30 +378,81 @@ class EngineContext:
                                                  capacity=max(2, self.settings.cache_size))
         return self._registries.get(name)
 
-    def names(self, names: Any, prefix: str, suffix: str, identity: Optional[bytes] = None) -> Any:
+    def names(self, names: Any, prefix: str, suffix: str, identity: Optional[bytes] = None,
+              render: str = "json_string", registry: Optional[str] = None) -> Any:
         """The name automaton of a tool list (``prefix``, the name as a JSON string, ``suffix``, left open):
         compiled once per list and template (:func:`libtrie.front.compile_recognized`). A registry whose file changed
-        is compiled again: ``with_changes`` of a templated set numbers the added members first, and the arguments
-        are looked up by a member's index in ``names``."""
+        (``registry``: its name; a new ``identity``) is updated from its last automaton by ``with_changes`` when
+        few names changed (at most :data:`UPDATE_FRACTION` of them): the templated update numbers members as
+        ``added ++ (previous − removed)``, so the member → tool map is rebuilt (:meth:`tool_index`) instead of the
+        automaton being compiled again."""
         from ._common import fits
 
+        key = (identity, prefix, suffix, render)
         if identity is not None:
-            hit = self._by_identity.get((identity, prefix, suffix))
+            hit = self._by_identity.get(key)
             if hit is not None:
                 return hit
-        found = Recognized(tuple(n.encode("utf-8") for n in names), prefix.encode(), suffix.encode(), "json_string",
+        updated = self._update(registry, names, key) if registry is not None and identity is not None else None
+        if updated is not None:
+            return updated
+        found = Recognized(tuple(n.encode("utf-8") for n in names), prefix.encode(), suffix.encode(), render,
                            "open", None, False)
         a = fits(front.compile_recognized(self.cache.vocab, found, self.settings), self.n_vocab)
-        self._remember(identity, prefix, suffix, a)
+        self._remember(key, a, registry, tuple(names), None)
         return a
 
-    def _remember(self, identity: Optional[bytes], prefix: str, suffix: str, a: Any) -> None:
+    def _update(self, registry: str, names: Any, key: Tuple[Optional[bytes], str, str, str]) -> Optional[Any]:
+        """The automaton of a changed registry from its previous one (``with_changes``), or None (compile it)."""
+        from ._common import fits
+
+        with self._lock:
+            prev = self._latest.get((registry,) + key[1:])
+        if prev is None:
+            return None
+        old, order = prev
+        old_set, new_set = set(order), set(names)
+        add = [n for n in names if n not in old_set]
+        gone = [n for n in order if n not in new_set]
+        if not add and not gone and tuple(order) == tuple(names):
+            return None  # the same names (a schema changed): compiled again cheaply only if it was evicted
+        if len(add) + len(gone) > max(16, int(len(names) * UPDATE_FRACTION)):
+            return None
+        try:
+            a = fits(old.with_changes(add=add, remove=gone), self.n_vocab)
+        except TrieError as e:
+            log.warning("libtrie: registry %r: the update of its names failed (%s); compiled again", registry, e)
+            return None
+        gone_set = set(gone)
+        new_order = tuple(add) + tuple(n for n in order if n not in gone_set)
+        index = {n: i for i, n in enumerate(names)}
+        tools = tuple(index[n] for n in new_order)
+        self.updates += 1
+        self._remember(key, a, registry, new_order, None if tools == tuple(range(len(tools))) else tools)
+        return a
+
+    def tool_index(self, a: Any) -> Optional[Tuple[int, ...]]:
+        """The map from a member of ``a`` (a registry's name automaton updated by ``with_changes``) to its tool's
+        index in the registry's list, or None when they are the same."""
+        with self._lock:
+            return self._maps.get(id(a))
+
+    def _remember(self, key: Tuple[Optional[bytes], str, str, str], a: Any, registry: Optional[str],
+                  order: Tuple[str, ...], tools: Optional[Tuple[int, ...]]) -> None:
         """A registry's name automaton by the file's identity: a warm request skips even the member list."""
-        if identity is not None:
-            with self._lock:
-                self._by_identity[(identity, prefix, suffix)] = a
-                while len(self._by_identity) > 4 * max(2, self.settings.cache_size):
-                    self._by_identity.pop(next(iter(self._by_identity)))
+        if key[0] is None:
+            return
+        bound = 4 * max(2, self.settings.cache_size)
+        with self._lock:
+            self._by_identity[key] = a
+            if tools is not None:
+                self._maps[id(a)] = tools
+            if registry is not None:
+                self._latest[(registry,) + key[1:]] = (a, order)
+                while len(self._latest) > bound:
+                    self._latest.pop(next(iter(self._latest)))
+            while len(self._by_identity) > bound:
+                self._maps.pop(id(self._by_identity.pop(next(iter(self._by_identity)))), None)
 
     def trigger_ids(self, trigger: Optional[str]) -> List[int]:
         """The ids of tokens whose text is exactly the marker (e.g. Qwen's ``<tool_call>``, a token of its own)."""
@@ -464,32 +526,46 @@ def _calls_grammar(ctx: EngineContext, request: Any, request_type: str, spec: st
         names, schemas, identity = reg.names, reg.parameters, reg.identity
         what = f"registry {cs.registry!r}, {len(reg.names)} tools"
     fmt = calls.FORMATS[cs.format]
-    first = ctx.names(names, fmt.prefix, fmt.suffix, identity)
-    following = (ctx.names(names, fmt.next_prefix, fmt.suffix, identity) if fmt.more and cs.parallel
-                 else None)
+    first = ctx.names(names, fmt.prefix, fmt.suffix, identity, fmt.render, cs.registry)
+    following = (ctx.names(names, fmt.next_prefix, fmt.suffix, identity, fmt.render, cs.registry)
+                 if fmt.more and cs.parallel else None)
     closes = {last: _close_ebnf(fmt, last, cs.parallel) for last in (False, True)}
-    if cs.registry is None:  # the request's own tools: every argument grammar now, off the engine loop
-        if len(set(schemas)) > MAX_SCHEMAS:
-            raise ValueError(f"tools: more than {MAX_SCHEMAS} distinct parameter schemas in one request; name a "
-                             "registry for larger catalogs")
-        for s in dict.fromkeys(schemas):
+    distinct = dict.fromkeys(schemas)
+    if cs.registry is None and len(distinct) > MAX_SCHEMAS:
+        raise ValueError(f"tools: more than {MAX_SCHEMAS} distinct parameter schemas in one request; name a "
+                         "registry for larger catalogs")
+    if len(distinct) <= MAX_SCHEMAS:  # every argument grammar now, off the engine loop (a registry: once per file)
+        for s in distinct:
             ctx.compiler._compile_one(s, closes[not cs.parallel])
+
+    def prefetch_arguments(member: int, last: bool) -> None:
+        ctx.compiler.prefetch(schemas[member], closes[last])
+
+    # A large registry: a tool's schema is compiled on a worker thread once the name leaves only that tool.
+    prefetch = prefetch_arguments if len(distinct) > MAX_SCHEMAS else None
     params = request.sampling_params
     stops = sorted(params.all_stop_token_ids or ())
     vocab = ctx.cache.vocab
     trigger_ids = ctx.trigger_ids(fmt.trigger)
 
-    def arguments(member: int, last: bool) -> Any:  # a registry tool's schema is compiled here once, then cached
-        return matcher(ctx.compiler._compile_one(schemas[member], closes[last]), stops)
+    def arguments(member: int, last: bool) -> Any:  # compiled already, or prefetched (see TrieCallsGrammar)
+        return matcher(ctx.compiler.at_hand_over(schemas[member], closes[last]), stops)
 
     straddle = calls.straddlers(vocab, fmt.trigger.encode()) if fmt.trigger else None
-    opener = (ctx.names(names, fmt.trigger + fmt.prefix, fmt.suffix, identity)
+    opener = (ctx.names(names, fmt.trigger + fmt.prefix, fmt.suffix, identity, fmt.render, cs.registry)
               if fmt.trigger and not cs.auto else None)
+    maps = {id(a): m for a in (first, following, opener) if a is not None
+            for m in (ctx.tool_index(a),) if m is not None}
+
+    def tool_of(a: Any, member: int) -> int:  # an updated registry's member → its tool (see EngineContext.names)
+        m = maps.get(id(a))
+        return member if m is None else m[member]
+
     ctx.routed += 1
     log.info("libtrie: request %s (tool calls, %s, %s, %s) is served by libtrie", request.request_id, what,
              "auto" if cs.auto else "required", "parallel" if cs.parallel else "one call")
     return calls.TrieCallsGrammar(cs, first, following, arguments, stops, vocab.token_bytes, trigger_ids, straddle,
-                                  opener)
+                                  opener, prefetch, tool_of if maps else None)
 
 
 def _close_ebnf(fmt: Any, last: bool, parallel: bool) -> str:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import threading
 from collections import OrderedDict
+from concurrent.futures import Future
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from .. import Automaton, Recognized, TrieError
@@ -38,26 +39,103 @@ MAX_SCHEMAS = 256
 
 class ToolCompiler:
     """The engine core's compiled argument grammars (one per tool schema, by vLLM's xgrammar compiler), in a
-    bounded LRU. Thread-safe."""
+    bounded LRU. Thread-safe.
 
-    def __init__(self, xgrammar_backend: Callable[[], Any], capacity: int = 4 * MAX_SCHEMAS) -> None:
+    :meth:`prefetch` compiles a registry tool's schema on a worker thread of its own (``executor``, by default one
+    thread made on first use: not vLLM's grammar threads, where it could queue behind a large set's compile) as
+    soon as the model's name is down to that one tool (the rest of the name and the format's suffix are still to
+    be decoded), so the hand-over to its arguments (:meth:`at_hand_over`, on the engine loop) finds it compiled or
+    waits only for the rest of a compile already under way."""
+
+    def __init__(self, xgrammar_backend: Callable[[], Any], capacity: int = 4 * MAX_SCHEMAS,
+                 executor: Optional[Any] = None) -> None:
         self.backend = xgrammar_backend
         self.capacity = capacity
+        self.executor = executor
         self._args: "OrderedDict[str, Any]" = OrderedDict()
+        self._inflight: Dict[str, "Future[Any]"] = {}
         self._lock = threading.Lock()
         #: Argument grammars compiled (a schema seen again is not compiled again).
         self.arg_compiles = 0
+        #: Compiles started by :meth:`prefetch`; hand-overs that waited for one still running; hand-overs that
+        #: compiled on the calling thread (nothing prefetched: the name was not unique before its last token).
+        self.prefetched = 0
+        self.waited = 0
+        self.compiled_at_hand_over = 0
 
-    def _compile_one(self, schema: str, close: str = f"root ::= {json.dumps(CLOSE)}") -> Any:
-        """The compiled grammar of ``schema`` (JSON text) followed by ``close`` (an EBNF ``root``), cached."""
-        import xgrammar as xgr
+    @staticmethod
+    def _key(schema: str, close: str) -> str:
+        return schema if close == f"root ::= {json.dumps(CLOSE)}" else schema + "\0" + close
 
-        key = schema if close == f"root ::= {json.dumps(CLOSE)}" else schema + "\0" + close
+    def ready(self, schema: str, close: str = f"root ::= {json.dumps(CLOSE)}") -> bool:
+        """Whether the grammar of ``schema`` and ``close`` is compiled (cached)."""
+        with self._lock:
+            return self._key(schema, close) in self._args
+
+    def prefetch(self, schema: str, close: str = f"root ::= {json.dumps(CLOSE)}") -> None:
+        """Start compiling ``schema`` followed by ``close`` on the worker thread, unless it is compiled or under
+        way."""
+        key = self._key(schema, close)
+        with self._lock:
+            if key in self._args or key in self._inflight:
+                return
+            future: "Future[Any]" = Future()
+            self._inflight[key] = future
+            self.prefetched += 1
+
+        def run() -> None:
+            try:
+                future.set_result(self._compile_one(schema, close, inflight=False))
+            except BaseException as e:  # the hand-over sees it (the request fails, not the engine)
+                future.set_exception(e)
+            finally:
+                with self._lock:
+                    self._inflight.pop(key, None)
+
+        try:
+            self._pool().submit(run)
+        except RuntimeError:  # the executor is shut down (the engine stops): the hand-over compiles
+            with self._lock:
+                self._inflight.pop(key, None)
+
+    def _pool(self) -> Any:
+        with self._lock:
+            if self.executor is None:
+                from concurrent.futures import ThreadPoolExecutor
+
+                self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="libtrie-args")
+            return self.executor
+
+    def at_hand_over(self, schema: str, close: str = f"root ::= {json.dumps(CLOSE)}") -> Any:
+        """The compiled grammar at a hand-over to a tool's arguments (on the engine loop): cached, or the rest of a
+        prefetched compile, or compiled here (counted)."""
+        key = self._key(schema, close)
         with self._lock:
             ctx = self._args.get(key)
             if ctx is not None:
                 self._args.move_to_end(key)
                 return ctx
+            future = self._inflight.get(key)
+            if future is None:
+                self.compiled_at_hand_over += 1
+            else:
+                self.waited += 1
+        return future.result() if future is not None else self._compile_one(schema, close)
+
+    def _compile_one(self, schema: str, close: str = f"root ::= {json.dumps(CLOSE)}", inflight: bool = True) -> Any:
+        """The compiled grammar of ``schema`` (JSON text) followed by ``close`` (an EBNF ``root``), cached; a compile
+        of the same grammar under way on the executor is waited for (``inflight``), not repeated."""
+        import xgrammar as xgr
+
+        key = self._key(schema, close)
+        with self._lock:
+            ctx = self._args.get(key)
+            if ctx is not None:
+                self._args.move_to_end(key)
+                return ctx
+            future = self._inflight.get(key) if inflight else None
+        if future is not None:
+            return future.result()
         backend = self.backend()
         grammar = xgr.Grammar.concat(
             xgr.Grammar.from_json_schema(schema, any_whitespace=not getattr(backend, "disable_any_whitespace", False)),
