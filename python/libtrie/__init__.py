@@ -36,7 +36,12 @@ from itertools import accumulate
 from typing import Any, Callable, Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple, TypeVar, Union
 
 from . import _native
-from ._native import i32p, library, sizep, u8p, vp
+from ._native import declared, i32p, library, sizep, u8p, vp
+
+# Declared on first use, so that an older library without it still loads (the lazy load came with format v2).
+_LAZY_LOAD: _native.Signatures = {
+    "trie_automaton_load_lazy": ([vp, ctypes.c_char_p, ctypes.POINTER(vp)], ctypes.c_int),
+}
 
 __all__ = [
     "FINISHED", "Status", "TrieError", "Vocab", "Automaton", "Forced", "Crossing", "compile", "compile_tokens", "fill_bitmask_rows",
@@ -486,13 +491,19 @@ class Automaton(_Handle):
         self._adopt(vocab, out)
 
     @classmethod
-    def load(cls, vocab: Vocab, path: PathLike) -> "Automaton":
+    def load(cls, vocab: Vocab, path: PathLike, *, lazy: bool = False) -> "Automaton":
         """An automaton saved by :meth:`save`, for use with ``vocab``: memory-mapped (processes loading the same
         file share its pages) and checked, not compiled. Raises :class:`TrieError` ``IO``, ``MALFORMED_FILE``
         (truncated, corrupt, another format version) or ``VOCAB_MISMATCH`` (compiled against another
-        vocabulary)."""
+        vocabulary). ``lazy=True`` (``trie_automaton_load_lazy``): milliseconds whatever the file's size, the
+        header, sizes and block hashes checked at load and each state's part of the file on its first use, so a
+        damaged part is noticed then (``MALFORMED_FILE`` from that state), never a crash."""
         out = vp()
-        _check(vocab._call(library().trie_automaton_load, os.fsencode(path), ctypes.byref(out)))
+        if lazy:
+            lib = declared(_LAZY_LOAD, "Automaton.load(lazy=True)")
+            _check(vocab._call(lib.trie_automaton_load_lazy, os.fsencode(path), ctypes.byref(out)))
+        else:
+            _check(vocab._call(library().trie_automaton_load, os.fsencode(path), ctypes.byref(out)))
         self = cls.__new__(cls)
         self._adopt(vocab, out)
         return self

@@ -166,9 +166,24 @@ class RealVocabularyTest(unittest.TestCase):
                     a.fill_bitmask(st, ra)
                     b.fill_bitmask(st, rb)
                     self.assertEqual(ra, rb)
-            with self.assertRaises(TrieError) as ctx:
-                Automaton.load(self.llama3, Path(tmp) / "set.trie")
-            self.assertEqual(ctx.exception.status, Status.VOCAB_MISMATCH)
+            # the lazy load (trie_automaton_load_lazy) behaves the same, state by state
+            c = Automaton.load(v, Path(tmp) / "set.trie", lazy=True)
+            self.assertEqual((c.n_states, c.n_members), (a.n_states, a.n_members))
+            rc = c.new_bitmask()
+            for _ in range(30):
+                _, states = walk(a, self.qwen, rng)
+                for st in states:
+                    self.assertEqual(a.allowed(st).tolist(), c.allowed(st).tolist())
+                    a.fill_bitmask(st, ra)
+                    c.fill_bitmask(st, rc)
+                    self.assertEqual(ra, rc)
+            for lazy in (False, True):
+                with self.assertRaises(TrieError) as ctx:
+                    Automaton.load(self.llama3, Path(tmp) / "set.trie", lazy=lazy)
+                self.assertEqual(ctx.exception.status, Status.VOCAB_MISMATCH)
+                with self.assertRaises(TrieError) as ctx:
+                    Automaton.load(self.qwen, Path(tmp) / "missing.trie", lazy=lazy)
+                self.assertEqual(ctx.exception.status, Status.IO)
             (Path(tmp) / "bad.trie").write_bytes((Path(tmp) / "set.trie").read_bytes()[:-10])
             with self.assertRaises(TrieError) as ctx:
                 Automaton.load(self.qwen, Path(tmp) / "bad.trie")
