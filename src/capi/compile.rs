@@ -104,10 +104,24 @@ pub unsafe extern "C" fn trie_automaton_load(
     path: *const c_char,
     out: *mut *mut trie_automaton,
 ) -> trie_status {
+    load_with(vocab, path, out, |vocab, path| Automaton::load(vocab, path))
+}
+
+/// The body of [`trie_automaton_load`] and [`trie_automaton_load_lazy`]: the
+/// arguments checked, the file read by `load`, the automaton handed out through `out` (NULL on failure).
+///
+/// # Safety
+/// As for [`trie_automaton_load`].
+pub(super) unsafe fn load_with(
+    vocab: *const trie_vocab,
+    path: *const c_char,
+    out: *mut *mut trie_automaton,
+    load: impl FnOnce(Arc<Vocabulary>, &str) -> Result<Automaton>,
+) -> trie_status {
     guard(|| {
         check_out(out)?;
         let vocab = try_clone_arc(vocab)?;
-        let a = Automaton::load(vocab, path_str(path)?)?;
+        let a = load(vocab, path_str(path)?)?;
         out.write(arc_to_ptr(Arc::new(a)));
         Ok(())
     })

@@ -23,13 +23,7 @@ pub unsafe extern "C" fn trie_automaton_load_lazy(
     path: *const c_char,
     out: *mut *mut trie_automaton,
 ) -> trie_status {
-    guard(|| {
-        check_out(out)?;
-        let vocab = try_clone_arc(vocab)?;
-        let a = Automaton::load_lazy(vocab, path_str(path)?)?;
-        out.write(arc_to_ptr(Arc::new(a)));
-        Ok(())
-    })
+    load_with(vocab, path, out, |vocab, path| Automaton::load_lazy(vocab, path))
 }
 
 #[cfg(test)]
