@@ -33,6 +33,8 @@ __all__ = ["TrieToolGrammar", "ToolCompiler", "CLOSE", "MAX_SCHEMAS"]
 
 #: What follows the arguments of the one call (vLLM's form: a list of one object).
 CLOSE = "}]"
+# The EBNF root that closes a call after its arguments (the default ``close`` of :class:`ToolCompiler`).
+CLOSE_ROOT = f"root ::= {json.dumps(CLOSE)}"
 #: The most distinct argument schemas one request may have for libtrie to serve it.
 MAX_SCHEMAS = 256
 
@@ -65,14 +67,21 @@ class ToolCompiler:
 
     @staticmethod
     def _key(schema: str, close: str) -> str:
-        return schema if close == f"root ::= {json.dumps(CLOSE)}" else schema + "\0" + close
+        return schema if close == CLOSE_ROOT else schema + "\0" + close
 
-    def ready(self, schema: str, close: str = f"root ::= {json.dumps(CLOSE)}") -> bool:
+    def _cached(self, key: str) -> Any:
+        """The compiled grammar under ``key``, marked recently used, or ``None`` (call with the lock held)."""
+        ctx = self._args.get(key)
+        if ctx is not None:
+            self._args.move_to_end(key)
+        return ctx
+
+    def ready(self, schema: str, close: str = CLOSE_ROOT) -> bool:
         """Whether the grammar of ``schema`` and ``close`` is compiled (cached)."""
         with self._lock:
             return self._key(schema, close) in self._args
 
-    def prefetch(self, schema: str, close: str = f"root ::= {json.dumps(CLOSE)}") -> None:
+    def prefetch(self, schema: str, close: str = CLOSE_ROOT) -> None:
         """Start compiling ``schema`` followed by ``close`` on the worker thread, unless it is compiled or under
         way."""
         key = self._key(schema, close)
@@ -106,14 +115,13 @@ class ToolCompiler:
                 self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="libtrie-args")
             return self.executor
 
-    def at_hand_over(self, schema: str, close: str = f"root ::= {json.dumps(CLOSE)}") -> Any:
+    def at_hand_over(self, schema: str, close: str = CLOSE_ROOT) -> Any:
         """The compiled grammar at a hand-over to a tool's arguments (on the engine loop): cached, or the rest of a
         prefetched compile, or compiled here (counted)."""
         key = self._key(schema, close)
         with self._lock:
-            ctx = self._args.get(key)
+            ctx = self._cached(key)
             if ctx is not None:
-                self._args.move_to_end(key)
                 return ctx
             future = self._inflight.get(key)
             if future is None:
@@ -122,16 +130,15 @@ class ToolCompiler:
                 self.waited += 1
         return future.result() if future is not None else self._compile_one(schema, close)
 
-    def _compile_one(self, schema: str, close: str = f"root ::= {json.dumps(CLOSE)}", inflight: bool = True) -> Any:
+    def _compile_one(self, schema: str, close: str = CLOSE_ROOT, inflight: bool = True) -> Any:
         """The compiled grammar of ``schema`` (JSON text) followed by ``close`` (an EBNF ``root``), cached; a compile
         of the same grammar under way on the executor is waited for (``inflight``), not repeated."""
         import xgrammar as xgr
 
         key = self._key(schema, close)
         with self._lock:
-            ctx = self._args.get(key)
+            ctx = self._cached(key)
             if ctx is not None:
-                self._args.move_to_end(key)
                 return ctx
             future = self._inflight.get(key) if inflight else None
         if future is not None:
