@@ -65,7 +65,18 @@ python3 -c "
 import hashlib, sys
 sys.stdout.write(''.join(hashlib.sha256(str(i).encode()).hexdigest() + '\n' for i in range(10000)))" > "$SETS/huge.txt"
 
-PORT="${TRIE_SERVER_PORT:-$(free_port)}"
+# next_port: a fresh free port for each server (a server killed while busy may hold its port a while); a fixed
+# TRIE_SERVER_PORT is waited for (up to 30 s) until it can be bound again.
+next_port() {
+  if [[ -z "${TRIE_SERVER_PORT:-}" ]]; then free_port; return; fi
+  for _ in $(seq 1 60); do
+    python3 -c 'import socket,sys; s=socket.socket(); s.bind(("127.0.0.1", int(sys.argv[1])))' "$TRIE_SERVER_PORT" \
+      2>/dev/null && break
+    sleep 0.5
+  done
+  echo "$TRIE_SERVER_PORT"
+}
+PORT="$(next_port)"
 LOG="$WORK/server.log"
 
 # -nr (--no-repack): no extra CPU buffer types (the build has no AMX kernels anyway; this keeps weights as loaded).
@@ -95,6 +106,7 @@ SERVER_PID=""
 # ---- tool calls with Qwen2.5's template (JSON-native <tool_call> format, parsed by llama.cpp) -----------------
 QWEN="$("$REPO/scripts/fetch-model.sh" qwen2.5-coder-0.5b | tail -1)"
 QLOG="$WORK/server-qwen.log"
+PORT="$(next_port)"
 "$BIN" -m "$QWEN" --host 127.0.0.1 --port "$PORT" -np 1 -c 8192 -t "${TRIE_SERVER_THREADS:-1}" -nr \
   --no-webui --seed 1 --jinja --trie-set-dir "$SETS" --trie-max-inline-strings 1000 --trie-max-file-bytes 8000000 \
   > "$QLOG" 2>&1 &
@@ -117,6 +129,7 @@ SERVER_PID=""
 
 # ---- the README's registry example with routing off (issue 29) ----------------------------------------------
 NLOG="$WORK/server-noroute.log"
+PORT="$(next_port)"
 "$BIN" -m "$QWEN" --host 127.0.0.1 --port "$PORT" -np 1 -c 8192 -t "${TRIE_SERVER_THREADS:-1}" -nr \
   --no-webui --seed 1 --jinja --trie-no-route --trie-set-dir "$REPO/data/registry" > "$NLOG" 2>&1 &
 SERVER_PID=$!
@@ -135,6 +148,7 @@ SERVER_PID=""
 
 # ---- a reasoning template (issue 28): SmolLM2 with a template that forces "<think>" open ----------------------
 RLOG="$WORK/server-reasoning.log"
+PORT="$(next_port)"
 "$BIN" -m "$MODEL" --host 127.0.0.1 --port "$PORT" -np 1 -c 4096 -t "${TRIE_SERVER_THREADS:-1}" -nr \
   --no-webui --seed 1 --jinja --chat-template-file "$REPO/tests/llama-server/think-template.jinja" \
   > "$RLOG" 2>&1 &
@@ -156,6 +170,7 @@ SERVER_PID=""
 # (jump-forward is on by default: every server above drafted its sets' forced runs too)
 cp "$REPO/data/tools.txt" "$SETS/tools.txt"
 SLOG="$WORK/server-spec.log"
+PORT="$(next_port)"
 "$BIN" -m "$MODEL" -md "$MODEL" -td "${TRIE_SERVER_THREADS:-1}" --spec-draft-n-max 4 --host 127.0.0.1 --port "$PORT" \
   -np 4 -c 8192 -t "${TRIE_SERVER_THREADS:-1}" -nr --no-webui --seed 1 --jinja --trie-set-dir "$SETS" > "$SLOG" 2>&1 &
 SERVER_PID=$!
