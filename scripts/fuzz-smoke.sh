@@ -10,8 +10,8 @@
 #   scripts/fuzz-smoke.sh --install-only   install cargo-fuzz when missing, build nothing
 #   FUZZ_KEEP_CORPUS=1 ...             keep the grown corpus in fuzz/corpus/TARGET (gitignored)
 #   FUZZ_CODEGEN_UNITS=N ...           rustc codegen units (default 16: cargo-fuzz's own default of 1 compiles each
-#                                      crate on one core, which made the build most of a smoke run; 1 fuzzes a few
-#                                      per cent faster, worth it for long runs)
+#                                      crate on one core, and the build was most of a smoke run; 1 may fuzz somewhat
+#                                      faster, for long runs)
 #
 # cargo-fuzz needs nightly-only rustc flags (-Zsanitizer=address, coverage instrumentation); only a stable
 # toolchain is installed here, so the flags are unlocked with RUSTC_BOOTSTRAP=1. cargo-fuzz itself is
