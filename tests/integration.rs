@@ -1,7 +1,8 @@
 //! The integration tests, in one test binary: each file of tests/ is a module here (its own name, its own
-//! `mod common;`), so that `cargo test` compiles and links one binary instead of one per file (the links were most
-//! of the build time of the test stage). tests/real_vocab.rs stays a binary of its own, because the test stage
-//! without default features runs it alone (`cargo test --no-default-features --test real_vocab`).
+//! `mod common;`), so that `cargo test` compiles and links one binary instead of one per file (each linked the
+//! library and its dependencies; the eleven took twice the CPU time of this one). tests/real_vocab.rs stays a binary
+//! of its own, because the test stage without default features runs it alone (`cargo test --no-default-features
+//! --test real_vocab`).
 //!
 //! One suite: `cargo test --release --test integration ffi::` (the module name, then `::`); one test:
 //! `cargo test --release --test integration ffi::version_and_status_strings`. A new file in tests/ must be added
