@@ -4,9 +4,14 @@
 # Any crash, panic, leak, timeout or out-of-memory fails the script; the input is left in
 # fuzz/artifacts/TARGET/ (reproduce: RUSTC_BOOTSTRAP=1 cargo fuzz run -a TARGET fuzz/artifacts/TARGET/<file>).
 #
-#   scripts/fuzz-smoke.sh              every target, 25 s each (about 2 minutes after the build)
+#   scripts/fuzz-smoke.sh              every target, 25 s each (about 3 minutes after the build)
+#   scripts/fuzz-smoke.sh 10           every target, 10 s each (scripts/test.sh, CI)
 #   scripts/fuzz-smoke.sh 600 gguf     one target for 10 minutes (the long runs of docs/robustness.md)
+#   scripts/fuzz-smoke.sh --install-only   install cargo-fuzz when missing, build nothing
 #   FUZZ_KEEP_CORPUS=1 ...             keep the grown corpus in fuzz/corpus/TARGET (gitignored)
+#   FUZZ_CODEGEN_UNITS=N ...           rustc codegen units (default 16: cargo-fuzz's own default of 1 compiles each
+#                                      crate on one core, and the build was most of a smoke run; 1 may fuzz somewhat
+#                                      faster, for long runs)
 #
 # cargo-fuzz needs nightly-only rustc flags (-Zsanitizer=address, coverage instrumentation); only a stable
 # toolchain is installed here, so the flags are unlocked with RUSTC_BOOTSTRAP=1. cargo-fuzz itself is
@@ -14,6 +19,8 @@
 set -uo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$REPO/fuzz"
+INSTALL_ONLY=0
+if [[ "${1:-}" == --install-only ]]; then INSTALL_ONLY=1; shift; fi
 SECONDS_PER_TARGET="${1:-25}"
 shift || true
 TARGETS=("$@")
@@ -25,8 +32,9 @@ if ! cargo fuzz --version 2>/dev/null | grep -q "$CARGO_FUZZ_VERSION"; then
   echo "[fuzz] installing cargo-fuzz $CARGO_FUZZ_VERSION"
   cargo install cargo-fuzz --version "$CARGO_FUZZ_VERSION" --locked -q || exit 1
 fi
+if ((INSTALL_ONLY)); then cargo fuzz --version; exit 0; fi
 # -a: debug assertions (overflow checks) on; the same flags for build and run, so run does not rebuild.
-FLAGS=(-a)
+FLAGS=(-a --codegen-units "${FUZZ_CODEGEN_UNITS:-16}")
 echo "[fuzz] building ${TARGETS[*]}"
 cargo fuzz build "${FLAGS[@]}" || { echo "fuzz smoke: 0 passed, ${#TARGETS[@]} failed"; exit 1; }
 

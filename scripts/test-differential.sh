@@ -6,6 +6,7 @@
 #                                                reproduction
 #   scripts/test-differential.sh --cases N [--seed S] [--first I] [--families a,b] [--progress K] [--jobs J]
 #                                                one run of N generated cases (a fuzz campaign: large N, any seed)
+#   scripts/test-differential.sh --venv-only     create the oracles' venv (below) and exit (scripts/test-prefetch.sh)
 #
 # Oracles: xgrammar (PyPI wheel 0.2.8, torch/transformers stubbed), re (Python), jsonschema 4.26.0 — installed into
 # $TRIE_CACHE/diff-venv from tests/differential/requirements.lock (pinned, --require-hashes, --no-deps); and
@@ -36,6 +37,7 @@ if [[ ! -x "$VENV/bin/python" || "$(cat "$VENV/.trie-stamp" 2>/dev/null)" != "$s
   "$VENV/bin/pip" install -q --disable-pip-version-check --no-deps --require-hashes -r "$LOCK"
   echo "$stamp" > "$VENV/.trie-stamp"
 fi
+if [[ "${1:-}" == --venv-only ]]; then exit 0; fi
 
 if [[ "${TRIE_SKIP_CARGO:-0}" != 1 ]]; then
   log "cargo build --release"

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The Python package as users get it: `pip install .` into a fresh venv (.cache/py-venv; the build backend and numpy
 # pinned by tests/python/requirements.txt), mypy --strict over the package, then tests/python against the installed
-# copy, which must load the libtrie.so bundled inside it. (tests/python also runs against the source tree in the stage before this one.)
+# copy, which must load the libtrie.so bundled inside it. (tests/python also runs against the source tree in an
+# earlier stage.) `scripts/test-python.sh --venv-only` creates the venv and exits (scripts/test-prefetch.sh).
 set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 CACHE="${TRIE_CACHE:-$REPO/.cache}"
@@ -13,6 +14,7 @@ if [[ ! -f "$VENV/.req" ]] || ! cmp -s "$REQ" "$VENV/.req"; then
   "$VENV/bin/pip" install -q --disable-pip-version-check --require-hashes -r "$REQ"
   cp "$REQ" "$VENV/.req"
 fi
+if [[ "${1:-}" == --venv-only ]]; then exit 0; fi
 "$VENV/bin/pip" install -q --disable-pip-version-check --no-build-isolation --no-deps --force-reinstall "$REPO"
 rm -rf "$REPO/build"
 "$VENV/bin/pip" show -f libtrie | grep -E '^(Name|Version)|_libtrie|vllm/|sets.py|entry_points'

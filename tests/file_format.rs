@@ -258,8 +258,8 @@ fn as_version_1(v2: &[u8]) -> Vec<u8> {
 }
 
 /// Writes the seed corpus of the `load` and `update` fuzz targets (saved files of their vocabulary, and one with
-/// two members swapped, a valid checksum, which the loader must refuse): run with
-/// `FUZZ_SEEDS=fuzz/seeds/load cargo test --test file_format write_fuzz_seeds -- --ignored` (and `.../update`).
+/// two members swapped, a valid checksum, which the loader must refuse): run with (and `.../update`)
+/// `FUZZ_SEEDS=fuzz/seeds/load cargo test --test integration file_format::write_fuzz_seeds -- --ignored`.
 #[test]
 #[ignore]
 fn write_fuzz_seeds() {

@@ -4,7 +4,7 @@
 //! the other suites get the documented statuses. Every bad input tried is listed in `docs/robustness.md`.
 //!
 //! The heavy resource cases are `#[ignore]`d; run them (each prints its time and memory) with
-//! `cargo test --release --test robustness -- --ignored --nocapture --test-threads 1`.
+//! `cargo test --release --test integration robustness:: -- --ignored --nocapture --test-threads 1`.
 
 mod common;
 

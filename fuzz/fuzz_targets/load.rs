@@ -5,7 +5,7 @@
 //! list: its validation checks every state's tokens and precomputed rows. A loaded vocabulary's index is only
 //! checked to stay in bounds (its agreement with the token bytes rests on the checksum, see `Vocabulary::load`),
 //! so a set compiled against a crafted one must be safe to use, not right. Seeds (fuzz/seeds/load) are saved
-//! files of the vocabulary below, made by `cargo test --test file_format write_fuzz_seeds -- --ignored`.
+//! files of the vocabulary below, made by `cargo test --test integration file_format::write_fuzz_seeds -- --ignored`.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
