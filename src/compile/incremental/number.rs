@@ -21,7 +21,10 @@ pub(super) fn number(
     options: &CompileOptions,
 ) -> Result<Option<Numbering>> {
     let n_explicit_old = this.n_explicit() as u32;
-    let mut table = vec![Slot::GONE; this.n_states()];
+    // The explicit part first; the chain part (most of the states of a templated set: its suffix bytes) is
+    // written once, run by run, below.
+    let mut table = Vec::with_capacity(this.n_states());
+    table.resize(n_explicit_old as usize, Slot::GONE);
     let mut next = 0u32;
     let mut s = 0u32;
     for d in dirty.iter_mut() {
@@ -54,14 +57,8 @@ pub(super) fn number(
         }
     }
     // Chain states: the same member's chain, shifted (positions that became explicit are dirty). Chains copied
-    // as runs keep their states' order: one shift per run.
-    let e = n_explicit_old as usize;
-    for &(lo, hi, at) in &chains.runs {
-        let first = n_explicit + at;
-        for (i, slot) in table[e + lo as usize..e + hi as usize].iter_mut().enumerate() {
-            *slot = Slot::state(first + i as u32);
-        }
-    }
+    // as runs keep their states' order: one shift per run. Runs in old order, the gaps between them gone.
+    let mut runs: Vec<(u32, u32, u32)> = chains.runs.iter().map(|&(lo, hi, at)| (lo, hi, n_explicit + at)).collect();
     for &(k, nk) in &chains.moved {
         let (k, nk) = (k as usize, nk as usize);
         let (a, b) = (this.chain_base[k] as usize, this.chain_base[k + 1] as usize);
@@ -69,10 +66,18 @@ pub(super) fn number(
         // Depths below f_new became explicit (dirty, numbered below); the rest keep their order.
         let skip = f_new.saturating_sub(f_old).min(b - a);
         let first = n_explicit + chains.base[nk] + (f_old + skip - f_new) as u32;
-        for (i, slot) in table[e + a + skip..e + b].iter_mut().enumerate() {
-            *slot = Slot::state(first + i as u32);
-        }
+        runs.push(((a + skip) as u32, b as u32, first));
     }
+    runs.sort_unstable();
+    let e = n_explicit_old as usize;
+    for &(lo, hi, first) in &runs {
+        if (lo as usize) < table.len() - e {
+            return Ok(None); // runs overlap
+        }
+        table.resize(e + lo as usize, Slot::GONE);
+        table.extend((0..hi - lo).map(|i| Slot::state(first + i)));
+    }
+    table.resize(this.n_states(), Slot::GONE);
     for d in dirty.iter() {
         if d.old_state != NONE {
             table[d.old_state as usize] = d.new_state;

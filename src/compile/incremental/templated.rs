@@ -42,7 +42,7 @@ impl Automaton {
         if self.fast_path_fits(&old, &c) && add.len() < NONE as usize {
             if let Some(mut a) = self.update_in_place(&old, &c.adding, &c.ins, &c.removed, options)? {
                 if template.end != End::Open || prefix_free_around(&a, &c) {
-                    if let Some(ids) = member_ids(&a, &old, &add_segs, &c.removed) {
+                    if let Some(ids) = member_ids(&a, &old, &add_segs, &c) {
                         a.segments = Some(Segments::new(template, ids));
                         return Ok(a);
                     }
@@ -72,28 +72,33 @@ fn prefix_free_around(a: &Automaton, c: &Changes) -> bool {
     })
 }
 
-/// The member id of each rank of the new automaton `a` (whose members are the old list `old` without the ranks
-/// `removed`, plus the added segments): as `compile_template` numbers the list `add ++ (old − removed)`.
-/// `None` if the update does not have the expected members (the caller then compiles in full).
-fn member_ids(a: &Automaton, old: &List, add: &[&[u8]], removed: &[usize]) -> Option<Vec<u32>> {
+/// The member id of each rank of the new automaton `a` (whose members are the old ones `old` without the ranks
+/// `c.removed`, plus `c.adding` inserted at `c.ins`): as `compile_template` numbers the list
+/// `add ++ (old − removed)`. The new rank of every kept old member follows from the changes alone (no member is
+/// compared: the old ones stay in order between the changes). `None` if the update does not have the expected
+/// members (the caller then compiles in full).
+fn member_ids(a: &Automaton, old: &List, add: &[&[u8]], c: &Changes) -> Option<Vec<u32>> {
+    let k_old = old.len();
     let n = a.member_offsets.len() - 1;
-    let member = |i: usize| &a.member_bytes[a.member_offsets[i] as usize..a.member_offsets[i + 1] as usize];
-    let mut ids = Vec::with_capacity(n);
-    // Walk the old ranks beside the new ones: a new member equal to the next kept old member is that member, the
-    // `kept`-th remaining one; the others are added.
-    let (mut o, mut kept, mut r_removed) = (0usize, 0u32, 0usize);
-    for r in 0..n {
-        while r_removed < removed.len() && removed[r_removed] == o {
+    if n + c.removed.len() != k_old + c.adding.len() {
+        return None;
+    }
+    let mut ids = vec![NONE; n];
+    // The kept old members in rank order, the `kept`-th one at new rank `o - (removed before o) + (added
+    // before o)`; an added string goes before the old member at its insertion point.
+    let (mut kept, mut r_removed, mut r_added) = (0u32, 0usize, 0usize);
+    for o in 0..k_old {
+        while r_added < c.ins.len() && c.ins[r_added] <= o {
+            r_added += 1;
+        }
+        if r_removed < c.removed.len() && c.removed[r_removed] == o {
             r_removed += 1;
-            o += 1;
+            continue;
         }
-        if o < old.len() && old.get(o) == member(r) {
-            ids.push(add.len() as u32 + kept);
-            kept += 1;
-            o += 1;
-        } else {
-            ids.push(NONE);
-        }
+        let r = o - r_removed + r_added;
+        debug_assert_eq!(a.member(r), old.get(o));
+        ids[r] = add.len() as u32 + kept;
+        kept += 1;
     }
     // Every added string (its first copy, last written wins: walk the copies backwards) is its index in `add`,
     // also when it was a member already.
