@@ -149,15 +149,25 @@ def summarize(rows, engine, mode, category, limit):
 
 def run_category(args, category, cases, url, engine, index, base, by_key):
     """Every case of one category through the engine at `url`; the answers' rows (also appended to --out)."""
-    rows = []
+    rows, done = [], {}
+    if args.resume and os.path.exists(args.out):
+        for line in open(args.out, encoding="utf-8"):
+            r = json.loads(line) if line.strip() else {}
+            if (r.get("engine"), r.get("mode"), r.get("category"), r.get("max_tokens")) == (
+                    args.engine, args.mode, category, args.max_tokens) and r.get("status") == 200:
+                done[r["id"]] = r
     with open(args.out, "a", encoding="utf-8") as out:
         for case in cases:
+            if case["id"] in done:  # --resume: answered before with the same max_tokens
+                rows.append(done[case["id"]])
+                print(f"[bfcl] {args.mode} {case['id']}: answered before (--resume)", file=sys.stderr)
+                continue
             body, cands = request_of(case, args.mode, index, engine, args.candidates, args.max_tokens)
             status, msg, tm = post_stream(url, body, args.timeout)
             row = {"engine": args.engine, "mode": args.mode, "category": category, "id": case["id"],
                    "status": status, "error": "" if status == 200 else str(msg), "parse": False,
                    "names_in_set": False, "ast_valid": False, "ast_error": "", **{k: v for k, v in tm.items()},
-                   "load": round(os.getloadavg()[0], 2)}
+                   "load": round(os.getloadavg()[0], 2), "max_tokens": args.max_tokens}
             if args.mode == "catalog":
                 gold = {bfcl.catalog_name_of(t, by_key) for t in bfcl.tools_of(case["functions"])}
                 row["candidates"] = cands
@@ -195,6 +205,8 @@ def main():
     ap.add_argument("--url", help="an engine already running (skips start/stop; its mode must match --mode)")
     ap.add_argument("--timeout", type=float, default=300, help="seconds per request")
     ap.add_argument("--max-tokens", type=int, default=512, help="every request's max_tokens (the same in every mode)")
+    ap.add_argument("--resume", action="store_true",
+                    help="keep the cases --out already answered (HTTP 200, same engine, mode, category, max_tokens)")
     ap.add_argument("--candidates", type=int, default=5, help="catalog mode: tools listed in the prompt")
     ap.add_argument("--catalog", default=os.path.join(REPO, ".cache", "bfcl", "registry", CATALOG_NAME + ".json"))
     args = ap.parse_args()

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The Markdown table of docs/bench/bfcl.md: table.py FILE.jsonl [...], each file either run.py's summary lines
 (the last line of each engine x mode x category wins) or its answer lines (one per case, with an "id"; summarized
-here the way run.py does, for a run stopped before its summary line: the row then says "(partial)").
+here the way run.py does, for a run stopped before its summary line: the row then says "(partial)"; the load column
+is then the lowest and highest 1-minute load average at the end of the cell's cases).
 --limit N: every cell from its answers' first N cases (runs of a larger limit cut to the table's), "(partial)"
 where a cell has fewer."""
 import json
@@ -20,7 +21,9 @@ def summarize(rows):
             "ttft_s": med([r["ttft_s"] for r in ok if r.get("ttft_s") is not None]),
             "tok_s": med([r["tok_s"] for r in ok if r.get("tok_s")]),
             "failures": sorted({f"{r['status']}: {r['error'][:120]}" for r in rows if r["status"] != 200})[:5],
-            "n_failures": len(rows) - len(ok), "load": [rows[-1]["load"]] if rows[-1].get("load") else None,
+            "n_failures": len(rows) - len(ok),
+            "load_range": [min(r["load"] for r in rows), max(r["load"] for r in rows)] if all(
+                r.get("load") is not None for r in rows) else None,
             "partial": True}
 
 
@@ -56,7 +59,9 @@ for (engine, cat, mode), s in sorted(rows.items(), key=lambda kv: (kv[0][0], kv[
     fails = f"{s['n_failures']}: " + "; ".join(s["failures"]) if s["n_failures"] else "0"
     ttft = f"{s['ttft_s']:.2f} s" if s["ttft_s"] is not None else "-"
     tps = f"{s['tok_s']:.1f}" if s["tok_s"] else "-"
-    load = f"{s['load'][0]:.1f}" if s.get("load") else "-"  # the 1-minute load average when the run ended
+    # answers: the 1-minute load average when each case ended, lowest-highest; a summary line: when the run ended
+    lr = s.get("load_range")
+    load = f"{lr[0]:.1f}-{lr[1]:.1f}" if lr else f"{s['load'][0]:.1f}" if s.get("load") else "-"
     part = " (partial)" if s.get("partial") else ""
     print(f"| {engine} | {cat} | {mode}{part} | {n} | {pct('parse')} | {pct('names_in_set')} | {pct('ast')} | {gold} "
           f"| {ttft} | {tps} | {fails} | {load} |")

@@ -397,6 +397,14 @@ class TagTest(unittest.TestCase):
         self.assertEqual(t["triggers"], ["<tool_call>"])
         self.assertEqual(t["structures"][0]["begin"], '<tool_call>\n{"name": "get_weather", "arguments": ')
 
+    def test_the_property_order_is_the_clients(self):
+        # xgrammar writes properties in the schema's order: the tag keeps the client's, not an alphabetical one.
+        params = {"type": "object", "properties": {"repos": {"type": "string"}, "aligned": {"type": "boolean"}},
+                  "required": ["repos"]}
+        spec = calls.parse_spec(calls.build_tag("hermes", False, True, [("github_star", params)]))
+        self.assertEqual(list(json.loads(spec.schemas[0])["properties"]), ["repos", "aligned"])
+        self.assertEqual(list(json.loads(spec.schemas[0])), ["type", "properties", "required"])
+
     def test_bad_tools_are_refused_with_the_field(self):
         with self.assertRaisesRegex(ValueError, "tools: the tool name 'a' is listed twice"):
             calls.build_tag("hermes", True, True, [("a", {}), ("a", {})])

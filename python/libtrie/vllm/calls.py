@@ -90,7 +90,10 @@ def _schema_text(schema: Any) -> str:
         return "{}"
     if not isinstance(schema, dict):
         raise ValueError("a tool's parameters must be a JSON object")
-    return json.dumps(schema, sort_keys=True)
+    # The client's property order, not sorted: xgrammar's JSON-schema grammar writes the properties in the order the
+    # schema lists them (an optional one may be skipped, none may come back), so sorting them would make the model
+    # write its arguments alphabetically (BFCL live_simple on vLLM: an optional key dropped, a string run away).
+    return json.dumps(schema)
 
 
 def build_tag(fmt: str, auto: bool, parallel: bool, tools: Sequence[Tuple[str, Any]],
