@@ -41,6 +41,7 @@ import bfcl  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(HERE))
 CATALOG_NAME = "bfcl_catalog"
+CATALOG_PATH = os.path.join(REPO, ".cache", "bfcl", "registry", CATALOG_NAME + ".json")  # --catalog default
 
 
 def post_stream(url, body, timeout):
@@ -208,7 +209,7 @@ def main():
     ap.add_argument("--resume", action="store_true",
                     help="keep the cases --out already answered (HTTP 200, same engine, mode, category, max_tokens)")
     ap.add_argument("--candidates", type=int, default=5, help="catalog mode: tools listed in the prompt")
-    ap.add_argument("--catalog", default=os.path.join(REPO, ".cache", "bfcl", "registry", CATALOG_NAME + ".json"))
+    ap.add_argument("--catalog", default=CATALOG_PATH)
     args = ap.parse_args()
 
     categories = args.category.split(",")

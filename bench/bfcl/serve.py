@@ -24,8 +24,7 @@ def main():
     ap.add_argument("--engine", required=True, choices=["llama-server", "vllm"])
     ap.add_argument("--mode", required=True, choices=["stock", "libtrie", "catalog"])
     ap.add_argument("--model", default=os.environ.get("BFCL_MODEL", ""))
-    ap.add_argument("--catalog", default=os.path.join(run.REPO, ".cache", "bfcl", "registry",
-                                                      run.CATALOG_NAME + ".json"))
+    ap.add_argument("--catalog", default=run.CATALOG_PATH)
     ap.add_argument("--url-file", help="write the base URL here once the engine answers /health")
     args = ap.parse_args()
     engine = importlib.import_module("engine_" + args.engine.replace("-", "_"))
