@@ -36,5 +36,15 @@ fn main() -> Result<()> {
     assert_eq!(updated.n_members(), 3);
     // docs:end update
     println!("updated: {} members", updated.n_members());
+
+    // docs:begin template
+    use trie::{End, Render, Template};
+    let t =
+        Template::bare().prefix("{\"name\": ").suffix(", \"arguments\": ").render(Render::JsonString).end(End::Open);
+    let tool_names = ["get_weather", "send_email"];
+    let calls = Automaton::compile_template(vocab.clone(), &tool_names, &t, &CompileOptions::default())?;
+    // docs:end template
+    println!("templated: {} members, open end: {}", calls.n_members(), calls.is_open());
+    assert_eq!(calls.n_members(), 2);
     Ok(())
 }

@@ -36,11 +36,12 @@ int main(int argc, char **argv) {
     printf("%s\n", text);
     int member = strcmp(text, "calendar.create_event") == 0 || strcmp(text, "weather.get_forecast") == 0;
 
-    /* trie_automaton_with: the set updated without a full compile; `a` stays valid for sequences in flight. */
+    /* docs:begin update */
     const uint8_t *add[] = {(const uint8_t *)"calendar.delete_event"};
     size_t add_len[] = {21};
-    trie_automaton *b;
+    trie_automaton *b;                  /* `a` stays valid: sequences in flight on it finish there */
     if (trie_automaton_with(a, add, add_len, 1, NULL, NULL, 0, NULL, &b)) return 1;
+    /* docs:end update */
     printf("updated: %zu members\n", trie_automaton_n_members(b));
     int ok = member && trie_automaton_n_members(b) == 3;
     free(mask);
