@@ -60,8 +60,9 @@ COVERAGE = {
         "against trie.h and builds the CTrie module with clang; swift build is NOT run",
         [("scripts/test-swift-module.sh", "Sources")]),
     "examples/vllm/client.py": (
-        "compile", "no vLLM in CI: compiled here; run it by hand against a server started as the README says",
-        []),
+        "compile", "no vLLM in CI: compiled here; the opt-in scripts/test-vllm.sh runs it against a real server "
+        "(tests/vllm/test_vllm_tools.py)",
+        [("tests/vllm/test_vllm_tools.py", '"client.py"')]),
     "examples/sglang/client.py": (
         "compile", "SGLang's server needs CUDA: compiled here, never run in CI", []),
     "examples/python/transformers_generate.py": (

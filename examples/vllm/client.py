@@ -1,6 +1,7 @@
 """The README's vLLM client (and its tool-call example), whole. It talks to a server started as the README's vLLM
-section says; every request is an ordinary OpenAI request. Not run in CI (no vLLM there): scripts/check-docs.py
-compiles it and checks the README's copies of its docs: regions; the opt-in scripts/test-vllm.sh does not run it.
+section says; every request is an ordinary OpenAI request. CI has no vLLM: scripts/check-docs.py compiles it and checks
+the README's copies of its docs: regions; the opt-in scripts/test-vllm.sh runs it against a real server
+(tests/vllm/test_vllm_tools.py, which serves data/registry/tools.json as the registry "tools").
 
     python3 examples/vllm/client.py [BASE_URL] [MODEL]
 """
