@@ -80,6 +80,9 @@ stage "cargo test without default features" cargo test --release --no-default-fe
 stage "benchmarks build" cargo build --release --benches -q
 stage "Python package from the source tree (unittest)" \
   bash -c 'cargo build --release -q && python3 -m unittest discover -s tests/python -v'
+# Seconds: the README's and the guides' code blocks against the files CI builds or runs (scripts/check-docs.py), and
+# the Rust and Python README examples run on a real vocabulary (built by the stages above).
+stage "docs: every README/guide code block is a file CI builds or runs (scripts/test-docs.sh)" scripts/test-docs.sh
 stage "differential harness (libtrie vs XGrammar, re, jsonschema: tests/differential)" \
   after diff-venv env TRIE_DIFF_LLAMA=0 scripts/test-differential.sh
 stage "C ABI: header drift, C/C++ tests (ASan, valgrind), examples, packaging" \

@@ -33,6 +33,7 @@ func Example() {
 	}
 	defer a.Close()
 
+	// docs:begin decode
 	mask := a.NewMask()
 	text := ""
 	for s := a.Start(); s != trie.StateFinished; {
@@ -55,6 +56,7 @@ func Example() {
 		}
 	}
 	fmt.Println(text)
+	// docs:end decode
 	// Output:
 	// allowed [1 3] -> "github"
 	// allowed [4] -> "."

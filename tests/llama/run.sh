@@ -74,6 +74,9 @@ fi
 SELFTEST="$(dirname "$HARNESS")/trie-llama-selftest"
 if "$SELFTEST" "$MODEL" | sed 's/^/    /'; then ok "selftest: apply paths, accept, clone, reset on the real vocabulary"
 else ko "selftest"; fi
+# The README's llama.cpp example (examples/llama/quickstart.c), as a reader would run it: its answer is a member.
+if "$(dirname "$HARNESS")/trie-llama-quickstart" "$MODEL" | sed 's/^/    /'; then ok "README example: examples/llama/quickstart.c"
+else ko "README example: examples/llama/quickstart.c"; fi
 COMMON=(--model "$MODEL" --n-predict 48 --quiet --json)
 
 # ---- 1 + 5: 10,000 names ---------------------------------------------------------------------------------------

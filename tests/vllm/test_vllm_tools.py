@@ -31,6 +31,7 @@ import jsonschema
 from libtrie.vllm import calls
 
 MODEL = Path(os.environ["LIBTRIE_TEST_MODEL"])
+REPO = Path(__file__).resolve().parents[2]
 
 WEATHER = {"type": "object", "properties": {"city": {"type": "string", "maxLength": 20},
                                             "unit": {"enum": ["celsius", "fahrenheit"]}},
@@ -79,6 +80,8 @@ class ToolServerTest(unittest.TestCase):
         cls.sets.mkdir()
         cls.registry = registry_tools(10_000)
         (cls.sets / "catalog.json").write_text(json.dumps(cls.registry))
+        # the README's registry (examples/vllm/client.py names it "tools")
+        shutil.copy(REPO / "data" / "registry" / "tools.json", cls.sets / "tools.json")
         cls.log = open(cls.tmp / "serve.log", "w")
         env = dict(os.environ, LIBTRIE_SET_DIR=str(cls.sets), LIBTRIE_VLLM_ROUTE="1",
                    RAYON_NUM_THREADS=os.environ.get("RAYON_NUM_THREADS", "1"))
@@ -134,6 +137,17 @@ class ToolServerTest(unittest.TestCase):
             jsonschema.validate(call["arguments"], schemas[call["name"]])
             out.append(call)
         return out
+
+    def test_the_readme_client_runs(self):
+        """examples/vllm/client.py, the README's vLLM client, against this server: its choice answer is a member and
+        every request it sends succeeds (it raises otherwise)."""
+        out = subprocess.run([sys.executable, str(REPO / "examples" / "vllm" / "client.py"),
+                              f"http://127.0.0.1:{self.port}/v1", str(MODEL)],
+                             capture_output=True, text=True, timeout=600)
+        self.assertEqual(out.returncode, 0, out.stdout + out.stderr)
+        lines = out.stdout.splitlines()
+        self.assertIn(lines[0], ["Tokyo", "Osaka", "Kyoto"], out.stdout)
+        self.assertIn(lines[1], ["Tokyo", "Osaka"], out.stdout)
 
     def test_auto_with_calls_parallel_and_enforced_single(self):
         before = self.served()

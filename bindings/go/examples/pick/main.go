@@ -31,16 +31,18 @@ func main() {
 }
 
 func run(vocabPath, setPath string, inputPath []string) error {
-	vocab, err := trie.LoadGGUF(vocabPath)
-	if err != nil {
-		return err
-	}
-	defer vocab.Close()
 	members, err := readLines(setPath)
 	if err != nil {
 		return err
 	}
+	// docs:begin compile
+	vocab, err := trie.LoadGGUF(vocabPath) // or trie.NewVocab(spec): your engine's own token list
+	if err != nil {
+		return err
+	}
+	defer vocab.Close()
 	a, err := vocab.Compile(members, &trie.CompileOptions{DropUnreachable: true})
+	// docs:end compile
 	if err != nil {
 		return err
 	}

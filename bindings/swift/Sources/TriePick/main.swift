@@ -90,10 +90,12 @@ func run() throws {
         FileHandle.standardError.write("usage: trie-pick VOCAB.gguf SET.txt [INPUT]\n".data(using: .utf8)!)
         exit(2)
     }
-    let vocab = try Vocab(gguf: args[1])
     let members = try String(contentsOfFile: args[2], encoding: .utf8)
         .split(separator: "\n").map { String($0).trimmingCharacters(in: .newlines) }.filter { !$0.isEmpty }
+    // docs:begin compile
+    let vocab = try Vocab(gguf: args[1])
     let automaton = try vocab.compile(members, dropUnreachable: true)
+    // docs:end compile
     print("libtrie \(trieVersion): \(automaton.nMembers) members, \(automaton.nStates) states, vocabulary of \(vocab.nTokens) tokens")
     let picker = try Picker(vocab: vocab, automaton: automaton)
 
