@@ -11,6 +11,7 @@
 #include <list>
 #include <memory>
 #include <mutex>
+#include <stdexcept>
 #include <string>
 #include <unordered_map>
 
@@ -62,6 +63,14 @@ template <typename T> class lru {
     std::unordered_map<std::string, typename std::list<std::pair<std::string, std::shared_ptr<const T>>>::iterator> index_;
 };
 
+// A request over the operator's bounds (recognition or compile): thrown by recognize() and the routed compile. A
+// request llama.cpp would serve itself ("json_schema", "grammar", inline "tools") catches it and keeps llama.cpp's
+// path, as any request that is not a set (bounded work, never a 400 for its size); only sets named through
+// libtrie's own fields (the "trie" field, a registry) are refused with its message.
+struct over_bounds : std::invalid_argument {
+    using std::invalid_argument::invalid_argument;
+};
+
 // trie_last_error(), at most `n` bytes (messages go to clients).
 std::string last_error(size_t n = 1000);
 
@@ -87,8 +96,8 @@ recognize_bounds request_bounds(const common_params_libtrie & opts);
 // How a hit bound is worded: the operator's flags named, and what the client can do instead.
 std::string bounds_hint();
 
-// The recognized set of `text` as `kind`, or a null pointer when it is not a set. Throws std::invalid_argument
-// with the reason (malformed input, a bound hit: "... (this server's bounds: ...)"), not prefixed by any field.
+// The recognized set of `text` as `kind`, or a null pointer when it is not a set. Throws over_bounds for a bound
+// hit ("... (this server's bounds: ...)") and std::invalid_argument for malformed input, not prefixed by any field.
 std::unique_ptr<trie_recognized, void (*)(trie_recognized *)> recognize(uint32_t kind, const std::string & text,
                                                                         const recognize_bounds & bounds);
 

@@ -443,8 +443,30 @@ class TagTest(unittest.TestCase):
         self.assertEqual((spec.format, spec.parallel, spec.auto), ("json", False, False))
         self.assertFalse(frontend.adjust(object(), req(), Settings()), "auto with a parser of another format")
         self.assertFalse(frontend.adjust(Hermes(), req(tool_choice="none"), Settings()))
-        with self.assertRaisesRegex(ValueError, "LIBTRIE_MAX_INLINE_STRINGS=1"):
-            frontend.adjust(Hermes(), req(), Settings(max_inline_strings=1))
+        # Over the operator's inline bounds: vLLM's own path, untouched, as without libtrie (no 400 for its size).
+        r = req()
+        self.assertFalse(frontend.adjust(Hermes(), r, Settings(max_inline_strings=1)))
+        self.assertIsNone(r.structured_outputs)
+        big = {"type": "object", "description": "d" * 70_000}  # a tag over 8 x 16 B + 64 KiB
+        r = req(tools=[SimpleNamespace(function=SimpleNamespace(name="big", parameters=big))])
+        self.assertFalse(frontend.adjust(Hermes(), r, Settings(max_inline_bytes=16)), "a tag over the text bound")
+        self.assertIsNone(r.structured_outputs)
+        # "auto" with the client's content schema (response_format or structured_outputs): plain vLLM enforces it
+        # on the whole output; libtrie leaves the request as it came, the schema kept.
+        schema = {"type": "json_schema", "json_schema": {"name": "a", "schema": {"enum": ["x", "y"]}}}
+        for so, fmt in ((None, schema), (None, {"type": "json_object"}),
+                        (SimpleNamespace(json={"enum": ["x"]}, regex=None, choice=None, grammar=None,
+                                         json_object=None, structural_tag=None), None),
+                        (SimpleNamespace(json=None, regex=None, choice=["x", "y"], grammar=None, json_object=None,
+                                         structural_tag=None), None)):
+            r = req(structured_outputs=so, response_format=fmt)
+            self.assertFalse(frontend.adjust(Hermes(), r, Settings()), (so, fmt))
+            self.assertIs(r.response_format, fmt, "the content schema is kept")
+            self.assertIs(r.structured_outputs, so)
+        r = req(response_format={"type": "text"})
+        self.assertTrue(frontend.adjust(Hermes(), r, Settings()), "a text response_format constrains nothing")
+        r = req(tool_choice="required", response_format=schema)  # required: the call is the output (vLLM's rule)
+        self.assertTrue(frontend.adjust(object(), r, Settings()))
         with self.assertRaisesRegex(ValueError, "vllm_xargs.libtrie_registry: .*no set directory"):
             frontend.adjust(Hermes(), req(vllm_xargs={"libtrie_registry": "tools"}), Settings())
 
