@@ -3,6 +3,7 @@
 #pragma once
 
 #include "llama-libtrie.h"
+#include "llama-libtrie-lru.h"
 #include "llama-libtrie-registry.h"
 
 #include <atomic>
@@ -34,34 +35,7 @@ extern std::atomic<bool> g_route;
 // The vocabulary's fingerprint as 32 hex digits (a key part: two models with one tokenizer share entries).
 std::string fingerprint_hex(const trie_vocab * vocab);
 
-// A least-recently-used map of compiled things by key, `capacity` entries (at least 1). Thread-safe; `make` runs
-// under the lock (one compile at a time: compiles are bounded by the operator's limits).
-template <typename T> class lru {
-  public:
-    template <typename F> std::shared_ptr<const T> get(const std::string & key, size_t capacity, F make, bool * made = nullptr) {
-        std::lock_guard<std::mutex> lock(mu_);
-        if (made) *made = false;
-        auto it = index_.find(key);
-        if (it != index_.end()) {
-            order_.splice(order_.begin(), order_, it->second);
-            return it->second->second;
-        }
-        std::shared_ptr<const T> value = make();  // throws: nothing cached
-        order_.emplace_front(key, value);
-        index_[key] = order_.begin();
-        while (order_.size() > (capacity ? capacity : 1)) {
-            index_.erase(order_.back().first);
-            order_.pop_back();
-        }
-        if (made) *made = true;
-        return value;
-    }
-
-  private:
-    std::mutex                                                     mu_;
-    std::list<std::pair<std::string, std::shared_ptr<const T>>>    order_;
-    std::unordered_map<std::string, typename std::list<std::pair<std::string, std::shared_ptr<const T>>>::iterator> index_;
-};
+// The cache of compiled things by key (one in-flight build per key, built outside its lock): llama-libtrie-lru.h.
 
 // A request over the operator's bounds (recognition or compile): thrown by recognize() and the routed compile. A
 // request llama.cpp would serve itself ("json_schema", "grammar", inline "tools") catches it and keeps llama.cpp's
