@@ -286,6 +286,41 @@ class SglangFrontDoorTest(unittest.TestCase):
             self.assertFalse(front.is_limit(e))
 
 
+class FrontCacheTest(unittest.TestCase):
+    """The recognition cache (``front.recognize_once``) is charged by what its entries hold, not by the request's
+    size (issue 36, defect 4: 256 grammars of 178 bytes, each a set of 10,000 members, pinned 377 MB)."""
+
+    def test_the_cache_is_charged_by_the_results_size(self):
+        lim = front.limits(SETTINGS)
+        with front._CACHE_LOCK:
+            saved = (front.CACHE_BYTES, dict(front._CACHE), front._CACHE_BYTES[0])
+            front._CACHE.clear()
+            front._CACHE_BYTES[0] = 0
+        front.CACHE_BYTES = 4 << 20
+
+        def restore():
+            with front._CACHE_LOCK:
+                front.CACHE_BYTES = saved[0]
+                front._CACHE.clear()
+                front._CACHE.update(saved[1])
+                front._CACHE_BYTES[0] = saved[2]
+
+        self.addCleanup(restore)
+        texts = [f'root ::= "{chr(97 + i % 26)}{i}" d d d d\n{DIGITS}\n' for i in range(40)]  # 10,000 members each
+        self.assertLess(max(len(t) for t in texts), 200)
+        for t in texts:
+            got = front.recognize_once("grammar", t, lim)
+            self.assertEqual(len(got.members), 10_000)
+        with front._CACHE_LOCK:
+            held = sum(size for size, _ in front._CACHE.values())
+            entries = len(front._CACHE)
+        self.assertEqual(held, front._CACHE_BYTES[0])
+        self.assertLessEqual(held, 4 << 20, "the bound holds")
+        # Each entry is charged at least its members' bytes (10,000 bytes objects), so at most a handful fit.
+        self.assertGreater(held / entries, 10_000 * 37, f"{entries} entries charged {held} bytes")
+        self.assertLess(entries, 40)
+
+
 class ProcessSurvivesTest(unittest.TestCase):
     def test_a_bomb_that_aborted_the_process_before(self):
         # A 4 KB variant of the bomb made the allocation fail, which aborts a process (issue 28).
