@@ -1354,6 +1354,21 @@ enum trie_status trie_registry_cache_get(const struct trie_registry_cache *cache
                                          bool *read);
 
 /**
+ * Checks what [`trie_registry_cache_get`] would check before reading: the name, the set directory, the file
+ * opened as `get` opens it (no link followed, a regular file within the size bound). Reads and recognizes nothing,
+ * for an API server's admission (the engine that serves the request reads the registry). `*cached` (may be NULL):
+ * whether the file's current identity is cached (a `get` now reads nothing). Errors as for `get`, with a message
+ * fit for the client.
+ *
+ * # Safety
+ * `cache` must be NULL or a live registry cache; `name` must hold `len` bytes; `cached` NULL or writable.
+ */
+enum trie_status trie_registry_cache_check(const struct trie_registry_cache *cache,
+                                           const uint8_t *name,
+                                           size_t len,
+                                           bool *cached);
+
+/**
  * Drops a reference to a registry (NULL: nothing).
  *
  * # Safety

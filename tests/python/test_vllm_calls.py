@@ -506,6 +506,56 @@ class RegistryTest(unittest.TestCase):
         self.assertEqual(new.names[3], "renamed")
         self.assertEqual(reg.names[3], "tool_3", "a request holding the old registry keeps it")
 
+    def test_admission_checks_without_reading(self):
+        # issue 36, defect 6: the API server's admission read and recognized a named registry on its event loop
+        # (919 ms at 100,000 tools after each change); it now checks what needs no read, and the engine reads.
+        cache = RegistryCache(str(self.dir), max_file_bytes=1 << 20)
+        self.assertFalse(cache.check("big"), "not cached yet")
+        self.assertEqual(cache.reads, 0, "checked, not read")
+        for bad, why in (("../outside", "registry name"), ("link", "link"), ("nope", "does not exist"),
+                         ("/etc/passwd", "registry name")):
+            with self.assertRaisesRegex(SetError, why):
+                cache.check(bad)
+        with self.assertRaisesRegex(SetError, "registry"):
+            RegistryCache(str(self.dir), max_file_bytes=1000).check("big")
+        with self.assertRaisesRegex(SetError, "no set directory"):
+            RegistryCache(None).check("big")
+        cache.get("big")
+        self.assertTrue(cache.check("big"), "cached")
+        self.assertEqual(cache.reads, 1)
+        time.sleep(0.01)
+        (self.dir / "big.json").write_text((self.dir / "big.json").read_text() + " ")
+        self.assertFalse(cache.check("big"), "a changed file is a new identity")
+        self.assertEqual(cache.reads, 1)
+        # The frontend's admission of a request naming the registry reads nothing either.
+        frontend._REG.clear()
+        self.addCleanup(frontend._REG.clear)
+
+        class Hermes:
+            tool_call_start_token = "<tool_call>"
+
+        try:
+            import vllm.sampling_params  # noqa: F401
+        except ImportError:
+            saved = {k: sys.modules.get(k) for k in ("vllm", "vllm.sampling_params")}
+
+            def restore():
+                for k, v in saved.items():
+                    if v is None:
+                        sys.modules.pop(k, None)
+                    else:
+                        sys.modules[k] = v
+
+            self.addCleanup(restore)
+            fake = SimpleNamespace(StructuredOutputsParams=lambda **kw: SimpleNamespace(**kw))
+            sys.modules.setdefault("vllm", SimpleNamespace())
+            sys.modules["vllm.sampling_params"] = fake  # type: ignore[assignment]
+        tools = [SimpleNamespace(function=SimpleNamespace(name="tool_1", parameters={"type": "object"}))]
+        req = SimpleNamespace(tools=tools, tool_choice="auto", parallel_tool_calls=True, structured_outputs=None,
+                              response_format=None, vllm_xargs={"libtrie_registry": "big"})
+        self.assertTrue(frontend.adjust(Hermes(), req, Settings(set_dir=str(self.dir))))
+        self.assertEqual(frontend._REG[0].reads, 0, "admission read nothing")
+
 
 class EngineNamesTest(unittest.TestCase):
     """The engine core's name automata of a registry: compiled once per file identity, rebuilt when it changes

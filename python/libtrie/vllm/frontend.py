@@ -120,8 +120,8 @@ def adjust(parser: Any, request: Any, settings: Optional[Settings] = None, repla
     if registry is None and settings.max_inline_strings and len(tools) > settings.max_inline_strings:
         return False  # over the operator's inline bounds: vLLM's own path, as without libtrie (no 400 for its size)
     if registry is not None:
-        try:
-            registries(settings).get(registry)
+        try:  # checked, not read (the event loop serves every client; the engine core reads the registry)
+            registries(settings).check(registry)
         except (TrieError, ValueError) as e:
             raise SetError(Status.INVALID_ARGUMENT, f"vllm_xargs.{REGISTRY_KEY}: {getattr(e, 'message', e)}") from None
     if registry is None and len({json.dumps(p, sort_keys=True) for _, p in tools}) > MAX_SCHEMAS:
