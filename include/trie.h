@@ -135,6 +135,15 @@
 #define TRIE_RECOGNIZE_XGRAMMAR_GRAMMAR 6
 
 /**
+ * A flag of [`trie_recognize_limits`]`.flags`: a bound hit is "not a set" (`TRIE_OK`, a NULL set, the reason
+ * from [`trie_recognize_reason`] naming the bound) instead of `TRIE_ERR_LIMIT_EXCEEDED`. For routing a request
+ * the engine would serve itself (its grammar, schema, regex, choice or tool list): over the operator's bounds it
+ * keeps the engine's path and is never refused for its size. Sets named through libtrie's own fields keep the
+ * error.
+ */
+#define TRIE_RECOGNIZE_OVER_BOUNDS_NOT_A_SET 1
+
+/**
  * [`trie_template::render`]: the member's bytes as they are.
  */
 #define TRIE_RENDER_RAW 0
@@ -345,6 +354,12 @@ typedef struct trie_recognize_limits {
      * the default.
      */
     uint32_t max_depth;
+    /**
+     * `TRIE_RECOGNIZE_*` flags (default 0): `TRIE_RECOGNIZE_OVER_BOUNDS_NOT_A_SET`. Other bits:
+     * `TRIE_ERR_INVALID_ARGUMENT`. (64 bits: a caller built with an older header, whose struct ends at
+     * `max_depth`, never has its padding read as flags.)
+     */
+    uint64_t flags;
 } trie_recognize_limits;
 
 /**
@@ -1337,6 +1352,21 @@ enum trie_status trie_registry_cache_get(const struct trie_registry_cache *cache
                                          size_t len,
                                          struct trie_registry **out,
                                          bool *read);
+
+/**
+ * Checks what [`trie_registry_cache_get`] would check before reading: the name, the set directory, the file
+ * opened as `get` opens it (no link followed, a regular file within the size bound). Reads and recognizes nothing,
+ * for an API server's admission (the engine that serves the request reads the registry). `*cached` (may be NULL):
+ * whether the file's current identity is cached (a `get` now reads nothing). Errors as for `get`, with a message
+ * fit for the client.
+ *
+ * # Safety
+ * `cache` must be NULL or a live registry cache; `name` must hold `len` bytes; `cached` NULL or writable.
+ */
+enum trie_status trie_registry_cache_check(const struct trie_registry_cache *cache,
+                                           const uint8_t *name,
+                                           size_t len,
+                                           bool *cached);
 
 /**
  * Drops a reference to a registry (NULL: nothing).

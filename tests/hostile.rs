@@ -70,8 +70,14 @@ fn expansion_bombs() {
     let big = format!("root ::= w w w\nw ::= \"{0}\" | \"{0}x\"", "a".repeat(300_000));
     limit_error(TRIE_RECOGNIZE_GRAMMAR, big.as_bytes(), "max_member_bytes");
     // A caller's own bounds travel in.
-    let mut l =
-        trie_recognize_limits { struct_size: 0, max_text_bytes: 0, max_members: 0, max_member_bytes: 0, max_depth: 0 };
+    let mut l = trie_recognize_limits {
+        struct_size: 0,
+        max_text_bytes: 0,
+        max_members: 0,
+        max_member_bytes: 0,
+        max_depth: 0,
+        flags: 0,
+    };
     unsafe { assert_eq!(trie_recognize_limits_init(&mut l), TRIE_OK) };
     l.max_members = 99;
     match ask(TRIE_RECOGNIZE_GRAMMAR, format!("root ::= d d\n{DIGITS}").as_bytes(), Some(&l)) {
@@ -228,6 +234,7 @@ fn versioned_limits_and_bad_arguments() {
             max_members: 0,
             max_member_bytes: 0,
             max_depth: 0,
+            flags: 0,
         };
         trie_recognize_limits_init(&mut l);
         assert_eq!(l.struct_size, size);
@@ -250,6 +257,20 @@ fn versioned_limits_and_bad_arguments() {
         assert_eq!(ask(TRIE_RECOGNIZE_CHOICES, two, Some(&n.l)), Answer::Set(2));
         n.extra = 7;
         assert!(matches!(ask(TRIE_RECOGNIZE_CHOICES, two, Some(&n.l)), Answer::Error(TRIE_ERR_INVALID_ARGUMENT, _)));
+        // Routing: over a bound, not a set (issue 36); a struct ending before `flags` never reads it; unknown bits.
+        let mut f = l;
+        f.flags = TRIE_RECOGNIZE_OVER_BOUNDS_NOT_A_SET;
+        match ask(TRIE_RECOGNIZE_CHOICES, two, Some(&f)) {
+            Answer::NotASet(why) => {
+                assert!(why.contains("max_members") && why.contains("the engine serves it"), "{why}")
+            }
+            other => panic!("{other:?}"),
+        }
+        f.struct_size = std::mem::offset_of!(trie_recognize_limits, flags);
+        assert!(matches!(ask(TRIE_RECOGNIZE_CHOICES, two, Some(&f)), Answer::Error(TRIE_ERR_LIMIT_EXCEEDED, _)));
+        f.struct_size = size;
+        f.flags = 2;
+        assert!(matches!(ask(TRIE_RECOGNIZE_CHOICES, two, Some(&f)), Answer::Error(TRIE_ERR_INVALID_ARGUMENT, _)));
         let mut g = l;
         g.struct_size = 1 << 40;
         assert!(matches!(ask(TRIE_RECOGNIZE_CHOICES, two, Some(&g)), Answer::Error(TRIE_ERR_INVALID_ARGUMENT, _)));
@@ -264,8 +285,14 @@ fn versioned_limits_and_bad_arguments() {
 
 #[test]
 fn a_huge_depth_limit_is_capped() {
-    let mut l =
-        trie_recognize_limits { struct_size: 0, max_text_bytes: 0, max_members: 0, max_member_bytes: 0, max_depth: 0 };
+    let mut l = trie_recognize_limits {
+        struct_size: 0,
+        max_text_bytes: 0,
+        max_members: 0,
+        max_member_bytes: 0,
+        max_depth: 0,
+        flags: 0,
+    };
     unsafe { trie_recognize_limits_init(&mut l) };
     l.max_depth = u32::MAX;
     let parens = format!("root ::= {}\"a\"{}", "(".repeat(200_000), ")".repeat(200_000));
@@ -277,8 +304,14 @@ fn a_huge_depth_limit_is_capped() {
 
 #[test]
 fn the_deepest_allowed_nesting_fits_a_thread_stack() {
-    let mut l =
-        trie_recognize_limits { struct_size: 0, max_text_bytes: 0, max_members: 0, max_member_bytes: 0, max_depth: 0 };
+    let mut l = trie_recognize_limits {
+        struct_size: 0,
+        max_text_bytes: 0,
+        max_members: 0,
+        max_member_bytes: 0,
+        max_depth: 0,
+        flags: 0,
+    };
     unsafe { trie_recognize_limits_init(&mut l) };
     l.max_depth = 256;
     let parens = format!("root ::= {}\"a\"{}", "(".repeat(250), ")".repeat(250));

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "llama-libtrie.h"
+#include "llama-libtrie-lru.h"
 #include "llama-libtrie-registry.h"
 
 #include <atomic>
@@ -11,6 +12,7 @@
 #include <list>
 #include <memory>
 #include <mutex>
+#include <stdexcept>
 #include <string>
 #include <unordered_map>
 
@@ -33,33 +35,14 @@ extern std::atomic<bool> g_route;
 // The vocabulary's fingerprint as 32 hex digits (a key part: two models with one tokenizer share entries).
 std::string fingerprint_hex(const trie_vocab * vocab);
 
-// A least-recently-used map of compiled things by key, `capacity` entries (at least 1). Thread-safe; `make` runs
-// under the lock (one compile at a time: compiles are bounded by the operator's limits).
-template <typename T> class lru {
-  public:
-    template <typename F> std::shared_ptr<const T> get(const std::string & key, size_t capacity, F make, bool * made = nullptr) {
-        std::lock_guard<std::mutex> lock(mu_);
-        if (made) *made = false;
-        auto it = index_.find(key);
-        if (it != index_.end()) {
-            order_.splice(order_.begin(), order_, it->second);
-            return it->second->second;
-        }
-        std::shared_ptr<const T> value = make();  // throws: nothing cached
-        order_.emplace_front(key, value);
-        index_[key] = order_.begin();
-        while (order_.size() > (capacity ? capacity : 1)) {
-            index_.erase(order_.back().first);
-            order_.pop_back();
-        }
-        if (made) *made = true;
-        return value;
-    }
+// The cache of compiled things by key (one in-flight build per key, built outside its lock): llama-libtrie-lru.h.
 
-  private:
-    std::mutex                                                     mu_;
-    std::list<std::pair<std::string, std::shared_ptr<const T>>>    order_;
-    std::unordered_map<std::string, typename std::list<std::pair<std::string, std::shared_ptr<const T>>>::iterator> index_;
+// A request over the operator's bounds (recognition or compile): thrown by recognize() and the routed compile. A
+// request llama.cpp would serve itself ("json_schema", "grammar", inline "tools") catches it and keeps llama.cpp's
+// path, as any request that is not a set (bounded work, never a 400 for its size); only sets named through
+// libtrie's own fields (the "trie" field, a registry) are refused with its message.
+struct over_bounds : std::invalid_argument {
+    using std::invalid_argument::invalid_argument;
 };
 
 // trie_last_error(), at most `n` bytes (messages go to clients).
@@ -87,8 +70,8 @@ recognize_bounds request_bounds(const common_params_libtrie & opts);
 // How a hit bound is worded: the operator's flags named, and what the client can do instead.
 std::string bounds_hint();
 
-// The recognized set of `text` as `kind`, or a null pointer when it is not a set. Throws std::invalid_argument
-// with the reason (malformed input, a bound hit: "... (this server's bounds: ...)"), not prefixed by any field.
+// The recognized set of `text` as `kind`, or a null pointer when it is not a set. Throws over_bounds for a bound
+// hit ("... (this server's bounds: ...)") and std::invalid_argument for malformed input, not prefixed by any field.
 std::unique_ptr<trie_recognized, void (*)(trie_recognized *)> recognize(uint32_t kind, const std::string & text,
                                                                         const recognize_bounds & bounds);
 

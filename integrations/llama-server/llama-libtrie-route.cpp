@@ -112,7 +112,7 @@ std::unique_ptr<trie_recognized, void (*)(trie_recognized *)> llama_libtrie::rec
     limits.max_depth        = b.max_depth;
     const trie_status st = trie_recognize_with(kind, (const uint8_t *) text.data(), text.size(), &limits, &r);
     if (st == TRIE_ERR_LIMIT_EXCEEDED) {
-        refuse(last_error(600) + bounds_hint());
+        throw over_bounds(last_error(600) + bounds_hint());
     }
     if (st != TRIE_OK) {
         refuse(last_error());
@@ -121,13 +121,13 @@ std::unique_ptr<trie_recognized, void (*)(trie_recognized *)> llama_libtrie::rec
 #else
     // an older libtrie: the size and the nesting before it reads anything, members and bytes after
     if (text.size() > b.max_text_bytes) {
-        refuse("the text is " + std::to_string(text.size()) + " bytes, more than the limit max_text_bytes = " +
-               std::to_string(b.max_text_bytes) + bounds_hint());
+        throw over_bounds("the text is " + std::to_string(text.size()) + " bytes, more than the limit max_text_bytes = " +
+                          std::to_string(b.max_text_bytes) + bounds_hint());
     }
     if (kind != TRIE_RECOGNIZE_GRAMMAR && kind != TRIE_RECOGNIZE_REGEX) {
         const std::string deep = json_depth_error(text.data(), text.size(), b.max_depth);
         if (!deep.empty()) {
-            refuse(deep + bounds_hint());
+            throw over_bounds(deep + bounds_hint());
         }
     }
     if (trie_recognize(kind, (const uint8_t *) text.data(), text.size(), &r) != TRIE_OK) {
@@ -145,9 +145,9 @@ std::unique_ptr<trie_recognized, void (*)(trie_recognized *)> llama_libtrie::rec
             }
         }
         if (n > b.max_members || bytes > b.max_member_bytes) {
-            refuse("a set of " + std::to_string(n) + " strings (" + std::to_string(bytes) +
-                   " bytes), more than the limits max_members = " + std::to_string(b.max_members) +
-                   ", max_member_bytes = " + std::to_string(b.max_member_bytes) + bounds_hint());
+            throw over_bounds("a set of " + std::to_string(n) + " strings (" + std::to_string(bytes) +
+                              " bytes), more than the limits max_members = " + std::to_string(b.max_members) +
+                              ", max_member_bytes = " + std::to_string(b.max_member_bytes) + bounds_hint());
         }
     }
     return rec;
@@ -160,6 +160,9 @@ bool common_libtrie_is_set(const common_params_libtrie & opts, int shape, const 
     }
     try {
         return llama_libtrie::recognize(recognize_kind(shape), text, llama_libtrie::request_bounds(opts)) != nullptr;
+    } catch (const llama_libtrie::over_bounds & e) {
+        LOG_INF("libtrie: \"%s\" is over this server's bounds, llama.cpp serves it: %s\n", field, e.what());
+        return false;  // not a set: llama.cpp's path, as without libtrie
     } catch (const std::invalid_argument & e) {
         refuse(std::string("\"") + field + "\": " + e.what());  // the chat endpoint's errors name no field
     }
@@ -211,7 +214,13 @@ std::shared_ptr<const trie_automaton> common_libtrie_route(const common_params_l
     if (!opts.route || !llama_libtrie::g_route) {
         return nullptr;
     }
-    auto r = llama_libtrie::recognize(recognize_kind(shape), text, llama_libtrie::request_bounds(opts));
+    std::unique_ptr<trie_recognized, void (*)(trie_recognized *)> r(nullptr, trie_recognized_free);
+    try {
+        r = llama_libtrie::recognize(recognize_kind(shape), text, llama_libtrie::request_bounds(opts));
+    } catch (const llama_libtrie::over_bounds & e) {
+        LOG_INF("libtrie: a %s over this server's bounds, llama.cpp serves it: %s\n", shape_name(shape), e.what());
+        return nullptr;  // over the bounds: llama.cpp's grammar path, as without libtrie
+    }
     if (!r) {
         return nullptr;  // not a set: llama.cpp's grammar path
     }
@@ -225,7 +234,9 @@ std::shared_ptr<const trie_automaton> common_libtrie_route(const common_params_l
     std::string  key  = llama_libtrie::fingerprint_hex(sets->vocab) + (shape == COMMON_LIBTRIE_JSON_SCHEMA ? "s" : "g") + text;
     bool         made = false;
     const auto   t0   = std::chrono::steady_clock::now();
-    auto a = g_routed.get(key, opts.cache_size, [&]() -> std::shared_ptr<const trie_automaton> {
+    std::shared_ptr<const trie_automaton> a;
+    try {
+    a = g_routed.get(key, opts.cache_size, [&]() -> std::shared_ptr<const trie_automaton> {
         trie_template t;
         trie_template_init(&t);
         trie_recognized_prefix(r.get(), &t.prefix, &t.prefix_len);
@@ -237,12 +248,20 @@ std::shared_ptr<const trie_automaton> common_libtrie_route(const common_params_l
         o.max_states = opts.max_states;
         o.max_bytes  = opts.max_bytes;
         trie_automaton * out = nullptr;
-        if (trie_compile_template(sets->vocab, strings, lens, n, &t, &o, &out) != TRIE_OK) {
+        const trie_status st = trie_compile_template(sets->vocab, strings, lens, n, &t, &o, &out);
+        if (st == TRIE_ERR_LIMIT_EXCEEDED) {  // --trie-max-states / --trie-max-bytes
+            throw llama_libtrie::over_bounds(llama_libtrie::last_error());
+        }
+        if (st != TRIE_OK) {
             refuse("libtrie cannot serve this set: " + llama_libtrie::last_error());
         }
         return std::shared_ptr<const trie_automaton>(
             out, [](const trie_automaton * p) { trie_automaton_free(const_cast<trie_automaton *>(p)); });
     }, &made);
+    } catch (const llama_libtrie::over_bounds & e) {
+        LOG_INF("libtrie: a %s over this server's compile bounds, llama.cpp serves it: %s\n", shape_name(shape), e.what());
+        return nullptr;
+    }
     if (made) {
         const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
         LOG_INF("libtrie: routed a %s set of %zu strings (%zu states) in %.1f ms\n", shape_name(shape), n,

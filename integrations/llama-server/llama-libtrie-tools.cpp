@@ -241,6 +241,8 @@ std::shared_ptr<const prepared_tools> prepare(const common_params_libtrie & opts
             std::unique_ptr<trie_recognized, void (*)(trie_recognized *)> rec(nullptr, trie_recognized_free);
             try {
                 rec = llama_libtrie::recognize(TRIE_RECOGNIZE_TOOLS, text, llama_libtrie::request_bounds(opts));
+            } catch (const llama_libtrie::over_bounds &) {
+                throw;  // inline tools over the bounds: llama.cpp's path (common_libtrie_chat_tools)
             } catch (const std::invalid_argument & e) {
                 refuse(field + e.what());
             }
@@ -330,8 +332,17 @@ std::string common_libtrie_chat_tools(const common_params_libtrie & opts, const 
     }
     // checked now, before the template sees the tools: refusals name the client's fields
     std::string source;
-    const auto  prepared = prepare(opts, registry.empty() ? tools.dump() : std::string(), registry,
-                                   spec["section_end"].get<std::string>(), source);
+    std::shared_ptr<const prepared_tools> prepared;
+    try {
+        prepared = prepare(opts, registry.empty() ? tools.dump() : std::string(), registry,
+                           spec["section_end"].get<std::string>(), source);
+    } catch (const llama_libtrie::over_bounds & e) {
+        if (!registry.empty()) {
+            refuse("\"trie\": the registry '" + registry + "': " + e.what());
+        }
+        LOG_INF("libtrie: \"tools\" over this server's bounds, llama.cpp serves them: %s\n", e.what());
+        return "";  // the request's own tools over the bounds: llama.cpp's own path, as without libtrie
+    }
     if (!only.empty()) {
         bool found = false;
         for (const auto & n : prepared->names) {

@@ -31,7 +31,11 @@ class Limits(ctypes.Structure):
 
     _fields_ = [("struct_size", ctypes.c_size_t), ("max_text_bytes", ctypes.c_uint64),
                 ("max_members", ctypes.c_uint64), ("max_member_bytes", ctypes.c_uint64),
-                ("max_depth", ctypes.c_uint32)]
+                ("max_depth", ctypes.c_uint32), ("flags", ctypes.c_uint64)]
+
+
+#: ``Limits.flags``: a bound hit is "not a set" (its reason names the bound), not ``LIMIT_EXCEEDED``.
+OVER_BOUNDS_NOT_A_SET = 1
 
 RENDERS = ("raw", "json_string", "json_text")
 ENDS = ("eog", "open")
@@ -102,13 +106,14 @@ def _view(call: Callable[..., int], *args: Any) -> bytes:
     return ctypes.string_at(p, n.value) if n.value else b""
 
 
-def _limits(lib: ctypes.CDLL, **bounds: Optional[int]) -> Optional[Limits]:
-    if all(v is None for v in bounds.values()):
+def _limits(lib: ctypes.CDLL, flags: int = 0, **bounds: Optional[int]) -> Optional[Limits]:
+    if all(v is None for v in bounds.values()) and not flags:
         return None
     from . import _check
 
     limits = Limits()
     _check(lib.trie_recognize_limits_init(ctypes.byref(limits)))
+    limits.flags = flags
     for name, value in bounds.items():
         if value is not None:
             if value <= 0:
@@ -129,10 +134,11 @@ def json_check_depth(text: Union[str, bytes], max_depth: int) -> None:
 
 def recognize(kind: str, text: Union[str, bytes, List[Any], Dict[str, Any]], *, max_text_bytes: Optional[int] = None,
               max_members: Optional[int] = None, max_member_bytes: Optional[int] = None,
-              max_depth: Optional[int] = None) -> Union[Recognized, NotASet]:
+              max_depth: Optional[int] = None, over_bounds_not_a_set: bool = False) -> Union[Recognized, NotASet]:
     """Reads ``text`` as the request shape ``kind`` (see the module docs) within the given bounds (None: the
     library's defaults); lists and dicts are written as JSON first. Raises :class:`libtrie.TrieError` on malformed
-    input or a limit hit and ``ValueError`` for an unknown kind."""
+    input or a limit hit (with ``over_bounds_not_a_set``, for routing a request the engine serves itself, a limit
+    hit is a :class:`NotASet` whose reason names the bound) and ``ValueError`` for an unknown kind."""
     from . import _check
 
     if kind not in KINDS:
@@ -141,8 +147,8 @@ def recognize(kind: str, text: Union[str, bytes, List[Any], Dict[str, Any]], *, 
         text = json.dumps(text, ensure_ascii=False)
     data = text.encode("utf-8") if isinstance(text, str) else bytes(text)
     lib = _lib()
-    limits = _limits(lib, max_text_bytes=max_text_bytes, max_members=max_members, max_member_bytes=max_member_bytes,
-                     max_depth=max_depth)
+    limits = _limits(lib, OVER_BOUNDS_NOT_A_SET if over_bounds_not_a_set else 0, max_text_bytes=max_text_bytes,
+                     max_members=max_members, max_member_bytes=max_member_bytes, max_depth=max_depth)
     handle = vp()
     _check(lib.trie_recognize_with(KINDS[kind], data, len(data), ctypes.byref(limits) if limits else None,
                                    ctypes.byref(handle)))

@@ -2,21 +2,26 @@
 within the operator's bounds, by libtrie's native recognizers (:func:`libtrie.recognize`). Needs no engine.
 
     lim = front.limits(Settings.from_env())         # LIBTRIE_MAX_INLINE_STRINGS / _BYTES, and the text's size
-    found = front.recognize_once("grammar", text, lim)   # Recognized, NotASet, or TrieError (LIMIT_EXCEEDED: 400)
+    found = front.recognize_once("grammar", text, lim)   # Recognized, NotASet, or TrieError (malformed input)
 
 The bounds travel into recognition (``max_text_bytes``, ``max_members``, ``max_member_bytes``, ``max_depth``): the
 text's size is checked before anything parses it, members and their bytes are charged as the set is expanded, JSON
 nesting is bounded before any recursion. Nothing is checked here after the fact: the native library is the one
-place that knows the shapes and the bounds, and names the bound in its message.
+place that knows the shapes and the bounds, and names the bound in its message. The integrations route requests
+the engine serves itself, so a bound hit is "not a set" (:attr:`Limits.routing`): over the operator's bounds the
+request keeps the engine's path, never a 400 for its size; only sets named through libtrie's own fields (a
+registry, ``extra_args["libtrie"]``) are refused over a bound.
 
 Results (a set, "not a set", or the error) are cached by a digest of (kind, bounds, text), so the API server's
 admission, its frontend validation and the engine core each pay for one recognition of a request per process, and
-a request sent again pays for a digest.
+a request sent again pays for a digest. The cache is charged by what an entry holds (the recognized members,
+payloads and template, or the error's message), not by the request's size, within :data:`CACHE_BYTES`.
 """
 
 from __future__ import annotations
 
 import hashlib
+import sys
 import threading
 from collections import OrderedDict
 from typing import Any, NamedTuple, Optional, Tuple, Union
@@ -37,13 +42,15 @@ class Limits(NamedTuple):
     max_members: Optional[int]
     max_member_bytes: Optional[int]
     max_depth: Optional[int] = None
+    #: Routing a request the engine would serve itself: a bound hit is "not a set" (the engine's path).
+    routing: bool = True
 
 
 def limits(settings: Settings) -> Limits:
     """The operator's inline bounds as recognition bounds: members (``LIBTRIE_MAX_INLINE_STRINGS``), their bytes
     with one per member (``LIBTRIE_MAX_INLINE_BYTES``), and the request text: eight times the inline bytes plus
     64 KiB (room for every member JSON-escaped, as vLLM writes a ``choice`` list, and for tool schemas). A bound of
-    0 is the library's default."""
+    0 is the library's default. Routing bounds: a request over them is "not a set" (the engine serves it)."""
     inline = settings.max_inline_bytes
     return Limits(max_text_bytes=(8 * inline + (64 << 10)) if inline else None,
                   max_members=settings.max_inline_strings or None, max_member_bytes=inline or None)
@@ -58,7 +65,7 @@ def text_bytes(text: Union[str, bytes]) -> bytes:
 _CACHE: "OrderedDict[bytes, Tuple[int, Union[Found, TrieError]]]" = OrderedDict()
 _CACHE_LOCK = threading.Lock()
 _CACHE_BYTES = [0]
-#: The cache's bounds: entries, and the request bytes they stand for.
+#: The cache's bounds: entries, and the bytes their results hold (:func:`_held_bytes`).
 CACHE_ENTRIES, CACHE_BYTES = 256, 64 << 20
 #: Recognitions run by this process (cache misses), for tests and logs.
 stats = {"recognized": 0, "hits": 0}
@@ -73,7 +80,18 @@ def _digest(kind: str, data: bytes, lim: Limits) -> bytes:
 
 def _recognize(kind: str, data: bytes, lim: Limits) -> Found:
     return recognize(kind, data, max_text_bytes=lim.max_text_bytes, max_members=lim.max_members,
-                     max_member_bytes=lim.max_member_bytes, max_depth=lim.max_depth)
+                     max_member_bytes=lim.max_member_bytes, max_depth=lim.max_depth, over_bounds_not_a_set=lim.routing)
+
+
+def _held_bytes(result: "Union[Found, TrieError]") -> int:
+    """What a cached result holds: the members, payloads and template of a set, the reason or message
+    otherwise (plus a fixed overhead per entry)."""
+    if isinstance(result, Recognized):
+        held = sum(sys.getsizeof(m) + 8 for m in result.members) + len(result.prefix) + len(result.suffix)
+        held += sum(sys.getsizeof(p) + 8 for p in result.payloads or ())
+        return held + 512
+    text = result.reason if isinstance(result, NotASet) else result.message
+    return len(text) + 512
 
 
 def recognize_once(kind: str, text: Union[str, bytes], lim: Limits) -> Found:
@@ -98,7 +116,7 @@ def recognize_once(kind: str, text: Union[str, bytes], lim: Limits) -> Found:
         result = _recognize(kind, data, lim)
     except TrieError as e:
         result = e
-    size = len(data) + 256
+    size = _held_bytes(result)
     with _CACHE_LOCK:
         stats["recognized"] += 1
         if key not in _CACHE and size <= CACHE_BYTES:

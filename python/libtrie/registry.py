@@ -32,6 +32,8 @@ _SIGNATURES: Dict[str, Tuple[List[Any], Any]] = {
     "trie_registry_cache_free": ([vp], None),
     "trie_registry_cache_get": ([vp, ctypes.c_char_p, ctypes.c_size_t, ctypes.POINTER(vp),
                                  ctypes.POINTER(ctypes.c_bool)], ctypes.c_int),
+    "trie_registry_cache_check": ([vp, ctypes.c_char_p, ctypes.c_size_t, ctypes.POINTER(ctypes.c_bool)],
+                                  ctypes.c_int),
     "trie_registry_free": ([vp], None),
     "trie_registry_n_tools": ([vp], ctypes.c_size_t),
     "trie_registry_tool": ([vp, ctypes.c_size_t, ctypes.POINTER(u8p), sizep, ctypes.POINTER(u8p), sizep],
@@ -147,6 +149,19 @@ class RegistryCache:
             while len(self._copies) > self._capacity:
                 self._copies.pop(next(iter(self._copies)))
         return reg
+
+    def check(self, name: str) -> bool:
+        """What :meth:`get` checks before it reads (the name, the set directory, the file opened confined: no
+        link, a regular file within the size bound), reading and recognizing nothing: for an API server's
+        admission (the engine reads the registry). Returns whether the file's current identity is cached.
+        :class:`SetError` as for :meth:`get`."""
+        check_name(name)
+        data = name.encode("utf-8")
+        cached = ctypes.c_bool(False)
+        st = _lib().trie_registry_cache_check(self._h, data, len(data), ctypes.byref(cached))
+        if st != 0:
+            raise _error(st)
+        return bool(cached.value)
 
     def close(self) -> None:
         h, self._h = self._h, vp(0)

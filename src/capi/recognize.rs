@@ -47,6 +47,13 @@ pub const TRIE_RECOGNIZE_VLLM_TOOLS: u32 = 5;
 /// refuses, are not a set.
 pub const TRIE_RECOGNIZE_XGRAMMAR_GRAMMAR: u32 = 6;
 
+/// A flag of [`trie_recognize_limits`]`.flags`: a bound hit is "not a set" (`TRIE_OK`, a NULL set, the reason
+/// from [`trie_recognize_reason`] naming the bound) instead of `TRIE_ERR_LIMIT_EXCEEDED`. For routing a request
+/// the engine would serve itself (its grammar, schema, regex, choice or tool list): over the operator's bounds it
+/// keeps the engine's path and is never refused for its size. Sets named through libtrie's own fields keep the
+/// error.
+pub const TRIE_RECOGNIZE_OVER_BOUNDS_NOT_A_SET: u64 = 1;
+
 /// Bounds of one recognition ([`trie_recognize_with`]). Initialise with [`trie_recognize_limits_init`], then
 /// set fields; a limit hit is `TRIE_ERR_LIMIT_EXCEEDED` with a message naming the limit.
 ///
@@ -69,6 +76,10 @@ pub struct trie_recognize_limits {
     /// JSON nesting (checked on the raw text) and grammar nesting, checked before recursion (default 64). 0:
     /// the default.
     pub max_depth: u32,
+    /// `TRIE_RECOGNIZE_*` flags (default 0): `TRIE_RECOGNIZE_OVER_BOUNDS_NOT_A_SET`. Other bits:
+    /// `TRIE_ERR_INVALID_ARGUMENT`. (64 bits: a caller built with an older header, whose struct ends at
+    /// `max_depth`, never has its padding read as flags.)
+    pub flags: u64,
 }
 
 impl Default for trie_recognize_limits {
@@ -80,6 +91,7 @@ impl Default for trie_recognize_limits {
             max_members: d.max_members as u64,
             max_member_bytes: d.max_member_bytes as u64,
             max_depth: d.max_depth as u32,
+            flags: 0,
         }
     }
 }
@@ -105,6 +117,11 @@ impl trie_recognize_limits {
         set(&mut out.max_members, u64_at(std::mem::offset_of!(trie_recognize_limits, max_members)));
         set(&mut out.max_member_bytes, u64_at(std::mem::offset_of!(trie_recognize_limits, max_member_bytes)));
         set(&mut out.max_depth, u32_at(std::mem::offset_of!(trie_recognize_limits, max_depth)).map(u64::from));
+        let flags = u64_at(std::mem::offset_of!(trie_recognize_limits, flags)).unwrap_or(0);
+        if flags & !TRIE_RECOGNIZE_OVER_BOUNDS_NOT_A_SET != 0 {
+            return Err(Error::invalid(format!("limits.flags: unknown bits {flags:#x}")));
+        }
+        out.over_bounds_not_a_set = flags & TRIE_RECOGNIZE_OVER_BOUNDS_NOT_A_SET != 0;
         Ok(out)
     }
 }

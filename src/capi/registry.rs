@@ -105,6 +105,33 @@ pub unsafe extern "C" fn trie_registry_cache_get(
     })
 }
 
+/// Checks what [`trie_registry_cache_get`] would check before reading: the name, the set directory, the file
+/// opened as `get` opens it (no link followed, a regular file within the size bound). Reads and recognizes nothing,
+/// for an API server's admission (the engine that serves the request reads the registry). `*cached` (may be NULL):
+/// whether the file's current identity is cached (a `get` now reads nothing). Errors as for `get`, with a message
+/// fit for the client.
+///
+/// # Safety
+/// `cache` must be NULL or a live registry cache; `name` must hold `len` bytes; `cached` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn trie_registry_cache_check(
+    cache: *const trie_registry_cache,
+    name: *const u8,
+    len: usize,
+    cached: *mut bool,
+) -> trie_status {
+    guard(|| {
+        let cache = try_ref(cache)?;
+        let name = std::str::from_utf8(slice(name, len, "name")?)
+            .map_err(|_| Error::invalid("a registry name is 1 to 128 characters of [A-Za-z0-9_.-] (not UTF-8)"))?;
+        let hit = cache.check(name)?;
+        if !cached.is_null() {
+            put(cached, hit);
+        }
+        Ok(())
+    })
+}
+
 /// Drops a reference to a registry (NULL: nothing).
 ///
 /// # Safety

@@ -99,6 +99,25 @@ impl RegistryCache {
         Ok(GotRegistry { registry: result?, read })
     }
 
+    /// The checks of [`RegistryCache::get`] that need no read: the name, the set directory, and the file opened
+    /// as [`RegistryCache::get`] opens it (no link followed, a regular file within the size bound); whether its
+    /// identity is cached (`true`: a `get` now reads nothing). Nothing is read or recognized: for an API server's
+    /// admission, where reading a 100,000-tool registry after each change would hold up every other request; the
+    /// engine that serves the request reads it (an error there names the registry too).
+    pub fn check(&self, name: &str) -> Result<bool> {
+        check_name(name)?;
+        let what = format!("the registry '{name}'");
+        if self.root.is_none() {
+            return Err(Error::invalid(format!(
+                "{what} is refused: this server has no set directory (--trie-set-dir / LIBTRIE_SET_DIR)"
+            )));
+        }
+        let confinement =
+            Confinement { root: self.root.as_deref(), allow_any_path: false, max_file_bytes: self.max_file_bytes };
+        let opened = confinement.open(&format!("{name}.json"), &what)?;
+        Ok(matches!(self.lru.peek(&opened.key), Some(Ok(_))))
+    }
+
     fn load(&self, opened: Opened, what: &str) -> Result<Registry> {
         let text = read_unchanged(opened.file, &opened.key, what)?;
         let limits = Limits {

@@ -443,8 +443,30 @@ class TagTest(unittest.TestCase):
         self.assertEqual((spec.format, spec.parallel, spec.auto), ("json", False, False))
         self.assertFalse(frontend.adjust(object(), req(), Settings()), "auto with a parser of another format")
         self.assertFalse(frontend.adjust(Hermes(), req(tool_choice="none"), Settings()))
-        with self.assertRaisesRegex(ValueError, "LIBTRIE_MAX_INLINE_STRINGS=1"):
-            frontend.adjust(Hermes(), req(), Settings(max_inline_strings=1))
+        # Over the operator's inline bounds: vLLM's own path, untouched, as without libtrie (no 400 for its size).
+        r = req()
+        self.assertFalse(frontend.adjust(Hermes(), r, Settings(max_inline_strings=1)))
+        self.assertIsNone(r.structured_outputs)
+        big = {"type": "object", "description": "d" * 70_000}  # a tag over 8 x 16 B + 64 KiB
+        r = req(tools=[SimpleNamespace(function=SimpleNamespace(name="big", parameters=big))])
+        self.assertFalse(frontend.adjust(Hermes(), r, Settings(max_inline_bytes=16)), "a tag over the text bound")
+        self.assertIsNone(r.structured_outputs)
+        # "auto" with the client's content schema (response_format or structured_outputs): plain vLLM enforces it
+        # on the whole output; libtrie leaves the request as it came, the schema kept.
+        schema = {"type": "json_schema", "json_schema": {"name": "a", "schema": {"enum": ["x", "y"]}}}
+        for so, fmt in ((None, schema), (None, {"type": "json_object"}),
+                        (SimpleNamespace(json={"enum": ["x"]}, regex=None, choice=None, grammar=None,
+                                         json_object=None, structural_tag=None), None),
+                        (SimpleNamespace(json=None, regex=None, choice=["x", "y"], grammar=None, json_object=None,
+                                         structural_tag=None), None)):
+            r = req(structured_outputs=so, response_format=fmt)
+            self.assertFalse(frontend.adjust(Hermes(), r, Settings()), (so, fmt))
+            self.assertIs(r.response_format, fmt, "the content schema is kept")
+            self.assertIs(r.structured_outputs, so)
+        r = req(response_format={"type": "text"})
+        self.assertTrue(frontend.adjust(Hermes(), r, Settings()), "a text response_format constrains nothing")
+        r = req(tool_choice="required", response_format=schema)  # required: the call is the output (vLLM's rule)
+        self.assertTrue(frontend.adjust(object(), r, Settings()))
         with self.assertRaisesRegex(ValueError, "vllm_xargs.libtrie_registry: .*no set directory"):
             frontend.adjust(Hermes(), req(vllm_xargs={"libtrie_registry": "tools"}), Settings())
 
@@ -483,6 +505,56 @@ class RegistryTest(unittest.TestCase):
         self.assertNotEqual(new.identity, reg.identity)
         self.assertEqual(new.names[3], "renamed")
         self.assertEqual(reg.names[3], "tool_3", "a request holding the old registry keeps it")
+
+    def test_admission_checks_without_reading(self):
+        # issue 36, defect 6: the API server's admission read and recognized a named registry on its event loop
+        # (919 ms at 100,000 tools after each change); it now checks what needs no read, and the engine reads.
+        cache = RegistryCache(str(self.dir), max_file_bytes=1 << 20)
+        self.assertFalse(cache.check("big"), "not cached yet")
+        self.assertEqual(cache.reads, 0, "checked, not read")
+        for bad, why in (("../outside", "registry name"), ("link", "link"), ("nope", "does not exist"),
+                         ("/etc/passwd", "registry name")):
+            with self.assertRaisesRegex(SetError, why):
+                cache.check(bad)
+        with self.assertRaisesRegex(SetError, "registry"):
+            RegistryCache(str(self.dir), max_file_bytes=1000).check("big")
+        with self.assertRaisesRegex(SetError, "no set directory"):
+            RegistryCache(None).check("big")
+        cache.get("big")
+        self.assertTrue(cache.check("big"), "cached")
+        self.assertEqual(cache.reads, 1)
+        time.sleep(0.01)
+        (self.dir / "big.json").write_text((self.dir / "big.json").read_text() + " ")
+        self.assertFalse(cache.check("big"), "a changed file is a new identity")
+        self.assertEqual(cache.reads, 1)
+        # The frontend's admission of a request naming the registry reads nothing either.
+        frontend._REG.clear()
+        self.addCleanup(frontend._REG.clear)
+
+        class Hermes:
+            tool_call_start_token = "<tool_call>"
+
+        try:
+            import vllm.sampling_params  # noqa: F401
+        except ImportError:
+            saved = {k: sys.modules.get(k) for k in ("vllm", "vllm.sampling_params")}
+
+            def restore():
+                for k, v in saved.items():
+                    if v is None:
+                        sys.modules.pop(k, None)
+                    else:
+                        sys.modules[k] = v
+
+            self.addCleanup(restore)
+            fake = SimpleNamespace(StructuredOutputsParams=lambda **kw: SimpleNamespace(**kw))
+            sys.modules.setdefault("vllm", SimpleNamespace())
+            sys.modules["vllm.sampling_params"] = fake  # type: ignore[assignment]
+        tools = [SimpleNamespace(function=SimpleNamespace(name="tool_1", parameters={"type": "object"}))]
+        req = SimpleNamespace(tools=tools, tool_choice="auto", parallel_tool_calls=True, structured_outputs=None,
+                              response_format=None, vllm_xargs={"libtrie_registry": "big"})
+        self.assertTrue(frontend.adjust(Hermes(), req, Settings(set_dir=str(self.dir))))
+        self.assertEqual(frontend._REG[0].reads, 0, "admission read nothing")
 
 
 class EngineNamesTest(unittest.TestCase):

@@ -220,21 +220,19 @@ class LibtrieGrammarBackend(BaseGrammarBackend):  # type: ignore[misc,unused-ign
         return grammar
 
     def _serve(self, key_type: str, key_string: str) -> BaseGrammarObject:
-        """A set's grammar, the default backend's for anything else, or an :class:`InvalidGrammarObject` naming the
-        operator's bound a request goes past. The bounds travel into the recognition (:mod:`libtrie.front`: the
-        text's size before anything parses it, members and their bytes as the set is expanded, nesting); a text
-        libtrie's recognizers cannot read (XGrammar's ``TagDispatch``, another dialect) is the default backend's to
-        judge, never refused here."""
+        """A set's grammar, or the default backend's for anything else: a request over the operator's bounds too
+        (they travel into the recognition, :mod:`libtrie.front`: the text's size before anything parses it, members
+        and their bytes as the set is expanded, nesting; and into the compile), as without libtrie. A text libtrie's
+        recognizers cannot read (XGrammar's ``TagDispatch``, another dialect) is the default backend's to judge,
+        never refused here."""
         try:
             key_string.encode("utf-8")
         except UnicodeEncodeError:  # XGrammar raises on it too (an exception, not a refusal): refused here
             return InvalidGrammarObject(f"libtrie: {_FIELDS[key_type]}: the text is not valid Unicode (a lone "
                                         "surrogate)")
-        try:
+        try:  # routing bounds: over them the request is not a set (the default backend's, as without libtrie)
             found = front.recognize_once(_SHAPES[key_type], key_string, front.limits(self.settings))
-        except TrieError as e:
-            if front.is_limit(e):
-                return InvalidGrammarObject(f"libtrie: {front.client_error(_FIELDS[key_type], e, self.settings)}")
+        except TrieError:
             return self._delegate(key_type, key_string)
         if isinstance(found, NotASet) or found.end != "eog":
             return self._delegate(key_type, key_string)
@@ -242,6 +240,8 @@ class LibtrieGrammarBackend(BaseGrammarBackend):  # type: ignore[misc,unused-ign
         try:
             automaton = front.compile_recognized(self.vocab, found, s, end="eog")
         except TrieError as e:
+            if front.is_limit(e):  # over the compile bounds: the default backend serves it
+                return self._delegate(key_type, key_string)
             return InvalidGrammarObject(f"libtrie: {_FIELDS[key_type]}: {e.message}")
         return LibtrieGrammar(automaton, key_type, GrammarStats(dispatch_type=key_type))
 

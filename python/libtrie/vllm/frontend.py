@@ -13,8 +13,9 @@ request (``ToolParser.adjust_request``), then :func:`adjust` writes what libtrie
   candidates there). A named ``tool_choice`` is left to vLLM (one tool's schema).
 
 Refusals are ``ValueError`` naming the field (the caller makes them vLLM's HTTP 400): a duplicate or empty tool
-name, parameters that are not an object, more tools or a larger tag than the operator's bounds, a bad or missing
-registry. Importable without vLLM (the request is duck-typed)."""
+name, parameters that are not an object, a bad or missing registry. More tools or a larger tag than the operator's
+inline bounds, and ``auto`` with a content constraint of the client's (``response_format``, ``structured_outputs``),
+keep vLLM's own path, as without libtrie. Importable without vLLM (the request is duck-typed)."""
 
 from __future__ import annotations
 
@@ -109,15 +110,18 @@ def adjust(parser: Any, request: Any, settings: Optional[Settings] = None, repla
     there = getattr(so, "structural_tag", None) if so is not None else None
     if there is not None and not replace_tag and calls.KEY not in there:
         return False  # the client's own structural tag: vLLM's
+    if getattr(request, "tool_choice", None) in ("auto", None) and content_constraint(request, so):
+        # The client constrains the content (response_format or structured_outputs): plain vLLM enforces that
+        # schema on the whole output under "auto", and so does this request, untouched.
+        return False
     settings = settings or Settings.from_env()
     tools = tools_of(request)
-    if settings.max_inline_strings and len(tools) > settings.max_inline_strings:
-        raise SetError(Status.INVALID_ARGUMENT, f"tools: {len(tools)} tools, over this server's bound LIBTRIE_MAX_INLINE_STRINGS="
-                           f"{settings.max_inline_strings}")
     registry = (getattr(request, "vllm_xargs", None) or {}).get(REGISTRY_KEY)
+    if registry is None and settings.max_inline_strings and len(tools) > settings.max_inline_strings:
+        return False  # over the operator's inline bounds: vLLM's own path, as without libtrie (no 400 for its size)
     if registry is not None:
-        try:
-            registries(settings).get(registry)
+        try:  # checked, not read (the event loop serves every client; the engine core reads the registry)
+            registries(settings).check(registry)
         except (TrieError, ValueError) as e:
             raise SetError(Status.INVALID_ARGUMENT, f"vllm_xargs.{REGISTRY_KEY}: {getattr(e, 'message', e)}") from None
     if registry is None and len({json.dumps(p, sort_keys=True) for _, p in tools}) > MAX_SCHEMAS:
@@ -125,15 +129,28 @@ def adjust(parser: Any, request: Any, settings: Optional[Settings] = None, repla
     parallel = getattr(request, "parallel_tool_calls", True) is not False
     tag = calls.build_tag(fmt, getattr(request, "tool_choice", None) != "required", parallel, tools, registry)
     bound = front.limits(settings).max_text_bytes
-    if bound is not None and len(tag.encode("utf-8", "surrogatepass")) > bound:
-        raise SetError(Status.INVALID_ARGUMENT, f"tools: {len(tag)} characters of tools, over this server's bound of {bound} bytes "
-                           "(LIBTRIE_MAX_INLINE_BYTES); name a registry for larger catalogs")
+    if registry is None and bound is not None and len(tag.encode("utf-8", "surrogatepass")) > bound:
+        return False  # over the operator's inline bounds: vLLM's own path (a registry serves larger catalogs)
     from vllm.sampling_params import StructuredOutputsParams
 
     request.structured_outputs = StructuredOutputsParams(structural_tag=tag)
     if hasattr(request, "response_format"):
         request.response_format = None
     return True
+
+
+def content_constraint(request: Any, so: Any = None) -> bool:
+    """Whether the client constrains the output's content: a ``response_format`` other than ``text``, or
+    ``structured_outputs`` with a constraint other than a structural tag."""
+    fmt = getattr(request, "response_format", None)
+    kind = fmt.get("type") if isinstance(fmt, dict) else getattr(fmt, "type", None)
+    if fmt is not None and kind not in (None, "text"):
+        return True
+    so = so if so is not None else getattr(request, "structured_outputs", None)
+    if so is None:
+        return False
+    return any(getattr(so, f, None) is not None for f in ("json", "regex", "choice", "grammar")) or bool(
+        getattr(so, "json_object", None))
 
 
 def check_tag(spec: str, settings: Settings) -> bool:
@@ -145,11 +162,15 @@ def check_tag(spec: str, settings: Settings) -> bool:
     if settings.max_inline_strings and len(cs.names) > settings.max_inline_strings:
         raise SetError(Status.INVALID_ARGUMENT, f"tools: {len(cs.names)} tools, over this server's bound LIBTRIE_MAX_INLINE_STRINGS="
                            f"{settings.max_inline_strings}")
+    distinct = dict(zip(cs.schemas, cs.names))
+    if cs.registry is None and len(distinct) > MAX_SCHEMAS:  # the engine refuses it: nothing compiled here
+        raise SetError(Status.INVALID_ARGUMENT, f"tools: {len(distinct)} distinct parameter schemas in one request, over "
+                                                f"{MAX_SCHEMAS}; name a registry for larger catalogs")
     try:
         import xgrammar as xgr
     except ImportError:  # pragma: no cover - vLLM ships it
         return True
-    for schema, tool in dict(zip(cs.schemas, cs.names)).items():  # one xgrammar cannot read: 400 here, not later
+    for schema, tool in distinct.items():  # one xgrammar cannot read: 400 here, not later
         try:
             xgr.Grammar.from_json_schema(schema)
         except Exception as e:

@@ -73,10 +73,11 @@ class Routed(NamedTuple):
 
 def recognize_key(request_type: str, spec: str, settings: Optional[Settings] = None) -> Optional[Routed]:
     """What libtrie serves of the engine key ``(request_type, spec)``, recognized once per process within the
-    operator's inline bounds (:mod:`libtrie.front`), or ``None`` (vLLM's backend serves it, untouched). A bound hit
-    (the text's size, members, their bytes, nesting) is a :class:`~libtrie.sets.SetError` (a ``ValueError``: HTTP
-    400) naming the request's field, whatever the shape; so is a malformed ``choice`` list or tool list (the
-    client lists their members on purpose). A grammar, schema or regex libtrie cannot read is vLLM's to judge."""
+    operator's inline bounds (:mod:`libtrie.front`), or ``None`` (vLLM's backend serves it, untouched). Over a
+    bound (the text's size, members, their bytes, nesting) the request is not a set: vLLM's backend serves it, as
+    plain vLLM would, never a 400 for its size. A malformed ``choice`` list or tool list (the client lists their
+    members on purpose) is a :class:`~libtrie.sets.SetError` (a ``ValueError``: HTTP 400) naming the request's
+    field. A grammar, schema or regex libtrie cannot read is vLLM's to judge."""
     kind = KINDS.get(request_type)
     if kind is None:
         return None
@@ -497,16 +498,37 @@ def engine_grammar(manager: Any, request: Any) -> Optional[Any]:
             log.info("libtrie: request %s (tools) has more than %d argument schemas: vLLM's backend serves it",
                      request.request_id, MAX_SCHEMAS)
             return None
-        template = fits(front.compile_recognized(vocab, found, ctx.settings), ctx.n_vocab)
+        template = _compiled(ctx, request, found, None)
+        if template is None:
+            return None
         stops = sorted(params.all_stop_token_ids or ())
         ctx.routed += 1
         log.info("libtrie: request %s (tools, %d names) is served by libtrie", request.request_id, len(found.members))
         return TrieToolGrammar(template, lambda m: matcher(contexts[m], stops))
-    automaton = fits(front.compile_recognized(vocab, found, ctx.settings, end="eog"), ctx.n_vocab)
+    automaton = _compiled(ctx, request, found, "eog")
+    if automaton is None:
+        return None
     ctx.routed += 1
     log.info("libtrie: request %s (%s, %d members) is served by libtrie", request.request_id,
              request_type.name.lower(), len(found.members))
     return TrieGrammar(automaton, stop_ids(params, automaton, ctx.n_vocab))
+
+
+def _compiled(ctx: EngineContext, request: Any, found: Recognized, end: Optional[str]) -> Optional[Any]:
+    """The routed set compiled within the operator's compile bounds (``LIBTRIE_MAX_STATES`` / ``_BYTES``), or None
+    over them: vLLM's backend then serves the request, as without libtrie (routing never refuses what the engine
+    serves)."""
+    from ._common import fits
+
+    try:
+        a = front.compile_recognized(ctx.cache.vocab, found, ctx.settings, end=end)
+    except TrieError as e:
+        if not front.is_limit(e):
+            raise
+        log.info("libtrie: request %s is over this server's compile bounds (%s): vLLM's backend serves it",
+                 request.request_id, e.message)
+        return None
+    return fits(a, ctx.n_vocab)
 
 
 def _calls_grammar(ctx: EngineContext, request: Any, request_type: str, spec: str) -> Optional[Any]:

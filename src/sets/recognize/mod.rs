@@ -104,6 +104,12 @@ pub struct Limits {
     /// The deepest nesting: JSON texts (checked on the raw text, [`json_check_depth`]), grammar parentheses
     /// and rule references. Default 64; a value above [`MAX_DEPTH`] is read as [`MAX_DEPTH`].
     pub max_depth: usize,
+    /// A bound hit is [`Recognition::NotASet`] (its reason names the bound) instead of an
+    /// [`ErrorKind::LimitExceeded`] error. For routing a request the engine would serve itself (a grammar, a
+    /// schema, a regex, a `choice` list, a tool list): over the operator's bounds it keeps the engine's path, as
+    /// any other request that is not a set, and is never refused for its size. Sets the client names through
+    /// libtrie's own fields (a registry, a set file, a `"trie"` set) keep the error. Default `false`.
+    pub over_bounds_not_a_set: bool,
 }
 
 /// The deepest nesting any caller may allow: the recursion of the readers stays well within a thread's stack.
@@ -119,7 +125,13 @@ pub const WORK_FACTOR: usize = 8;
 
 impl Default for Limits {
     fn default() -> Self {
-        Limits { max_text_bytes: 8 << 20, max_members: 10_000, max_member_bytes: 1 << 20, max_depth: 64 }
+        Limits {
+            max_text_bytes: 8 << 20,
+            max_members: 10_000,
+            max_member_bytes: 1 << 20,
+            max_depth: 64,
+            over_bounds_not_a_set: false,
+        }
     }
 }
 
@@ -229,8 +241,18 @@ pub fn recognize(shape: Shape, text: &[u8]) -> Result<Recognition> {
     recognize_with(shape, text, &Limits::default())
 }
 
-/// Recognizes `text` as `shape` within `limits`. Errors: malformed input (see the module docs), a limit hit.
+/// Recognizes `text` as `shape` within `limits`. Errors: malformed input (see the module docs), a limit hit
+/// (unless [`Limits::over_bounds_not_a_set`]: then "not a set", the reason naming the bound).
 pub fn recognize_with(shape: Shape, text: &[u8], limits: &Limits) -> Result<Recognition> {
+    match recognize_within(shape, text, limits) {
+        Err(e) if limits.over_bounds_not_a_set && e.kind() == ErrorKind::LimitExceeded => {
+            not_a_set(format!("{} (over this server's bounds: the engine serves it)", e.message()))
+        }
+        found => found,
+    }
+}
+
+fn recognize_within(shape: Shape, text: &[u8], limits: &Limits) -> Result<Recognition> {
     if text.len() > limits.max_text_bytes {
         return Err(Error::limit(format!(
             "the {} text is {} bytes, more than the limit max_text_bytes = {}",

@@ -14,6 +14,10 @@ use crate::template::Template;
 
 /// Recognizes a regex (see the module docs).
 pub(super) fn regex(src: &str, limits: &Limits) -> Result<Recognition, crate::Error> {
+    if src.contains('\0') {
+        // XGrammar refuses such a regex ("The regex must not contain null characters"): the engine's to judge.
+        return not_a_set("the regex has a NUL character (XGrammar refuses it)");
+    }
     let mut body = src;
     let anchored_start = body.starts_with('^');
     if anchored_start {
@@ -101,6 +105,10 @@ fn escape(rest: &str) -> Result<(char, usize), String> {
                 );
             }
             let cp = hex.and_then(|h| u32::from_str_radix(h, 16).ok()).and_then(char::from_u32);
+            if cp == Some('\0') {
+                // XGrammar reads an escaped NUL as the empty string (`b\x00` matches "b"): not the same language.
+                return Err(format!("the escape \\{} of U+0000 (XGrammar reads it as nothing)", &rest[..1 + n]));
+            }
             return cp
                 .map(|ch| (ch, 1 + n))
                 .ok_or_else(|| format!("the escape \\{c} without {n} hex digits of a scalar value"));

@@ -288,7 +288,8 @@ fn tools() {
 
 #[test]
 fn limits_are_errors_naming_them() {
-    let small = Limits { max_text_bytes: 1000, max_members: 3, max_member_bytes: 1 << 20, max_depth: 4 };
+    let small =
+        Limits { max_text_bytes: 1000, max_members: 3, max_member_bytes: 1 << 20, max_depth: 4, ..Limits::default() };
     let e = recognize_with(Shape::Choices, &[b' '; 1001], &small).unwrap_err();
     assert!(e.kind() == ErrorKind::LimitExceeded && e.message().contains("max_text_bytes"));
     let e = recognize_with(Shape::Choices, br#"["a","b","c","d"]"#, &small).unwrap_err();
@@ -309,6 +310,55 @@ fn limits_are_errors_naming_them() {
     assert_eq!(recognize(Shape::Grammar, deep.as_bytes()).unwrap_err().kind(), ErrorKind::LimitExceeded);
     let deep = "[".repeat(100_000);
     assert!(recognize(Shape::JsonSchema, deep.as_bytes()).is_err());
+}
+
+/// Routing (issue 36, defect 11): over a bound, a request the engine serves itself is "not a set" (the reason names
+/// the bound) and keeps the engine's path; the same texts within the bounds are sets, and malformed ones are still
+/// errors.
+#[test]
+fn over_the_bounds_routing_keeps_the_engines_path() {
+    let routing = Limits { max_members: 1000, over_bounds_not_a_set: true, ..Limits::default() };
+    // Seven digits: 10,000,000 members (llama.cpp's own grammar serves it).
+    let digits = "root ::= d d d d d d d \"\"\nd ::= \"0\" | \"1\" | \"2\" | \"3\" | \"4\" | \"5\" | \"6\" | \"7\" | \"8\" | \"9\"";
+    let over: Vec<(Shape, String, &str)> = vec![
+        (Shape::Grammar, digits.to_string(), "max_members"),
+        (
+            Shape::Choices,
+            serde_json::to_string(&(0..1001).map(|i| format!("c{i}")).collect::<Vec<_>>()).unwrap(),
+            "max_members",
+        ),
+        (
+            Shape::JsonSchema,
+            format!("{{\"enum\": [{}]}}", (0..1001).map(|i| i.to_string()).collect::<Vec<_>>().join(",")),
+            "max_members",
+        ),
+        (Shape::Regex, (0..1001).map(|i| format!("m{i}")).collect::<Vec<_>>().join("|"), "max_members"),
+        (
+            Shape::JsonSchema,
+            format!("{}{{\"const\": 1}}{}", "{\"anyOf\": [".repeat(100), "]}".repeat(100)),
+            "max_depth",
+        ),
+        (Shape::Choices, " ".repeat((8 << 20) + 1), "max_text_bytes"),
+    ];
+    for (shape, text, bound) in &over {
+        match recognize_with(*shape, text.as_bytes(), &routing).unwrap() {
+            Recognition::NotASet(reason) => {
+                assert!(reason.contains(bound) && reason.contains("the engine serves it"), "{reason}")
+            }
+            Recognition::Set(_) => panic!("{shape:?} over the bounds was served as a set"),
+        }
+        // Without the routing flag the same text is the bound's error (libtrie's own fields).
+        let strict = Limits { over_bounds_not_a_set: false, ..routing };
+        let e = recognize_with(*shape, text.as_bytes(), &strict).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::LimitExceeded, "{}", e.message());
+    }
+    // Within the bounds: a set, as before; malformed: an error either way.
+    let three = r#"root ::= d d d ""
+d ::= "0" | "1" | "2" | "3" | "4" | "5" | "6" | "7" | "8" | "9""#;
+    assert!(
+        matches!(recognize_with(Shape::Grammar, three.as_bytes(), &routing).unwrap(), Recognition::Set(s) if s.members.len() == 1000)
+    );
+    assert!(recognize_with(Shape::Choices, br#"["a", "a"]"#, &routing).is_err());
 }
 
 #[test]
@@ -465,5 +515,23 @@ fn differential_findings_are_not_sets() {
     // llama.cpp's matcher works on C strings: U+0000 is never matched there.
     for g in [r#"root ::= "\x00""#, r#"root ::= "a" | "\u0000""#, r#"root ::= "\U00000000""#] {
         assert!(not_set(Shape::Grammar, g).contains("U+0000"), "{g}");
+    }
+}
+
+/// A regex holding U+0000 (issue 36, defect 10): XGrammar refuses a raw NUL ("The regex must not contain null
+/// characters") and reads an escaped one as the empty string (`^(?:a|b\x00)$` matches "a" and "b"), so neither is
+/// a set: the engine keeps the request and its own answer.
+#[test]
+fn a_regex_with_nul_is_not_a_set() {
+    for r in ["a\u{0}b", "^(?:a|b\u{0})$", r"^(?:a|b\x00)$", r"a\u0000", r"a|\x00"] {
+        match recognize(Shape::Regex, r.as_bytes()).unwrap() {
+            Recognition::NotASet(reason) => assert!(reason.contains("NUL") || reason.contains("U+0000"), "{reason}"),
+            Recognition::Set(s) => panic!("{r:?} was served as {:?}", s.members),
+        }
+    }
+    // Other escapes of control characters are still sets, read exactly.
+    match recognize(Shape::Regex, br"^(?:a|b\x01)$").unwrap() {
+        Recognition::Set(s) => assert_eq!(s.members, vec![b"a".to_vec(), b"b\x01".to_vec()]),
+        Recognition::NotASet(r) => panic!("{r}"),
     }
 }
