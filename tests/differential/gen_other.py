@@ -213,6 +213,8 @@ def tools_case(rng: random.Random, lookalike: bool = False) -> Case:
     witnesses = {}
     for name in chosen:
         params, witness = rng.choice(PARAMS)
+        if rng.random() < 0.7:  # a schema of this tool's own, so a name handed over to another tool's shows
+            params = dict(params, description=f"the tool {name}")
         tools.append((name, params))
         witnesses.setdefault(name, witness)
     s = vllm_schema(tools)

@@ -87,7 +87,7 @@ class Libtrie:
         if not r:
             return "not-a-set", r.reason
         if kind == "vllm_tools":
-            return "set", {"names": [m.decode("utf-8") for m in r.members]}
+            return "set", {"names": [m.decode("utf-8") for m in r.members], "payloads": list(r.payloads or ())}
         return "set", r
 
 
@@ -111,9 +111,11 @@ def _native_tools_impl(self: Libtrie, text: str) -> Optional[Tuple[str, Any]]:
     try:
         n = lib.trie_recognized_n_members(handle.value)
         names = [_recognize._view(lib.trie_recognized_member, handle.value, i).decode("utf-8") for i in range(n)]
+        payloads = ([_recognize._view(lib.trie_recognized_payload, handle.value, i).decode("utf-8") for i in range(n)]
+                    if lib.trie_recognized_has_payloads(handle.value) else [])
     finally:
         lib.trie_recognized_free(handle.value)
-    return "set", {"names": names}
+    return "set", {"names": names, "payloads": payloads}
 
 
 Libtrie._native_tools = _native_tools_impl  # type: ignore[attr-defined]
@@ -423,6 +425,20 @@ class Runner:
             return
         names = got["names"]
         self.check_refusals(refused, f"{len(names)} tools", findings)
+        # Each name is paired with its own tool's schema (the hand-over of a call): libtrie's payload of member i is
+        # the request's parameters of the tool named names[i], never another tool's.
+        payloads = got.get("payloads") or []
+        if len(payloads) != len(names):
+            findings.append(Finding("a recognized tool list without one schema per name", f"{len(names)} schemas",
+                                    f"{len(payloads)}", case.text[:2000]))
+        else:
+            asked = request_tool_schemas(case.text)
+            for n, p in zip(names, payloads):
+                want = asked.get(n)
+                if want is None or not json_equal(json.loads(p), want):
+                    findings.append(Finding("a tool name handed over to another schema", json.dumps(want)[:400],
+                                            p[:400], n))
+                    break
 
         def call(n: str) -> str:
             w = witnesses.get(n, {})
@@ -449,6 +465,22 @@ class Runner:
                     findings.append(Finding("jsonschema accepts a tool call libtrie does not serve", "not served", "valid",
                                             s))
                     break
+
+
+def request_tool_schemas(text: str) -> Dict[str, Any]:
+    """The ``parameters`` schema of each tool name of vLLM's ``tool_choice="required"`` schema (the request)."""
+    out: Dict[str, Any] = {}
+    try:
+        alts = json.loads(text)["items"]["anyOf"]
+    except (ValueError, KeyError, TypeError):
+        return out
+    for alt in alts:
+        try:
+            props = alt["properties"]
+            out.setdefault(props["name"]["enum"][0], props["parameters"])
+        except (KeyError, TypeError, IndexError):
+            continue
+    return out
 
 
 # ---- shrinking --------------------------------------------------------------------------------------------------
