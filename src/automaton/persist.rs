@@ -34,7 +34,6 @@ impl Automaton {
     /// The file format version [`Automaton::save`] writes.
     pub const FORMAT_VERSION: u32 = crate::format::FORMAT_VERSION;
 
-
     /// Saves the automaton to `path` (written atomically: a temporary file renamed into place). The file is the
     /// frozen arrays themselves, tagged with the vocabulary's [`Vocabulary::fingerprint`]: [`Automaton::load`]
     /// maps it back in milliseconds, and processes loading the same file share its pages.

@@ -77,7 +77,9 @@ impl Args {
         match self.positional.as_slice() {
             [one] => Ok(one),
             [] => Err(Fail::Usage(format!("{}: missing argument {what}", self.verb))),
-            more => Err(Fail::Usage(format!("{}: one {what} expected, got {}: {}", self.verb, more.len(), more.join(" ")))),
+            more => {
+                Err(Fail::Usage(format!("{}: one {what} expected, got {}: {}", self.verb, more.len(), more.join(" "))))
+            }
         }
     }
 

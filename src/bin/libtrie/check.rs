@@ -96,9 +96,10 @@ fn recognized(shape: Shape, text: &str, b: &Bounds, engine_judges_malformed: boo
             trailing_ws: r.trailing_whitespace,
         }),
         Ok(Recognition::NotASet(why)) => Verdict::Delegated(format!("not a set: {why}")),
-        Err(e) if e.kind() == ErrorKind::LimitExceeded => {
-            Verdict::Refused(format!("{} (the operator's bounds: --max-inline-strings / --max-inline-bytes)", e.message()))
-        }
+        Err(e) if e.kind() == ErrorKind::LimitExceeded => Verdict::Refused(format!(
+            "{} (the operator's bounds: --max-inline-strings / --max-inline-bytes)",
+            e.message()
+        )),
         Err(e) if engine_judges_malformed => {
             Verdict::Delegated(format!("libtrie cannot read it ({}); the engine's backend judges it", e.message()))
         }
@@ -217,9 +218,12 @@ fn vllm(body: &Map<String, Value>, b: &Bounds) -> Vec<(String, Verdict)> {
         }
     }
     if let Some(so) = body.get("structured_outputs").and_then(Value::as_object) {
-        for (key, shape) in
-            [("choice", Shape::Choices), ("grammar", Shape::XgrammarGrammar), ("json", Shape::JsonSchema), ("regex", Shape::Regex)]
-        {
+        for (key, shape) in [
+            ("choice", Shape::Choices),
+            ("grammar", Shape::XgrammarGrammar),
+            ("json", Shape::JsonSchema),
+            ("regex", Shape::Regex),
+        ] {
             if let Some(v) = so.get(key).filter(|v| !v.is_null()) {
                 // a choice list is the client's on purpose: malformed is refused; the others are vLLM's to judge
                 let text = if shape == Shape::Choices { v.to_string() } else { text_of(v) };
@@ -257,10 +261,14 @@ fn read_body(path: &str) -> Res<Vec<u8>> {
 fn report(field: &str, v: &Verdict, show_n: usize, vocab: Option<&std::sync::Arc<trie::Vocabulary>>) -> Res<()> {
     match v {
         Verdict::Delegated(why) => println!("{field}: delegated to the engine's backend: {why}"),
-        Verdict::Refused(why) => println!("{field}: refused (HTTP 400): {field}: {why}"),
+        Verdict::Refused(why) => println!("{field}: refused (HTTP 400): {why}"),
         Verdict::Served(Served::Spec(what)) => println!("{field}: served by libtrie: the set spec {what}"),
         Verdict::Served(Served::Set { shape, members, template, payloads, trailing_ws }) => {
-            println!("{field}: served by libtrie as a set of {} members (recognized as {})", members.len(), shape.name());
+            println!(
+                "{field}: served by libtrie as a set of {} members (recognized as {})",
+                members.len(),
+                shape.name()
+            );
             println!("  template: {}", describe(template));
             if *payloads {
                 println!("  payloads: each member's parameters schema constrains the arguments after it");

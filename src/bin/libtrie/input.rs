@@ -41,13 +41,14 @@ fn vocab_at(path: &Path, a: &Args) -> Res<Arc<Vocabulary>> {
         if a.get("eog").is_some() || a.get("n-vocab").is_some() {
             return Err(Fail::Usage("--eog and --n-vocab are for tokenizer.json files (a GGUF file has both)".into()));
         }
-        return Vocabulary::from_gguf(path).map(Arc::new).map_err(|e| failed(&what, e));
+        // the library's messages name the file
+        return Vocabulary::from_gguf(path).map(Arc::new).map_err(|e| failed("--vocab", e));
     }
-    hf_vocab(path, a, &what)
+    hf_vocab(path, a)
 }
 
 #[cfg(feature = "hf")]
-fn hf_vocab(path: &Path, a: &Args, what: &str) -> Res<Arc<Vocabulary>> {
+fn hf_vocab(path: &Path, a: &Args) -> Res<Arc<Vocabulary>> {
     let eog_ids = match a.get("eog") {
         None => None,
         Some(list) => Some(
@@ -62,12 +63,17 @@ fn hf_vocab(path: &Path, a: &Args, what: &str) -> Res<Arc<Vocabulary>> {
         Some(v) => Some(v.parse().map_err(|_| Fail::Usage(format!("--n-vocab {v:?} is not a number")))?),
     };
     let options = trie::hf::HfOptions { eog_ids, n_vocab };
-    Vocabulary::from_tokenizer_json(path, &options).map(Arc::new).map_err(|e| failed(what, e))
+    Vocabulary::from_tokenizer_json(path, &options)
+        .map(Arc::new)
+        .map_err(|e| failed("--vocab (not a GGUF file, read as a tokenizer.json)", e))
 }
 
 #[cfg(not(feature = "hf"))]
-fn hf_vocab(_path: &Path, _a: &Args, what: &str) -> Res<Arc<Vocabulary>> {
-    Err(failed(what, "not a GGUF file, and this build has no tokenizer.json support (the `hf` feature)"))
+fn hf_vocab(path: &Path, _a: &Args) -> Res<Arc<Vocabulary>> {
+    Err(failed(
+        format!("--vocab {}", path.display()),
+        "not a GGUF file, and this build has no tokenizer.json support (the `hf` feature)",
+    ))
 }
 
 /// A set file's members and how they were read.

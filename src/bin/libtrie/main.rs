@@ -82,6 +82,10 @@ fn main() -> ExitCode {
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
+        Err(Fail::Usage(m)) if matches!(verb, "compile" | "inspect" | "check" | "bench") => {
+            eprintln!("libtrie: {m} (see `libtrie {verb} --help`)");
+            ExitCode::from(2)
+        }
         Err(Fail::Usage(m)) => {
             eprintln!("libtrie: {m}\n\n{USAGE}");
             ExitCode::from(2)
