@@ -5,9 +5,7 @@ use crate::{failed, Fail, Res};
 use std::path::Path;
 use std::sync::Arc;
 use trie::sets::recognize::{recognize_with, Limits, Recognition, Shape};
-#[cfg(feature = "hf")]
-use trie::TokenId;
-use trie::Vocabulary;
+use trie::{TokenId, Vocabulary};
 
 /// The options that choose a vocabulary.
 pub const VOCAB_OPTS: [Opt; 3] = [
@@ -47,7 +45,6 @@ fn vocab_at(path: &Path, a: &Args) -> Res<Arc<Vocabulary>> {
     hf_vocab(path, a)
 }
 
-#[cfg(feature = "hf")]
 fn hf_vocab(path: &Path, a: &Args) -> Res<Arc<Vocabulary>> {
     let eog_ids = match a.get("eog") {
         None => None,
@@ -66,14 +63,6 @@ fn hf_vocab(path: &Path, a: &Args) -> Res<Arc<Vocabulary>> {
     Vocabulary::from_tokenizer_json(path, &options)
         .map(Arc::new)
         .map_err(|e| failed("--vocab (not a GGUF file, read as a tokenizer.json)", e))
-}
-
-#[cfg(not(feature = "hf"))]
-fn hf_vocab(path: &Path, _a: &Args) -> Res<Arc<Vocabulary>> {
-    Err(failed(
-        format!("--vocab {}", path.display()),
-        "not a GGUF file, and this build has no tokenizer.json support (the `hf` feature)",
-    ))
 }
 
 /// A set file's members and how they were read.
