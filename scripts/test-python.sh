@@ -48,6 +48,13 @@ PATH="$NO_RUST_PATH" "$FRESH/bin/pip" install -q --disable-pip-version-check --n
 PATH="$NO_RUST_PATH" "$FRESH/bin/pip" show -f libtrie | grep -E '^(Name|Version)|_libtrie|vllm/|sets.py|entry_points'
 grep -A1 'vllm.logits_processors' "$(site "$FRESH")"/libtrie-*.dist-info/entry_points.txt
 grep '^Tag: ' "$(site "$FRESH")"/libtrie-*.dist-info/WHEEL
+# The package and its library come from the fresh venv (the test tools' venv holds no libtrie, and comes later on
+# sys.path anyway).
+(cd "$CACHE" && PATH="$NO_RUST_PATH" env -u TRIE_LIB "$FRESH/bin/python" -c '
+import sys, libtrie
+lib = libtrie.library()._name
+assert libtrie.__file__.startswith(sys.prefix) and lib.startswith(sys.prefix), (libtrie.__file__, lib)
+print("[python] imported", libtrie.__file__, "with", lib)')
 # Type annotations (the package ships py.typed): strict, with vLLM and torch (not installed here) treated as Any.
 PATH="$NO_RUST_PATH" "$FRESH/bin/python" -m mypy --strict --ignore-missing-imports --cache-dir "$CACHE/mypy" \
   "$REPO/python/libtrie"
