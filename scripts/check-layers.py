@@ -4,6 +4,9 @@ file of src/ grows past MAX_FILE_LINES or a function past MAX_FN_LINES (files a 
 
   scripts/check-layers.py          prints each broken import (file:line, from -> to) or oversized item, exits 1
 
+src/bin/ holds binaries (the `libtrie` command): crates of their own above every layer, held to the same sizes,
+that use the library through its public API only (`trie::...`; never the C ABI or the hidden `profile` module).
+
 Reads every `crate::name` path in code (comments and doc comments are skipped, so intra-doc links may point
 anywhere), including `crate::{A, B}` lists and the crate root's re-exports (`crate::Automaton` is automaton). A
 module may use its own layer and the layers below; modules of one layer do not use each other. No cargo, no
@@ -75,9 +78,28 @@ def oversized(path, text):
             yield f"{path}:{i + 1}: fn {m.group(2)} is {end - i + 1} lines (at most {MAX_FN_LINES}): split it"
 
 
+# What a binary of src/bin/ may not use: the C ABI (for C callers) and hidden modules.
+BIN_FORBIDDEN = re.compile(r"\btrie::(capi|ffi|profile)\b")
+
+
+def check_bins(broken):
+    """src/bin/: sizes, and only the library's public Rust API."""
+    bins = sorted((SRC / "bin").rglob("*.rs")) if (SRC / "bin").is_dir() else []
+    for path in bins:
+        rel = f"src/{path.relative_to(SRC)}"
+        text = path.read_text()
+        broken.extend(oversized(rel, text))
+        for n, code in code_lines(text):
+            m = BIN_FORBIDDEN.search(code)
+            if m:
+                broken.append(f"{rel}:{n}: a binary uses {m.group(0)}: use the library's public Rust API")
+    return len(bins)
+
+
 def main():
-    files = sorted(p for p in SRC.rglob("*.rs") if p.name != "lib.rs")
+    files = sorted(p for p in SRC.rglob("*.rs") if p.name != "lib.rs" and p.relative_to(SRC).parts[0] != "bin")
     broken, unknown = [], set()
+    n_bins = check_bins(broken)
     for path in files:
         rel = path.relative_to(SRC)
         module = rel.parts[0].removesuffix(".rs")
@@ -103,7 +125,7 @@ def main():
         print(f"check-layers: {b}", file=sys.stderr)
     if broken or unknown:
         sys.exit(1)
-    print(f"check-layers: {len(files)} files, files and functions within {MAX_FILE_LINES} / {MAX_FN_LINES} lines, every import points down ({' < '.join('/'.join(l) for l in LAYERS)})")
+    print(f"check-layers: {len(files)} files (+ {n_bins} of src/bin), files and functions within {MAX_FILE_LINES} / {MAX_FN_LINES} lines, every import points down ({' < '.join('/'.join(l) for l in LAYERS)})")
 
 
 if __name__ == "__main__":

@@ -8,8 +8,8 @@
 # Wall time (a 2-core CI machine builds everything from scratch): every cargo command below builds the release
 # profile with the same features (Cargo.toml: resolver 1), so the library and its dependencies are compiled once for
 # clippy/rustdoc (check) and once for the tests, benchmarks, Python, C, Go and llama.cpp stages (code); the Python
-# venv stage, whose setuptools-rust build replaces the library's compiled copy, runs last. What takes minutes to
-# build or download and only later stages need (the two Python venvs, cbindgen, cargo-fuzz, llama.cpp and the model:
+# wheel stage, whose setuptools-rust build replaces the library's compiled copy, runs last. What takes minutes to
+# build or download and only later stages need (the Python venvs, cbindgen, cargo-fuzz, llama.cpp and the model:
 # scripts/test-prefetch.sh) is made in the background at the lowest CPU priority (nice 19) from the start, so that
 # it uses the CPU time the foreground leaves idle (links, single-threaded tests); the stage that needs one waits for
 # it and then runs its own script, which finds it made (or makes it, and fails in the stage, if the background run
@@ -71,6 +71,9 @@ stage "layers and sizes (src/ imports point down, files and functions stay small
 stage "clippy (all targets, warnings are errors)" cargo clippy --release --all-targets -q -- -D warnings
 # The API docs build without warnings (broken or private intra-doc links, bad code blocks), public and private items.
 # --release: the dependencies' metadata that clippy checked is reused (the dev profile would check them again).
+# The crate as crates.io gets it: Cargo.toml's include list, size, compiled from the packaged files alone (a check
+# that reuses the dependencies clippy checked), and `cargo publish --dry-run` (uploads nothing).
+stage "crate package (cargo package, compiled from the packaged files, publish dry run)" scripts/check-package.sh --publish
 stage "rustdoc (warnings are errors)" bash -c 'RUSTDOCFLAGS="-D warnings" cargo doc --release --no-deps -q &&
   RUSTDOCFLAGS="-D warnings" cargo doc --release --no-deps -q --document-private-items'
 stage "cargo test (unit, real vocabularies, tokenizer.json, C ABI from Rust)" cargo test --release
@@ -96,9 +99,11 @@ if [[ "${TRIE_SKIP_LLAMA:-0}" != 1 ]]; then
   stage "differential harness: llama.cpp's grammar parser and matcher" env TRIE_DIFF_LLAMA=1 TRIE_SKIP_CARGO=1 \
     scripts/test-differential.sh --seed 2 --cases 1500 --families grammar,grammar-dialect,grammar-near,grammar-hostile,grammar-space
 fi
-# Last: its pip build (setuptools-rust: `cargo rustc --crate-type cdylib`) replaces the library's compiled copy that
-# the stages above share, so any cargo command after it would compile the library again.
-stage "Python package pip-installed into a fresh venv (unittest, numpy)" after py-venv scripts/test-python.sh
+# Last: its wheel build (setuptools-rust: `cargo rustc --crate-type cdylib`) replaces the library's compiled copy that
+# the stages above share, so any cargo command after it would compile the library again. The wheel is installed into
+# a fresh venv whose PATH has no cargo or rustc (scripts/test-python.sh).
+stage "Python wheel (manylinux) pip-installed into a fresh venv without Rust (unittest, numpy, mypy)" \
+  after py-venv scripts/test-python.sh
 
 echo
 if ((failed)); then printf 'failed stages: %s\n' "${failures[*]}"; fi

@@ -213,6 +213,8 @@ pub(crate) struct Reader {
     map: Arc<Mapping>,
     sections: Vec<(u32, u32, usize, usize)>,
     fingerprint: u128,
+    /// The file's format version (1 or [`FORMAT_VERSION`]).
+    version: u32,
     /// A lazily opened version 2 file: its blocks, not yet checked against their hashes.
     blocks: Option<Blocks>,
 }
@@ -418,7 +420,7 @@ impl Reader {
             sections.push((tag, size, offset, count));
         }
         let fingerprint = u128::from_ne_bytes(b[40..56].try_into().unwrap());
-        Ok(Reader { map, sections, fingerprint, blocks })
+        Ok(Reader { map, sections, fingerprint, version, blocks })
     }
 
     /// The blocks still to be checked of a lazily opened version 2 file (`None`: every byte was checked).
@@ -429,6 +431,16 @@ impl Reader {
     /// The vocabulary fingerprint in the header.
     pub(crate) fn fingerprint(&self) -> u128 {
         self.fingerprint
+    }
+
+    /// The file's format version.
+    pub(crate) fn version(&self) -> u32 {
+        self.version
+    }
+
+    /// The file's size in bytes.
+    pub(crate) fn len(&self) -> usize {
+        self.map.bytes().len()
     }
 
     /// Whether the file has section `tag` (optional sections are read only when present).

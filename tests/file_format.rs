@@ -96,6 +96,19 @@ fn version_1_files_still_load() {
     let dir = tempdir("version-1");
     let path = dir.join("old.trie");
     std::fs::write(&path, &old).unwrap();
+    // the header without a vocabulary: both versions
+    let info = Automaton::file_info(&path).unwrap();
+    assert_eq!((info.format_version, info.vocab_fingerprint, info.file_bytes), (1, v.fingerprint(), old.len() as u64));
+    let new = dir.join("new.trie");
+    a.save(&new).unwrap();
+    let info = Automaton::file_info(&new).unwrap();
+    assert_eq!(info.format_version, Automaton::FORMAT_VERSION);
+    assert_eq!((info.vocab_fingerprint, info.file_bytes), (v.fingerprint(), std::fs::metadata(&new).unwrap().len()));
+    let vocab_file = dir.join("vocab.bin");
+    v.save(&vocab_file).unwrap();
+    let e = Automaton::file_info(&vocab_file).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::MalformedFile);
+    assert!(e.message().contains("vocab.bin") && e.message().contains("not an automaton"), "{e}");
     let l = Automaton::load_lazy(v.clone(), &path).unwrap();
     assert!(!l.is_lazy(), "a version 1 file has no block hashes: checked whole at load");
     same_behaviour(&a, &l, 2);

@@ -37,6 +37,7 @@ mod segments;
 pub use allowed::Allowed;
 use allowed::AllowedRepr;
 pub use draft::{Draft, History};
+pub use persist::FileInfo;
 
 pub use segments::Crossing;
 pub(crate) use segments::Segments;

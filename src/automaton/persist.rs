@@ -19,7 +19,21 @@ const A_MEMBER_OFFSETS: u32 = 13;
 const A_MEMBER_BYTES: u32 = 14;
 const A_DROPPED: u32 = 15;
 
+/// The header of a saved automaton ([`Automaton::file_info`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FileInfo {
+    /// The format version the file was written in (this libtrie writes [`Automaton::FORMAT_VERSION`]).
+    pub format_version: u32,
+    /// The [`Vocabulary::fingerprint`] of the vocabulary the set was compiled against.
+    pub vocab_fingerprint: u128,
+    /// The file's size in bytes.
+    pub file_bytes: u64,
+}
+
 impl Automaton {
+    /// The file format version [`Automaton::save`] writes.
+    pub const FORMAT_VERSION: u32 = crate::format::FORMAT_VERSION;
+
     /// Saves the automaton to `path` (written atomically: a temporary file renamed into place). The file is the
     /// frozen arrays themselves, tagged with the vocabulary's [`Vocabulary::fingerprint`]: [`Automaton::load`]
     /// maps it back in milliseconds, and processes loading the same file share its pages.
@@ -61,6 +75,16 @@ impl Automaton {
             seg.write(&mut w);
         }
         w
+    }
+
+    /// What the header of the automaton file at `path` says, without a vocabulary (checked as by
+    /// [`Automaton::load_lazy`]: header, section table, the checksum of the header and block hashes): for tools
+    /// that describe a file before they know which vocabulary it needs. Errors as [`Automaton::load_lazy`].
+    pub fn file_info(path: impl AsRef<Path>) -> Result<FileInfo> {
+        let path = path.as_ref();
+        let r = Reader::open_lazy(path, FileKind::Automaton)
+            .map_err(|e| Error::new(e.kind(), format!("{}: {}", path.display(), e.message())))?;
+        Ok(FileInfo { format_version: r.version(), vocab_fingerprint: r.fingerprint(), file_bytes: r.len() as u64 })
     }
 
     /// Whether the automaton's arrays live in a file mapping ([`Automaton::load`]) rather than on the heap.

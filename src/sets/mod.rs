@@ -17,6 +17,7 @@ mod registry;
 mod spec;
 
 pub use front::{Got, Options, SetCache, Stats};
+pub use read::lines as file_lines;
 pub use registry::{GotRegistry, Registry, RegistryCache};
 #[cfg(test)]
 mod tests;

@@ -23,8 +23,9 @@ pub(crate) fn members(file: impl Read, size_hint: u64, max_bytes: u64, what: &st
     })
 }
 
-/// The lines of a set file's text (see [`members`]); none for an empty text.
-pub(crate) fn lines(text: &str) -> Vec<&str> {
+/// The members of a set file's text: one per line, `\n` separated, a final newline ignored (`\r` kept); none
+/// for an empty text. The one reading of the set-file format (the set directory's files, the `libtrie` command).
+pub fn lines(text: &str) -> Vec<&str> {
     if text.is_empty() {
         return Vec::new();
     }
