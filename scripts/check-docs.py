@@ -11,6 +11,10 @@ Each fenced code block must follow (blank lines aside) one marker comment:
   <!-- commands -->              shell commands a reader types (servers, downloads, CI itself): checked with
                                   `bash -n`, every repository path they name must exist (scripts executable), and
                                   every JSON body (`-d '...'`) must parse; they are NOT run
+  <!-- output -->                a program's output or a command's synopsis shown to a reader (a session of the
+                                  `libtrie` command line): every `libtrie VERB` and `--option` it shows must exist in
+                                  the command line's source (src/bin/libtrie/), and every repository path it names must
+                                  exist; the output itself is what tests/cli.rs asserts, NOT run from the page
 
 An example file must be listed in COVERAGE below, which says which CI stage builds or runs it; the checker
 verifies that claim where it can (the runner names the file, a Go example has an `// Output:` line, a Python file
@@ -72,9 +76,9 @@ COVERAGE = {
 
 # Files the pages link to or name that other branches add (the `libtrie` command line and its guide, the wheel
 # build): a missing one is reported as pending, not as an error. Empty this set once they are merged.
-PENDING = {"docs/cli.md", "scripts/build-wheel.sh"}
+PENDING: set = set()
 
-MARKER = re.compile(r"^\s*<!--\s*(example:\s*(?P<path>[^\s#]+)(?:#(?P<region>[\w.-]+))?|(?P<commands>commands))\s*-->\s*$")
+MARKER = re.compile(r"^\s*<!--\s*(example:\s*(?P<path>[^\s#]+)(?:#(?P<region>[\w.-]+))?|(?P<commands>commands)|(?P<output>output))\s*-->\s*$")
 FENCE = re.compile(r"^(?P<indent>\s*)(?P<fence>```+|~~~+)(?P<info>.*)$")
 REPO_PATH = re.compile(r"(?<![\w./-])((?:scripts|tests|data|examples|bench|docs|bindings|include|python)/[\w./-]*[\w/])")
 LINK = re.compile(r"\]\(([^)\s]+)\)")
@@ -160,6 +164,26 @@ def check_commands(rep, where, body):
             rep.error(where, f"JSON body does not parse ({e}): {b[:80]}")
     rep.block(where, "commands", "syntax",
               f"bash -n; {len(paths)} repository path(s) exist; {len(bodies)} JSON bod{'y' if len(bodies) == 1 else 'ies'} parse; NOT run")
+
+
+def check_output(rep, where, body):
+    src = "\n".join(f.read_text(encoding="utf-8") for f in sorted((REPO / "src/bin/libtrie").glob("*.rs")))
+    # A verb where a command starts (`$ libtrie VERB`, `| libtrie VERB`, a synopsis line); an unknown one only in a
+    # block that shows its refusal.
+    verbs = sorted(set(re.findall(r"(?m)(?:^\s*|\$ |\| )libtrie (\w+)", body)))
+    for v in verbs:
+        if f'"{v}"' not in src and "unknown verb" not in body:
+            rep.error(where, f"shows the verb 'libtrie {v}', which src/bin/libtrie/ does not have")
+    options = sorted(set(re.findall(r"(?<![\w-])(--[a-z][a-z0-9-]*)", body)))
+    for o in options:
+        if f'name: "{o[2:]}"' not in src and f'"{o}"' not in src and "unknown option" not in body:
+            rep.error(where, f"shows the option {o}, which src/bin/libtrie/ does not have")
+    for p in sorted(set(REPO_PATH.findall(body))):
+        if not (REPO / p).exists():
+            rep.error(where, f"names {p}, which does not exist")
+    rep.block(where, "output", "illustration",
+              f"{len(verbs)} verb(s) and {len(options)} option(s) exist in src/bin/libtrie; output asserted by "
+              "tests/cli.rs, NOT run from the page")
 
 
 def check_example(rep, where, marker, body, checked_files):
@@ -269,9 +293,11 @@ def main():
             where = f"{rel}:{line}"
             if marker is None:
                 rep.error(where, "a code block without a marker: put `<!-- example: PATH#REGION -->` (a file CI "
-                                 "builds or runs) or `<!-- commands -->` on the line before it")
+                                 "builds or runs), `<!-- commands -->` or `<!-- output -->` on the line before it")
             elif marker.group("commands"):
                 check_commands(rep, where, body)
+            elif marker.group("output"):
+                check_output(rep, where, body)
             else:
                 check_example(rep, where, marker, body, checked_files)
     for line in rep.lines if verbose else []:
@@ -280,7 +306,8 @@ def main():
     print(f"check-docs: {len(pages)} pages (README {readme_lines} lines), {sum(rep.counts.values())} code blocks: "
           f"{summary or 'none'}")
     print("  run = executed by a CI stage with its output checked; compile = compiled/syntax-checked only (the engine"
-          " is not in CI); syntax = shell commands checked with bash -n, paths and JSON bodies, not run")
+          " is not in CI); syntax = shell commands checked with bash -n, paths and JSON bodies, not run;"
+          " illustration = output shown to a reader, its verbs and options checked against the source, not run")
     if rep.pending:
         print(f"  pending (added by another branch, not here yet): {', '.join(sorted(rep.pending))}")
     if rep.errors:
