@@ -60,6 +60,7 @@ impl Automaton {
         if let Some(seg) = &self.segments {
             seg.write(&mut w);
         }
+        self.write_values(&mut w);
         w
     }
 
@@ -86,7 +87,7 @@ impl Automaton {
     /// once each: an explicit state's row, depth, member and mask row the first time the state is queried; a
     /// chain the first time one of its states is; every 64 KiB block of the file against its stored hash the
     /// first time an array in it is read; the whole automaton the first time a member is looked up by rank
-    /// (`member_at`, `member_range`, `member_bytes`, `member_id`, `crossing`, `cross`) or it is updated with
+    /// (`member_at`, `member_range`, `member_bytes`, `member_id`, the member values, `crossing`, `cross`) or it is updated with
     /// [`Automaton::with_changes`]. A state whose part of the file fails its check behaves as an invalid state
     /// ([`ErrorKind::MalformedFile`] from [`Automaton::advance`] and the mask fills; empty, `false` or `None`
     /// from the others), so a damaged or crafted file is still never a crash; but a damaged file is noticed when
@@ -153,6 +154,7 @@ impl Automaton {
             dropped: dropped.iter().map(|&d| usize::try_from(d).unwrap_or(usize::MAX)).collect(),
             n_dropped_members: usize::try_from(meta[1]).unwrap_or(usize::MAX),
             segments: Segments::read(&r)?,
+            values: Self::read_values(&r)?,
             vocab,
             lazy: None,
         };
@@ -250,6 +252,6 @@ impl Automaton {
         if let Some(seg) = &self.segments {
             seg.validate(self)?;
         }
-        Ok(())
+        self.validate_values()
     }
 }
