@@ -349,6 +349,8 @@ mod registry;
 
 mod template;
 
+mod values;
+
 use boundary::*;
 pub use compile::*;
 pub use decode::*;
@@ -358,4 +360,5 @@ pub use info::*;
 pub use lazy::*;
 pub use sets::*;
 pub use template::*;
+pub use values::*;
 pub use vocab::*;
