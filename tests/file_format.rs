@@ -143,7 +143,7 @@ fn values_sections_are_checked() {
     fix_checksum(&mut old);
     for lazy in [false, true] {
         let r = if lazy { Automaton::from_bytes_lazy(v.clone(), &old) } else { Automaton::from_bytes(v.clone(), &old) };
-        let e = r.err().expect("values in a version 2 file");
+        let e = r.expect_err("values in a version 2 file");
         assert_eq!(e.kind(), ErrorKind::MalformedFile);
         assert!(e.message().contains("member values in a format version 2 file"), "{e}");
     }
@@ -157,7 +157,7 @@ fn values_sections_are_checked() {
     for lazy in [false, true] {
         let r =
             if lazy { Automaton::from_bytes_lazy(v.clone(), &short) } else { Automaton::from_bytes(v.clone(), &short) };
-        let e = r.err().expect("two values for three members");
+        let e = r.expect_err("two values for three members");
         assert!(e.message().contains("2 member values for 3 members"), "{e}");
     }
     // Without values: version 2, no values section, byte for byte the file an older libtrie wrote.

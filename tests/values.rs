@@ -101,13 +101,12 @@ fn same_when_loaded(a: &Automaton, want: &Automaton, dir: &std::path::Path, what
     Ok(())
 }
 
+/// An update: the added strings with their values, and the strings removed.
+type Update = (Vec<(Vec<u8>, u64)>, Vec<Vec<u8>>);
+
 /// A random update of `map`: new keys, members re-added with new values, duplicates (first copy wins), and
 /// removals of members and non-members.
-fn random_update(
-    rng: &mut SmallRng,
-    map: &BTreeMap<Vec<u8>, u64>,
-    fresh: &[String],
-) -> (Vec<(Vec<u8>, u64)>, Vec<Vec<u8>>) {
+fn random_update(rng: &mut SmallRng, map: &BTreeMap<Vec<u8>, u64>, fresh: &[String]) -> Update {
     let keys: Vec<&Vec<u8>> = map.keys().collect();
     let mut add: Vec<(Vec<u8>, u64)> = Vec::new();
     for _ in 0..rng.gen_range(0..6) {
