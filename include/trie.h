@@ -51,14 +51,14 @@
 #define MAX_NAME_BYTES 128
 
 /**
- * Major version of libtrie (the `0` of `0.2.0`).
+ * Major version of libtrie (the `0` of `0.3.0`).
  */
 #define TRIE_VERSION_MAJOR 0
 
 /**
  * Minor version of libtrie.
  */
-#define TRIE_VERSION_MINOR 2
+#define TRIE_VERSION_MINOR 3
 
 /**
  * Patch version of libtrie.
