@@ -228,8 +228,8 @@ impl Automaton {
     ) -> Result<Automaton> {
         if self.values.is_some() {
             return Err(Error::invalid(
-                "this automaton's members carry values: update it with with_changes_and_values, giving one value \
-                 per added string",
+                "this automaton's members carry values: update it with with_changes_and_values (C: \
+                 trie_automaton_with_values; Python: with_changes(values=...)), giving one value per added string",
             ));
         }
         self.changes(add, None, remove, options)
@@ -252,8 +252,8 @@ impl Automaton {
         crate::compile::freeze::check_values_len(add_values.len(), add.len(), "added strings")?;
         if self.values.is_none() {
             return Err(Error::invalid(
-                "this automaton was compiled without values: update it with with_changes, or compile it with values \
-                 to give its members values",
+                "this automaton was compiled without values: update it without values (with_changes; C: \
+                 trie_automaton_with), or compile it with values to give its members values",
             ));
         }
         self.changes(add, Some(add_values), remove, options)
