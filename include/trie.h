@@ -51,14 +51,14 @@
 #define MAX_NAME_BYTES 128
 
 /**
- * Major version of libtrie (the `0` of `0.2.0`).
+ * Major version of libtrie (the `0` of `0.3.0`).
  */
 #define TRIE_VERSION_MAJOR 0
 
 /**
  * Minor version of libtrie.
  */
-#define TRIE_VERSION_MINOR 2
+#define TRIE_VERSION_MINOR 3
 
 /**
  * Patch version of libtrie.
@@ -1506,6 +1506,97 @@ enum trie_status trie_cross(const struct trie_automaton *automaton,
                             int32_t token,
                             size_t *member,
                             size_t *overflow);
+
+/**
+ * Like [`trie_compile`], with `values[i]` the value of `strings[i]` (`n_strings` values): each member carries
+ * the value of its first copy. The values are saved with the automaton (a file with values is format version 3,
+ * which libtrie 0.2 refuses) and kept by [`trie_automaton_with_values`]; read them with [`trie_member_value`] and
+ * [`trie_possible_values`]. Errors: those of [`trie_compile`]; `TRIE_ERR_NULL_ARGUMENT` for NULL `values` with
+ * strings.
+ *
+ * # Safety
+ * As [`trie_compile`]; `values` NULL (with no strings) or holding `n_strings` values.
+ */
+enum trie_status trie_compile_with_values(const struct trie_vocab *vocab,
+                                          const uint8_t *const *strings,
+                                          const size_t *lens,
+                                          const uint64_t *values,
+                                          size_t n_strings,
+                                          const struct trie_options *options,
+                                          struct trie_automaton **out);
+
+/**
+ * Like [`trie_compile_template`], with `values[i]` the value of member `i` (`n_strings` values; a duplicate
+ * member carries its first copy's value, the copy [`trie_member`] names).
+ *
+ * # Safety
+ * As [`trie_compile_template`]; `values` NULL (with no strings) or holding `n_strings` values.
+ */
+enum trie_status trie_compile_template_with_values(const struct trie_vocab *vocab,
+                                                   const uint8_t *const *strings,
+                                                   const size_t *lens,
+                                                   const uint64_t *values,
+                                                   size_t n_strings,
+                                                   const struct trie_template *template_,
+                                                   const struct trie_options *options,
+                                                   struct trie_automaton **out);
+
+/**
+ * Like [`trie_automaton_with`], for an automaton whose members carry values: `add_values[i]` is the value of
+ * `add[i]` (`n_add` values). A kept member keeps its value; an added string takes its first copy's value, also
+ * when it was a member already (re-adding a member changes its value). Errors: those of
+ * [`trie_automaton_with`]; `TRIE_ERR_INVALID_ARGUMENT` when `automaton` was compiled without values (use
+ * [`trie_automaton_with`], which in turn refuses an automaton with values).
+ *
+ * # Safety
+ * As [`trie_automaton_with`]; `add_values` NULL (with nothing added) or holding `n_add` values.
+ */
+enum trie_status trie_automaton_with_values(const struct trie_automaton *automaton,
+                                            const uint8_t *const *add,
+                                            const size_t *add_lens,
+                                            const uint64_t *add_values,
+                                            size_t n_add,
+                                            const uint8_t *const *remove,
+                                            const size_t *remove_lens,
+                                            size_t n_remove,
+                                            const struct trie_options *options,
+                                            struct trie_automaton **out);
+
+/**
+ * Whether the members of `automaton` carry values. False for NULL.
+ *
+ * # Safety
+ * `automaton` must be NULL or a live automaton.
+ */
+bool trie_automaton_has_values(const struct trie_automaton *automaton);
+
+/**
+ * Sets `*found` to whether a member's segment is complete in `state` (where [`trie_member`] names it) and the
+ * automaton carries values, and then `*value` to that member's value (else `*value` is 0).
+ *
+ * # Safety
+ * `automaton` must be NULL or a live automaton; `value` and `found` NULL or writable.
+ */
+enum trie_status trie_member_value(const struct trie_automaton *automaton,
+                                   trie_state state,
+                                   uint64_t *value,
+                                   bool *found);
+
+/**
+ * Copies the values of the members still possible in `state`, in the order of [`trie_possible_members`] (one
+ * each), into `values` (room for `capacity`) and sets `*n_values` to their number (0 for an automaton without
+ * values). Short: `TRIE_ERR_BUFFER_TOO_SMALL`, `*n_values` still set, nothing written (call with NULL and 0 to
+ * count).
+ *
+ * # Safety
+ * `automaton` must be NULL or a live automaton; `values` NULL (with 0) or `capacity` writable; `n_values` NULL
+ * or writable.
+ */
+enum trie_status trie_possible_values(const struct trie_automaton *automaton,
+                                      trie_state state,
+                                      uint64_t *values,
+                                      size_t capacity,
+                                      size_t *n_values);
 
 #ifdef __cplusplus
 }  // extern "C"

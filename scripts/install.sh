@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds libtrie with cargo (through CMake) and installs library, headers, CMake package and trie.pc.
 #   scripts/install.sh [PREFIX]        (default: /usr/local; or set PREFIX)
-# Then: find_package(Trie 0.2 REQUIRED) + Trie::trie, or `pkg-config --cflags --libs trie`.
+# Then: find_package(Trie 0.3 REQUIRED) + Trie::trie, or `pkg-config --cflags --libs trie`.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 prefix="${1:-${PREFIX:-/usr/local}}"

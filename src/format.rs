@@ -16,6 +16,13 @@
 //! can be checked block by block on first use ([`Reader::open_lazy`]): the header's checksum vouches for the
 //! stored hashes, each stored hash for its block. Both versions are read.
 //!
+//! Version 3 is version 2's layout, written only for files whose owner asks for it ([`Writer::require_version`])
+//! because they hold a section an older libtrie would ignore and must not: an automaton whose members carry
+//! values (a libtrie that reads only versions 1 and 2 refuses such a file instead of loading it without its
+//! values). Every other file is still written as version 2, byte for byte as before, so older libtries keep
+//! reading them. Versions 1, 2 and 3 are read; what a version-3 section means is checked by its owner (an
+//! automaton refuses a values section in a file of an older version).
+//!
 //! Invariants checked on reading (a failure is [`ErrorKind::MalformedFile`], never a crash): the magic, version,
 //! endianness and kind; the length; the checksum of everything after the header (a lazily opened file: of the
 //! header and the block hashes, each block when first used); every section inside the body, aligned, with the
@@ -30,8 +37,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 const MAGIC: &[u8; 8] = b"LIBTRIE\0";
-/// The format this library writes (it reads this one and version 1, which has no stored block hashes).
-pub(crate) const FORMAT_VERSION: u32 = 2;
+/// The newest format this library reads and writes (see the module doc: it reads versions 1 to 3).
+pub(crate) const FORMAT_VERSION: u32 = 3;
+/// The version written unless the file's owner requires a later one ([`Writer::require_version`]).
+pub(crate) const BASE_VERSION: u32 = 2;
 const OLDEST_VERSION: u32 = 1;
 /// The bytes of a checksum block: 64 KiB (version 2: a lazily loaded file hashes a block when it is first used,
 /// so a small block keeps the first use of a state cheap), 1 MiB in version 1.
@@ -97,12 +106,20 @@ fn checksum_of(header: &[u8], blocks: &[u64]) -> u64 {
 pub(crate) struct Writer {
     kind: Kind,
     fingerprint: u128,
+    version: u32,
     sections: Vec<(u32, u32, Vec<u8>)>,
 }
 
 impl Writer {
     pub(crate) fn new(kind: Kind, fingerprint: u128) -> Writer {
-        Writer { kind, fingerprint, sections: Vec::new() }
+        Writer { kind, fingerprint, version: BASE_VERSION, sections: Vec::new() }
+    }
+
+    /// Writes the file as format `version` (at most [`FORMAT_VERSION`]) or later: for a file holding a section
+    /// that a libtrie reading only older versions must refuse rather than ignore.
+    pub(crate) fn require_version(&mut self, version: u32) {
+        debug_assert!(version <= FORMAT_VERSION);
+        self.version = self.version.max(version);
     }
 
     /// Adds section `tag` holding `items`.
@@ -133,7 +150,7 @@ impl Writer {
             out[e + 16..e + 24].copy_from_slice(&(count as u64).to_ne_bytes());
         }
         out[0..8].copy_from_slice(MAGIC);
-        out[8..12].copy_from_slice(&FORMAT_VERSION.to_ne_bytes());
+        out[8..12].copy_from_slice(&self.version.to_ne_bytes());
         out[12..16].copy_from_slice(&ENDIAN_TAG.to_ne_bytes());
         out[16..20].copy_from_slice(&(self.kind as u32).to_ne_bytes());
         out[20..24].copy_from_slice(&(self.sections.len() as u32).to_ne_bytes());
@@ -213,7 +230,7 @@ pub(crate) struct Reader {
     map: Arc<Mapping>,
     sections: Vec<(u32, u32, usize, usize)>,
     fingerprint: u128,
-    /// The file's format version (1 or [`FORMAT_VERSION`]).
+    /// The file's format version (1 to [`FORMAT_VERSION`]).
     version: u32,
     /// A lazily opened version 2 file: its blocks, not yet checked against their hashes.
     blocks: Option<Blocks>,
@@ -433,7 +450,7 @@ impl Reader {
         self.fingerprint
     }
 
-    /// The file's format version.
+    /// The file's format version (1 to [`FORMAT_VERSION`]).
     pub(crate) fn version(&self) -> u32 {
         self.version
     }
@@ -551,14 +568,14 @@ mod tests {
         let mut bad = v1.clone();
         bad[1000] ^= 1;
         assert!(Reader::from_bytes_lazy(&bad, Kind::Automaton).err().unwrap().message().contains("checksum"));
-        for version in [0u32, 3, 99] {
+        for version in [0u32, 4, 99] {
             let mut other = v2.clone();
             other[8..12].copy_from_slice(&version.to_ne_bytes());
             reseal(&mut other);
             let e = Reader::from_bytes(&other, Kind::Automaton).err().unwrap();
             assert_eq!(e.kind(), ErrorKind::MalformedFile);
             assert!(e.message().contains(&format!("format version {version}, but this libtrie")), "{e}");
-            assert!(e.message().contains("reads versions 1 to 2"), "{e}");
+            assert!(e.message().contains("reads versions 1 to 3"), "{e}");
         }
     }
 

@@ -731,3 +731,77 @@ fn versioned_structs_accept_older_and_newer_headers() {
         trie_vocab_free(v);
     }
 }
+
+/// Members that carry values through the C ABI: compile, update (re-adding changes a value), the value where a
+/// member is complete, the values of the possible members; bad inputs leave the outputs cleared.
+#[test]
+fn values_through_the_c_abi() {
+    let v = toy();
+    let set: [&[u8]; 3] = [b"ab", b"abd", b"ab"];
+    let ptrs: Vec<*const u8> = set.iter().map(|s| s.as_ptr()).collect();
+    let lens: Vec<usize> = set.iter().map(|s| s.len()).collect();
+    let values = [5u64, 6, 7];
+    unsafe {
+        let mut a = null_mut();
+        assert_eq!(
+            trie_compile_with_values(v, ptrs.as_ptr(), lens.as_ptr(), values.as_ptr(), 3, null(), &mut a),
+            TRIE_OK
+        );
+        assert!(trie_automaton_has_values(a));
+        // "ab" is one token (5): its value is its first copy's.
+        let mut s = 0;
+        assert_eq!(trie_advance(a, trie_start(a), 5, &mut s), TRIE_OK);
+        let (mut value, mut found) = (0u64, false);
+        assert_eq!(trie_member_value(a, s, &mut value, &mut found), TRIE_OK);
+        assert!(found && value == 5);
+        assert_eq!(trie_member_value(a, trie_start(a), &mut value, &mut found), TRIE_OK);
+        assert!(!found && value == 0);
+        let mut got = [0u64; 2];
+        let mut n = 0;
+        assert_eq!(trie_possible_values(a, s, got.as_mut_ptr(), 2, &mut n), TRIE_OK);
+        assert_eq!((n, got), (2, [5, 6]));
+        assert_eq!(trie_possible_values(a, s, got.as_mut_ptr(), 1, &mut n), TRIE_ERR_BUFFER_TOO_SMALL);
+        assert_eq!(n, 2);
+        let add: [&[u8]; 1] = [b"ab"];
+        let (add_ptrs, add_lens) = ([add[0].as_ptr()], [2usize]);
+        let mut b = null_mut();
+        let st = trie_automaton_with_values(
+            a,
+            add_ptrs.as_ptr(),
+            add_lens.as_ptr(),
+            [9u64].as_ptr(),
+            1,
+            null(),
+            null(),
+            0,
+            null(),
+            &mut b,
+        );
+        assert_eq!(st, TRIE_OK, "{}", last_error());
+        assert_eq!(trie_member_value(b, s, &mut value, &mut found), TRIE_OK);
+        assert!(found && value == 9);
+        let mut c = 1usize as *mut trie_automaton;
+        let st = trie_automaton_with(a, add_ptrs.as_ptr(), add_lens.as_ptr(), 1, null(), null(), 0, null(), &mut c);
+        assert_eq!(st, TRIE_ERR_INVALID_ARGUMENT);
+        assert!(c.is_null() && last_error().contains("with_changes_and_values"), "{}", last_error());
+        let mut c = 1usize as *mut trie_automaton;
+        let st = trie_compile_with_values(v, ptrs.as_ptr(), lens.as_ptr(), null(), 3, null(), &mut c);
+        assert_eq!(st, TRIE_ERR_NULL_ARGUMENT);
+        assert!(c.is_null() && last_error().contains("values is NULL"), "{}", last_error());
+        let mut t: trie_template = std::mem::zeroed();
+        assert_eq!(trie_template_init(&mut t), TRIE_OK);
+        let mut c = null_mut();
+        let st =
+            trie_compile_template_with_values(v, ptrs.as_ptr(), lens.as_ptr(), values.as_ptr(), 3, &t, null(), &mut c);
+        assert_eq!(st, TRIE_OK, "{}", last_error());
+        assert!(trie_automaton_has_values(c));
+        assert_eq!(trie_member_value(null(), 0, &mut value, &mut found), TRIE_ERR_NULL_ARGUMENT);
+        assert_eq!(trie_member_value(a, 0, null_mut(), &mut found), TRIE_ERR_NULL_ARGUMENT);
+        assert_eq!(trie_possible_values(a, 0, null_mut(), 0, null_mut()), TRIE_ERR_NULL_ARGUMENT);
+        assert!(!trie_automaton_has_values(null()));
+        for x in [a, b, c] {
+            trie_automaton_free(x);
+        }
+        trie_vocab_free(v);
+    }
+}

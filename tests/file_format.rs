@@ -16,6 +16,13 @@ fn same_behaviour(a: &Automaton, b: &Automaton, seed: u64) {
     assert_eq!(a.n_explicit(), b.n_explicit());
     assert_eq!(a.n_members(), b.n_members());
     assert_eq!(a.dropped(), b.dropped());
+    assert_eq!(a.has_values(), b.has_values());
+    assert_eq!(a.template(), b.template());
+    for r in 0..=a.n_members() + a.dropped().len() {
+        assert_eq!(a.member_bytes(r), b.member_bytes(r), "rank {r}");
+        assert_eq!(a.member_id(r), b.member_id(r), "rank {r}");
+        assert_eq!(a.rank_value(r), b.rank_value(r), "rank {r}");
+    }
     if !b.is_lazy() {
         assert_eq!(a.memory_usage(), b.memory_usage());
     }
@@ -35,6 +42,9 @@ fn same_behaviour(a: &Automaton, b: &Automaton, seed: u64) {
         assert_eq!(a.forced(s), b.forced(s));
         assert_eq!(a.member_at(s), b.member_at(s));
         assert_eq!(a.member_range(s), b.member_range(s));
+        assert_eq!(a.member_value(s), b.member_value(s));
+        assert_eq!(a.possible_members(s), b.possible_members(s));
+        assert_eq!(a.possible_values(s), b.possible_values(s));
         a.fill_bitmask(s, &mut ra).unwrap();
         b.fill_bitmask(s, &mut rb).unwrap();
         assert_eq!(ra, rb);
@@ -79,6 +89,85 @@ fn saved_automata_load_and_behave_the_same_on_every_vocabulary() {
             "{name}"
         );
     }
+}
+
+/// Automata whose members carry values (bare and templated, on every vocabulary): compiled, loaded, loaded
+/// lazily and from bytes answer alike, values included; the file is format version 3, and a lazily loaded one
+/// updates with values as the compiled one does.
+#[test]
+fn automata_with_values_load_and_behave_the_same() {
+    let dir = tempdir("values");
+    let template = trie::Template::bare().prefix("<tool>").suffix("</tool>");
+    for (i, &name) in GGUF_VOCABS.iter().enumerate() {
+        let v = gguf_vocab(name);
+        let set = random_set(700 + i as u64, 200, 4);
+        let values: Vec<u64> = (0..set.len() as u64).map(|j| j.wrapping_mul(0x9e37_79b9_7f4a_7c15)).collect();
+        let opts = CompileOptions::new().drop_unreachable(true);
+        let bare = Automaton::compile_with_values(v.clone(), &set, &values, &opts).unwrap();
+        let templated = Automaton::compile_template_with_values(v.clone(), &set, &values, &template, &opts).unwrap();
+        for (what, a) in [("bare", bare), ("templated", templated)] {
+            assert!(a.has_values());
+            let bytes = a.to_bytes();
+            assert_eq!(u32::from_ne_bytes(bytes[8..12].try_into().unwrap()), 3, "{name} {what}");
+            let path = dir.join(format!("{name}-{what}.trie"));
+            a.save(&path).unwrap();
+            same_behaviour(&a, &Automaton::load(v.clone(), &path).unwrap(), i as u64);
+            same_behaviour(&a, &Automaton::from_bytes(v.clone(), &bytes).unwrap(), i as u64);
+            let l = Automaton::load_lazy(v.clone(), &path).unwrap();
+            same_behaviour(&a, &l, i as u64);
+            assert_eq!(l.to_bytes(), bytes, "{name} {what}");
+            let (add, add_values, remove) = (["zz-added", set[1].as_str()], [7u64, 8], [set[0].as_str()]);
+            assert_eq!(
+                l.with_changes_and_values(&add, &add_values, &remove, &opts).unwrap().to_bytes(),
+                a.with_changes_and_values(&add, &add_values, &remove, &opts).unwrap().to_bytes(),
+                "{name} {what}"
+            );
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A values section is refused where it cannot be right: in a file of format version 2 (a libtrie that writes
+/// version 2 never wrote one), and with one value too few (eagerly, and lazily at load).
+#[test]
+fn values_sections_are_checked() {
+    const VALUES: u32 = 19;
+    let v = byte_vocab();
+    let a = Automaton::compile_with_values(v.clone(), &["aa", "bb", "cc"], &[1, 2, 3], &CompileOptions::new()).unwrap();
+    let good = a.to_bytes();
+    let (at, count) = section(&good, VALUES);
+    assert_eq!(count, 3);
+    assert_eq!(&good[at..at + 24], bytemuck_u64s(&[1, 2, 3]), "the values by rank");
+    let mut old = good.clone();
+    old[8..12].copy_from_slice(&2u32.to_ne_bytes());
+    fix_checksum(&mut old);
+    for lazy in [false, true] {
+        let r = if lazy { Automaton::from_bytes_lazy(v.clone(), &old) } else { Automaton::from_bytes(v.clone(), &old) };
+        let e = r.expect_err("values in a version 2 file");
+        assert_eq!(e.kind(), ErrorKind::MalformedFile);
+        assert!(e.message().contains("member values in a format version 2 file"), "{e}");
+    }
+    // One value fewer: the section's count says 2.
+    let mut short = good.clone();
+    let n = u32::from_ne_bytes(short[20..24].try_into().unwrap()) as usize;
+    let e = (0..n).map(|i| 64 + 24 * i).find(|&e| u32::from_ne_bytes(short[e..e + 4].try_into().unwrap()) == VALUES);
+    let e = e.unwrap();
+    short[e + 16..e + 24].copy_from_slice(&2u64.to_ne_bytes());
+    fix_checksum(&mut short);
+    for lazy in [false, true] {
+        let r =
+            if lazy { Automaton::from_bytes_lazy(v.clone(), &short) } else { Automaton::from_bytes(v.clone(), &short) };
+        let e = r.expect_err("two values for three members");
+        assert!(e.message().contains("2 member values for 3 members"), "{e}");
+    }
+    // Without values: version 2, no values section, byte for byte the file an older libtrie wrote.
+    let plain = Automaton::compile(v.clone(), &["aa", "bb", "cc"], &CompileOptions::new()).unwrap().to_bytes();
+    assert_eq!(u32::from_ne_bytes(plain[8..12].try_into().unwrap()), 2);
+    assert!(plain.len() < good.len());
+}
+
+fn bytemuck_u64s(values: &[u64]) -> Vec<u8> {
+    values.iter().flat_map(|v| v.to_ne_bytes()).collect()
 }
 
 /// A version 1 file (before the stored block hashes) still loads, eagerly and lazily (checked whole), with the

@@ -35,6 +35,8 @@ mod recognize;
 mod robustness;
 #[path = "template.rs"]
 mod template;
+#[path = "values.rs"]
+mod values;
 
 /// Every `tests/*.rs` file is either a module above or a `[[test]]` target of Cargo.toml (`autotests = false`
 /// there: cargo no longer finds test files by itself, so a forgotten one would silently not run).

@@ -6,7 +6,7 @@ package trie
 // for example for a libtrie build tree that is not installed.
 //
 // A cargo build (`cargo build --release`), linked statically (target/release/libtrie.so names itself
-// libtrie.so.0.2, which that folder does not hold, so the static library is the simple choice there):
+// libtrie.so.0.3, which that folder does not hold, so the static library is the simple choice there):
 //
 //	CGO_CFLAGS="-I$REPO/include" \
 //	CGO_LDFLAGS="$REPO/target/release/libtrie.a -lpthread -ldl -lm -lrt -lutil" \

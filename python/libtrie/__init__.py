@@ -43,6 +43,38 @@ _LAZY_LOAD: _native.Signatures = {
     "trie_automaton_load_lazy": ([vp, ctypes.c_char_p, ctypes.POINTER(vp)], ctypes.c_int),
 }
 
+# Members that carry values (libtrie 0.3): declared on first use, so that an older library still loads.
+_u64p = ctypes.POINTER(ctypes.c_uint64)
+_VALUES: _native.Signatures = {
+    "trie_compile_with_values": ([vp, ctypes.POINTER(u8p), sizep, _u64p, ctypes.c_size_t,
+                                  ctypes.POINTER(_native.Options), ctypes.POINTER(vp)], ctypes.c_int),
+    "trie_compile_template_with_values": ([vp, ctypes.POINTER(u8p), sizep, _u64p, ctypes.c_size_t,
+                                           ctypes.POINTER(_native.Template), ctypes.POINTER(_native.Options),
+                                           ctypes.POINTER(vp)], ctypes.c_int),
+    "trie_automaton_with_values": ([vp, ctypes.POINTER(u8p), sizep, _u64p, ctypes.c_size_t, ctypes.POINTER(u8p),
+                                    sizep, ctypes.c_size_t, ctypes.POINTER(_native.Options), ctypes.POINTER(vp)],
+                                   ctypes.c_int),
+    "trie_automaton_has_values": ([vp], ctypes.c_bool),
+    "trie_member_value": ([vp, ctypes.c_uint32, _u64p, ctypes.POINTER(ctypes.c_bool)], ctypes.c_int),
+    "trie_possible_values": ([vp, ctypes.c_uint32, _u64p, ctypes.c_size_t, sizep], ctypes.c_int),
+}
+
+
+def _values_lib() -> ctypes.CDLL:
+    return declared(_VALUES, "member values")
+
+
+def _value_array(values: Iterable[int], n: int, what: str) -> Any:
+    """``values`` as a C array of ``n`` ``uint64_t`` (one per string of ``what``); ``ValueError`` otherwise."""
+    vals = list(values)
+    if len(vals) != n:
+        raise ValueError(f"{len(vals)} values for {n} {what}: give one value per string, in the same order")
+    for v in vals:
+        if not isinstance(v, int) or isinstance(v, bool) or not 0 <= v < 2**64:
+            raise ValueError(f"values must be integers in 0..2**64-1, not {v!r}")
+    return (ctypes.c_uint64 * max(n, 1))(*vals)
+
+
 __all__ = [
     "FINISHED", "Status", "TrieError", "Vocab", "Automaton", "Forced", "Crossing", "compile", "compile_tokens", "fill_bitmask_rows",
     "bitmask_words", "library", "version", "TokenKind", "TOKEN_NORMAL", "TOKEN_UNKNOWN", "TOKEN_CONTROL",
@@ -473,21 +505,29 @@ class Automaton(_Handle):
     _kind = "Automaton"
 
     def __init__(self, vocab: Vocab, strings: Iterable[StrOrBytes], drop_unreachable: bool = False,
-                 max_states: Optional[int] = None, max_bytes: Optional[int] = None) -> None:
+                 max_states: Optional[int] = None, max_bytes: Optional[int] = None, *,
+                 values: Optional[Iterable[int]] = None) -> None:
         """Compile ``strings`` (``str`` as UTF-8, or ``bytes``; duplicates and prefixes allowed) against ``vocab``.
         ``max_states`` bounds the states (checked on the set's trie before any alignment work) and ``max_bytes``
         the memory compiling may allocate; ``None``: no bound. Raises :class:`TrieError`: ``EMPTY_SET``;
         ``UNREACHABLE_STRING`` naming the strings no token sequence can spell (or pass ``drop_unreachable=True``
-        and read :attr:`dropped`); ``LIMIT_EXCEEDED`` (a bound or a 32-bit limit), never an abort."""
+        and read :attr:`dropped`); ``LIMIT_EXCEEDED`` (a bound or a 32-bit limit), never an abort.
+
+        ``values``: one integer (``0 <= v < 2**64``) per string, carried by its member (the first copy's value for
+        a duplicate; ``trie_compile_with_values``): see :meth:`member_value`, :meth:`possible_values`; kept by
+        :meth:`with_changes` (which then needs ``values`` for the added strings) and by :meth:`save`."""
         self._set(vp(0))
         data = [s.encode("utf-8") if isinstance(s, str) else bytes(s) for s in strings]
         n = len(data)
         ptrs, lens, _keep = _byte_strings(data)
-        lib = library()
         opts = _options(drop_unreachable, max_states, max_bytes)
         out = vp()
-        _check(vocab._call(lib.trie_compile, ptrs, lens, n, ctypes.byref(opts),
-                                ctypes.byref(out)))
+        if values is None:
+            _check(vocab._call(library().trie_compile, ptrs, lens, n, ctypes.byref(opts), ctypes.byref(out)))
+        else:
+            vals = _value_array(values, n, "strings")
+            _check(vocab._call(_values_lib().trie_compile_with_values, ptrs, lens, vals, n, ctypes.byref(opts),
+                               ctypes.byref(out)))
         self._adopt(vocab, out)
 
     @classmethod
@@ -510,21 +550,30 @@ class Automaton(_Handle):
 
     def with_changes(self, add: Iterable[StrOrBytes] = (), remove: Iterable[StrOrBytes] = (), *,
                      drop_unreachable: bool = False, max_states: Optional[int] = None,
-                     max_bytes: Optional[int] = None) -> "Automaton":
+                     max_bytes: Optional[int] = None, values: Optional[Iterable[int]] = None) -> "Automaton":
         """A new automaton for this set with ``add`` added and ``remove`` removed (``trie_automaton_with``): the
         same as compiling the resulting set, built from this one (rows no change touches are copied). This
         automaton is unchanged: sequences decoding on it go on. The resulting set is ``(members - remove) + add``:
         removing a non-member does nothing, a string in both stays, duplicates merge; :attr:`dropped` of the
         result holds positions in ``add``. Raises :class:`TrieError` like :class:`Automaton` (``EMPTY_SET`` when
-        nothing remains, ``UNREACHABLE_STRING`` for an added string, ``LIMIT_EXCEEDED``)."""
+        nothing remains, ``UNREACHABLE_STRING`` for an added string, ``LIMIT_EXCEEDED``).
+
+        ``values``: for an automaton whose members carry values (and only for one: ``INVALID_ARGUMENT`` either
+        way), one per added string (``trie_automaton_with_values``). A kept member keeps its value; an added string
+        takes its first copy's value, also when it was a member already (re-adding a member changes its value)."""
         adds = [s.encode("utf-8") if isinstance(s, str) else bytes(s) for s in add]
         removes = [s.encode("utf-8") if isinstance(s, str) else bytes(s) for s in remove]
         a_ptrs, a_lens, _keep_a = _byte_strings(adds)
         r_ptrs, r_lens, _keep_r = _byte_strings(removes)
         opts = _options(drop_unreachable, max_states, max_bytes)
         out = vp()
-        _check(self._call(library().trie_automaton_with, a_ptrs, a_lens, len(adds), r_ptrs, r_lens, len(removes),
-                                             ctypes.byref(opts), ctypes.byref(out)))
+        if values is None:
+            _check(self._call(library().trie_automaton_with, a_ptrs, a_lens, len(adds), r_ptrs, r_lens,
+                              len(removes), ctypes.byref(opts), ctypes.byref(out)))
+        else:
+            vals = _value_array(values, len(adds), "added strings")
+            _check(self._call(_values_lib().trie_automaton_with_values, a_ptrs, a_lens, vals, len(adds), r_ptrs,
+                              r_lens, len(removes), ctypes.byref(opts), ctypes.byref(out)))
         result = Automaton.__new__(Automaton)
         result._adopt(self.vocab, out)
         return result
@@ -656,7 +705,8 @@ class Automaton(_Handle):
     @classmethod
     def compile_template(cls, vocab: Vocab, members: Iterable[StrOrBytes], *, prefix: StrOrBytes = b"",
                          suffix: StrOrBytes = b"", render: str = "raw", end: str = "eog", drop_unreachable: bool = False,
-                         max_states: Optional[int] = None, max_bytes: Optional[int] = None) -> "Automaton":
+                         max_states: Optional[int] = None, max_bytes: Optional[int] = None,
+                         values: Optional[Iterable[int]] = None) -> "Automaton":
         """Compile ``members`` written inside a larger output: the language is exactly
         ``{prefix + render(m) + suffix}`` (each a *segment*), then end-of-generation (``end="eog"``) or handed over
         to what follows (``end="open"``: see :meth:`crossing`). ``render``: ``"raw"`` (the bytes), ``"json_string"``
@@ -664,7 +714,7 @@ class Automaton(_Handle):
         is the JSON text of one value, e.g. ``"42"``). Members are identified by their index in ``members`` (the
         first copy of a duplicate): see :meth:`member`. Raises :class:`TrieError` (``INVALID_ARGUMENT`` naming a
         member the rendering refuses, or with ``end="open"`` a segment that is a prefix of another; and the errors
-        of :class:`Automaton`)."""
+        of :class:`Automaton`). ``values``: one per member, as for :class:`Automaton`."""
         renders = {"raw": 0, "json_string": 1, "json_text": 2}
         ends = {"eog": 0, "open": 1}
         if render not in renders:
@@ -685,8 +735,13 @@ class Automaton(_Handle):
         t.render, t.end = renders[render], ends[end]
         opts = _options(drop_unreachable, max_states, max_bytes)
         out = vp()
-        _check(vocab._call(lib.trie_compile_template, ptrs, lens, len(data), ctypes.byref(t), ctypes.byref(opts),
-                           ctypes.byref(out)))
+        if values is None:
+            _check(vocab._call(lib.trie_compile_template, ptrs, lens, len(data), ctypes.byref(t),
+                               ctypes.byref(opts), ctypes.byref(out)))
+        else:
+            vals = _value_array(values, len(data), "members")
+            _check(vocab._call(_values_lib().trie_compile_template_with_values, ptrs, lens, vals, len(data),
+                               ctypes.byref(t), ctypes.byref(opts), ctypes.byref(out)))
         self = cls.__new__(cls)
         self._adopt(vocab, out)
         return self
@@ -712,6 +767,30 @@ class Automaton(_Handle):
                 _check(st)
             buf = (ctypes.c_size_t * max(n.value, 1))()
             _check(lib.trie_possible_members(h, state, buf, n.value, ctypes.byref(n)))
+        return tuple(buf[: n.value])
+
+    @property
+    def has_values(self) -> bool:
+        """Whether the members carry values (compiled with ``values=``)."""
+        return bool(self._call(_values_lib().trie_automaton_has_values))
+
+    def member_value(self, state: int) -> Optional[int]:
+        """The value of the member whose segment is complete in ``state`` (where :meth:`member` names it), or
+        ``None`` (no member complete there, or an automaton without values)."""
+        value, found = ctypes.c_uint64(), ctypes.c_bool()
+        _check(self._call(_values_lib().trie_member_value, state, ctypes.byref(value), ctypes.byref(found)))
+        return value.value if found.value else None
+
+    def possible_values(self, state: int) -> Tuple[int, ...]:
+        """The values of the members still possible in ``state``, in the order of :meth:`possible_members` (empty
+        without values)."""
+        lib, n = _values_lib(), ctypes.c_size_t()
+        with self._use() as h:
+            st = lib.trie_possible_values(h, state, None, 0, ctypes.byref(n))
+            if st != Status.BUFFER_TOO_SMALL:
+                _check(st)
+            buf = (ctypes.c_uint64 * max(n.value, 1))()
+            _check(lib.trie_possible_values(h, state, buf, n.value, ctypes.byref(n)))
         return tuple(buf[: n.value])
 
     def crossing(self, state: int, keep: Optional[Callable[[int, bytes], bool]] = None) -> List[Crossing]:
@@ -771,10 +850,11 @@ def compile_tokens(vocab: Vocab, sequences: Iterable[Sequence[int]], *, max_stat
 
 
 def compile(vocab: Vocab, strings: Iterable[StrOrBytes], *, drop_unreachable: bool = False,
-            max_states: Optional[int] = None, max_bytes: Optional[int] = None) -> Automaton:
+            max_states: Optional[int] = None, max_bytes: Optional[int] = None,
+            values: Optional[Iterable[int]] = None) -> Automaton:
     """Compile ``strings`` against ``vocab``: ``Automaton(vocab, strings, drop_unreachable, max_states,
-    max_bytes)``."""
-    return Automaton(vocab, strings, drop_unreachable, max_states, max_bytes)
+    max_bytes, values=values)``."""
+    return Automaton(vocab, strings, drop_unreachable, max_states, max_bytes, values=values)
 
 
 def fill_bitmask_rows(rows: Sequence[Tuple[Optional[Automaton], int]], out: Any) -> None:

@@ -157,8 +157,8 @@ class _Compiled:
         self.compiles = 0
 
     def get(self, vocab: Vocab, r: Recognized, end: str, max_states: Optional[int],
-            max_bytes: Optional[int]) -> Automaton:
-        key = (vocab, r.members, r.prefix, r.suffix, r.render, end, max_states, max_bytes)
+            max_bytes: Optional[int], indexed: bool = False) -> Automaton:
+        key = (vocab, r.members, r.prefix, r.suffix, r.render, end, max_states, max_bytes, indexed)
         while True:
             with self._lock:
                 a = self._done.get(key)
@@ -172,7 +172,8 @@ class _Compiled:
             wait.wait()
         try:
             a = Automaton.compile_template(vocab, r.members, prefix=r.prefix, suffix=r.suffix, render=r.render,
-                                           end=end, max_states=max_states, max_bytes=max_bytes)
+                                           end=end, max_states=max_states, max_bytes=max_bytes,
+                                           values=range(len(r.members)) if indexed else None)
             with self._lock:
                 self.compiles += 1
                 self._done[key] = a
@@ -187,8 +188,11 @@ class _Compiled:
 _COMPILED = _Compiled()
 
 
-def compile_recognized(vocab: Vocab, r: Recognized, settings: Settings, end: Optional[str] = None) -> Automaton:
+def compile_recognized(vocab: Vocab, r: Recognized, settings: Settings, end: Optional[str] = None,
+                       indexed: bool = False) -> Automaton:
     """The recognized set compiled against ``vocab`` with its own template (the native library renders members:
     raw, JSON string or JSON text), ``end`` (default: the recognition's) and the operator's compile bounds;
-    compiled once per process while it is among the most recently used. Raises :class:`TrieError`."""
-    return _COMPILED.get(vocab, r, end or r.end, settings.max_states or None, settings.max_bytes or None)
+    compiled once per process while it is among the most recently used. ``indexed``: each member carries its
+    index in ``r.members`` as its value (:meth:`Automaton.member_value`), which ``with_changes`` keeps and
+    updates. Raises :class:`TrieError`."""
+    return _COMPILED.get(vocab, r, end or r.end, settings.max_states or None, settings.max_bytes or None, indexed)

@@ -10,8 +10,9 @@
 //! - the chain index (`chain_base` ascending, its blocks) the first time any chain state is asked about, then a
 //!   chain (its member, offsets and bytes, first depth and length) the first time one of its states is;
 //! - everything ([`Automaton::validate`] and every block), the first time a member is looked up by rank
-//!   (`member_at`, `member_range`, `member_bytes`, `member_id`, `crossing`, `cross`) or the automaton is updated
-//!   with `with_changes`; a templated file is checked whole at load.
+//!   (`member_at`, `member_range`, `member_bytes`, `member_id`, `member_value`, `rank_value`, `possible_values`,
+//!   `crossing`, `cross`) or the automaton is updated with `with_changes`; a templated file is checked whole at
+//!   load. The member values' count is checked at load, their bytes with the whole.
 //!
 //! So every index a query uses was checked before it is used, as for an eagerly loaded automaton, and every byte
 //! it reads was checked against the file's checksum. A check that passed is remembered (one bit per state and
@@ -213,6 +214,8 @@ impl Automaton {
             a.member_offsets[0] == 0 && a.member_offsets[n] == a.member_bytes.len() as u64 && a.n_dropped_members <= n,
             || "member offsets are not within the member bytes".into(),
         )?;
+        // Member values are read by rank, after the whole automaton is checked; their count is checked now.
+        a.validate_values()?;
         let e = a.depth.len();
         ensure(e >= 1 && a.offsets.len() == e + 1, || "explicit state tables of inconsistent sizes".into())?;
         ensure(v.verify(&a.offsets[..1]) && v.verify(&a.offsets[e..]), corrupt)?;

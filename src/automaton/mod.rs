@@ -33,6 +33,7 @@ mod masks;
 mod persist;
 mod query;
 mod segments;
+mod values;
 
 pub use allowed::Allowed;
 use allowed::AllowedRepr;
@@ -181,6 +182,9 @@ pub struct Automaton {
     pub(crate) n_dropped_members: usize,
     /// Present for automata compiled with a [`crate::Template`] (members are then whole segments).
     pub(crate) segments: Option<Segments>,
+    /// The caller's value of each member, by rank (dropped members included), for automata compiled with values
+    /// (`compile_with_values`, `compile_template_with_values`, `with_changes_and_values`); `None` otherwise.
+    pub(crate) values: Option<Array<u64>>,
     /// The checks still to be made of an automaton loaded with [`Automaton::load_lazy`] (`None`: all made).
     pub(crate) lazy: Option<Box<lazy::Lazy>>,
 }
@@ -252,6 +256,7 @@ impl Automaton {
             + self.member_bytes.size_bytes()
             + self.dropped.capacity() * std::mem::size_of::<usize>()
             + self.segments.as_ref().map_or(0, Segments::memory_usage)
+            + self.values.as_ref().map_or(0, Array::size_bytes)
             + self.lazy.as_ref().map_or(0, |l| l.memory_usage())
     }
 }
@@ -275,6 +280,7 @@ impl Automaton {
             ("member_offsets", self.member_offsets.size_bytes()),
             ("member_bytes", self.member_bytes.size_bytes()),
             ("dropped", self.dropped.capacity() * std::mem::size_of::<usize>()),
+            ("values", self.values.as_ref().map_or(0, Array::size_bytes)),
         ]
     }
 }
@@ -347,6 +353,7 @@ impl Automaton {
             dropped,
             n_dropped_members,
             segments: None,
+            values: None,
             lazy: None,
         }
     }

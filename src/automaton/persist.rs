@@ -22,7 +22,7 @@ const A_DROPPED: u32 = 15;
 /// The header of a saved automaton ([`Automaton::file_info`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FileInfo {
-    /// The format version the file was written in (this libtrie writes [`Automaton::FORMAT_VERSION`]).
+    /// The format version the file was written in (this libtrie reads 1 to [`Automaton::FORMAT_VERSION`]).
     pub format_version: u32,
     /// The [`Vocabulary::fingerprint`] of the vocabulary the set was compiled against.
     pub vocab_fingerprint: u128,
@@ -31,7 +31,8 @@ pub struct FileInfo {
 }
 
 impl Automaton {
-    /// The file format version [`Automaton::save`] writes.
+    /// The newest file format version: [`Automaton::save`] writes it for automata whose members carry values, and
+    /// version 2 (which older libtries read) for all others.
     pub const FORMAT_VERSION: u32 = crate::format::FORMAT_VERSION;
 
     /// Saves the automaton to `path` (written atomically: a temporary file renamed into place). The file is the
@@ -74,6 +75,7 @@ impl Automaton {
         if let Some(seg) = &self.segments {
             seg.write(&mut w);
         }
+        self.write_values(&mut w);
         w
     }
 
@@ -110,7 +112,7 @@ impl Automaton {
     /// once each: an explicit state's row, depth, member and mask row the first time the state is queried; a
     /// chain the first time one of its states is; every 64 KiB block of the file against its stored hash the
     /// first time an array in it is read; the whole automaton the first time a member is looked up by rank
-    /// (`member_at`, `member_range`, `member_bytes`, `member_id`, `crossing`, `cross`) or it is updated with
+    /// (`member_at`, `member_range`, `member_bytes`, `member_id`, the member values, `crossing`, `cross`) or it is updated with
     /// [`Automaton::with_changes`]. A state whose part of the file fails its check behaves as an invalid state
     /// ([`ErrorKind::MalformedFile`] from [`Automaton::advance`] and the mask fills; empty, `false` or `None`
     /// from the others), so a damaged or crafted file is still never a crash; but a damaged file is noticed when
@@ -177,6 +179,7 @@ impl Automaton {
             dropped: dropped.iter().map(|&d| usize::try_from(d).unwrap_or(usize::MAX)).collect(),
             n_dropped_members: usize::try_from(meta[1]).unwrap_or(usize::MAX),
             segments: Segments::read(&r)?,
+            values: Self::read_values(&r)?,
             vocab,
             lazy: None,
         };
@@ -274,6 +277,6 @@ impl Automaton {
         if let Some(seg) = &self.segments {
             seg.validate(self)?;
         }
-        Ok(())
+        self.validate_values()
     }
 }

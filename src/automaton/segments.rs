@@ -121,17 +121,22 @@ impl Automaton {
     /// [`Automaton::member_bytes`]) for automata compiled without a template. `None` elsewhere, for `FINISHED`
     /// and invalid states.
     pub fn member_at(&self, state: State) -> Option<usize> {
+        self.member_id(self.rank_at(state)?)
+    }
+
+    /// The rank of the member whose segment (or string) is complete in `state`, dropped members included (`None`
+    /// where no member is complete, for `FINISHED` and invalid states).
+    pub(super) fn rank_at(&self, state: State) -> Option<usize> {
         if state == State::FINISHED || !self.is_accepting(state) || self.check_whole().is_err() {
             return None;
         }
-        let rank = match self.kind(state) {
-            Kind::Chain(m, _) => m,
+        match self.kind(state) {
+            Kind::Chain(m, _) => Some(m),
             Kind::Explicit(s) => {
                 let path = self.path(s)?;
-                self.first_rank_from(path, 0).filter(|&r| self.member(r) == path)?
+                self.first_rank_from(path, 0).filter(|&r| self.member(r) == path)
             }
-        };
-        self.member_id(rank)
+        }
     }
 
     /// The ranks of the members still possible in `state` (their segments begin with the text so far), as a

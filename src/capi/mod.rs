@@ -22,17 +22,17 @@ use std::ffi::{c_char, c_int, CStr, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 
-/// Major version of libtrie (the `0` of `0.2.0`).
+/// Major version of libtrie (the `0` of `0.3.0`).
 pub const TRIE_VERSION_MAJOR: u32 = 0;
 /// Minor version of libtrie.
-pub const TRIE_VERSION_MINOR: u32 = 2;
+pub const TRIE_VERSION_MINOR: u32 = 3;
 /// Patch version of libtrie.
 pub const TRIE_VERSION_PATCH: u32 = 0;
 /// The version as a string, `"MAJOR.MINOR.PATCH"` (in C, `TRIE_VERSION_STRING` is built from the numbers);
 /// [`trie_version`] returns the version of the library linked at run time.
 ///
 /// cbindgen:ignore
-pub const TRIE_VERSION_STRING: &str = "0.2.0";
+pub const TRIE_VERSION_STRING: &str = "0.3.0";
 
 /// Token kind numbers (GGUF's `tokenizer.ggml.token_type`) for `token_kinds` of [`trie_vocab_new`]. 0 also means normal.
 pub const TRIE_TOKEN_NORMAL: u32 = 1;
@@ -349,6 +349,8 @@ mod registry;
 
 mod template;
 
+mod values;
+
 use boundary::*;
 pub use compile::*;
 pub use decode::*;
@@ -358,4 +360,5 @@ pub use info::*;
 pub use lazy::*;
 pub use sets::*;
 pub use template::*;
+pub use values::*;
 pub use vocab::*;

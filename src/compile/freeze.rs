@@ -19,11 +19,54 @@ impl Automaton {
         strings: &[S],
         options: &CompileOptions,
     ) -> Result<Automaton> {
+        Self::compile_valued(vocab, strings, None, options)
+    }
+
+    /// [`Automaton::compile`] of a map: `values[i]` is the value of `strings[i]`, and each member carries the
+    /// value of its first copy in `strings` ([`Automaton::member_value`], [`Automaton::rank_value`],
+    /// [`Automaton::possible_values`]; kept by [`Automaton::with_changes_and_values`], saved with the automaton).
+    /// Errors: those of [`Automaton::compile`]; [`ErrorKind::InvalidArgument`] when `values` and `strings`
+    /// differ in length.
+    pub fn compile_with_values<S: AsRef<[u8]> + Sync>(
+        vocab: Arc<Vocabulary>,
+        strings: &[S],
+        values: &[u64],
+        options: &CompileOptions,
+    ) -> Result<Automaton> {
+        check_values_len(values.len(), strings.len(), "strings")?;
+        Self::compile_valued(vocab, strings, Some(values), options)
+    }
+
+    /// [`Automaton::compile`], with the members' values when `values` is given (one per string).
+    pub(crate) fn compile_valued<S: AsRef<[u8]> + Sync>(
+        vocab: Arc<Vocabulary>,
+        strings: &[S],
+        values: Option<&[u64]>,
+        options: &CompileOptions,
+    ) -> Result<Automaton> {
         let budget = Budget::new(options.max_bytes);
         let trie = StringTrie::build(strings, &vocab.index.single_byte, &budget, options.max_states)?;
+        let by_rank = values.map(|v| first_copy_values(&trie.member_input, v));
         let edges = align(&trie, &vocab, options, &budget)?;
-        freeze(vocab, trie, edges, options, &budget, false)
+        let mut a = freeze(vocab, trie, edges, options, &budget, false)?;
+        a.values = by_rank.map(Into::into);
+        Ok(a)
     }
+}
+
+/// The value of each member by rank: that of its first copy (`member_input[rank]`, an index into `values`).
+pub(crate) fn first_copy_values(member_input: &[u32], values: &[u64]) -> Vec<u64> {
+    member_input.iter().map(|&i| values[i as usize]).collect()
+}
+
+/// An error unless there is one value per string (`what`: the name of the strings' argument).
+pub(crate) fn check_values_len(n_values: usize, n_strings: usize, what: &str) -> Result<()> {
+    if n_values == n_strings {
+        return Ok(());
+    }
+    Err(Error::invalid(format!(
+        "{n_values} values for {n_strings} {what}: give one value per string, in the same order"
+    )))
 }
 
 /// The alignment of `trie` with the vocabulary by the options' method.

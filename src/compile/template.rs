@@ -2,7 +2,7 @@
 //! the trie of the segments, align and freeze, then record member identity (see `automaton/segments.rs`).
 
 use crate::automaton::{Automaton, CompileOptions, Segments};
-use crate::compile::freeze::{align, freeze};
+use crate::compile::freeze::{align, check_values_len, first_copy_values, freeze};
 use crate::compile::string_trie::{StringTrie, NONE};
 use crate::error::{show_bytes, Error, Result};
 #[cfg(doc)]
@@ -30,24 +30,52 @@ impl Automaton {
         template: &Template,
         options: &CompileOptions,
     ) -> Result<Automaton> {
+        Self::compile_template_valued(vocab, members, None, template, options)
+    }
+
+    /// [`Automaton::compile_template`] of a map: `values[i]` is the value of `members[i]`, and each member
+    /// carries the value of its first copy (the copy [`Automaton::member_at`] names): see
+    /// [`Automaton::member_value`], [`Automaton::possible_values`]. Errors: those of
+    /// [`Automaton::compile_template`]; [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) when
+    /// `values` and `members` differ in length.
+    pub fn compile_template_with_values<S: AsRef<[u8]> + Sync>(
+        vocab: Arc<Vocabulary>,
+        members: &[S],
+        values: &[u64],
+        template: &Template,
+        options: &CompileOptions,
+    ) -> Result<Automaton> {
+        check_values_len(values.len(), members.len(), "members")?;
+        Self::compile_template_valued(vocab, members, Some(values), template, options)
+    }
+
+    fn compile_template_valued<S: AsRef<[u8]> + Sync>(
+        vocab: Arc<Vocabulary>,
+        members: &[S],
+        values: Option<&[u64]>,
+        template: &Template,
+        options: &CompileOptions,
+    ) -> Result<Automaton> {
         if members.len() >= NONE as usize {
             return Err(Error::limit(format!("{} members: at most {} are supported", members.len(), NONE - 1)));
         }
         let budget = Budget::new(options.max_bytes);
         if template.is_bare() {
             let list: Vec<&[u8]> = members.iter().map(|m| m.as_ref()).collect();
-            return Self::compile_segments(vocab, &list, template, options, &budget);
+            return Self::compile_segments(vocab, &list, values, template, options, &budget);
         }
         let (bytes, ends) = render_all(members, template, &budget)?;
         let segments: Vec<&[u8]> =
             ends.iter().scan(0, |start, &end| Some(&bytes[std::mem::replace(start, end)..end])).collect();
-        Self::compile_segments(vocab, &segments, template, options, &budget)
+        Self::compile_segments(vocab, &segments, values, template, options, &budget)
     }
 
-    /// [`Automaton::compile_template`] of members already rendered: `segments[i]` is member `i`'s segment.
+    /// [`Automaton::compile_template`] of members already rendered: `segments[i]` is member `i`'s segment (and
+    /// `values[i]` its value, when given).
     pub(crate) fn compile_segments(
         vocab: Arc<Vocabulary>,
         segments: &[&[u8]],
+        values: Option<&[u64]>,
         template: &Template,
         options: &CompileOptions,
         budget: &Budget,
@@ -67,6 +95,7 @@ impl Automaton {
         }
         let n_members = trie.n_members();
         let mut member_input = trie.member_input.clone();
+        let by_rank = values.map(|v| first_copy_values(&member_input, v));
         let edges = align(&trie, &vocab, options, budget)?;
         let mut a = freeze(vocab, trie, edges, options, budget, open)?;
         if !a.dropped.is_empty() {
@@ -79,6 +108,7 @@ impl Automaton {
         }
         debug_assert_eq!(member_input.len(), n_members);
         a.segments = Some(Segments::new(template.clone(), member_input));
+        a.values = by_rank.map(Into::into);
         Ok(a)
     }
 }

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Packaging test: installs libtrie to a temporary prefix with CMake, then builds and runs
-#   - the C++ example with find_package(Trie 0.2 REQUIRED) (shared, then static library),
+#   - the C++ example with find_package(Trie 0.3 REQUIRED) (shared, then static library),
 #   - the C example with `pkg-config --cflags --libs trie` (shared, then static library).
 # Env: TRIE_CARGO_TARGET_DIR (reuse a cargo target dir), TRIE_ASSETS (vocabularies; the runs are skipped without),
 # KEEP=1 keeps the temporary directory.
@@ -45,7 +45,7 @@ run() { # run EXE: with a vocabulary when the assets are there, else just the us
     fi
 }
 
-step "C++ example: find_package(Trie 0.2 REQUIRED), Trie::trie"
+step "C++ example: find_package(Trie 0.3 REQUIRED), Trie::trie"
 cmake -S "$root/examples/cpp" -B "$work/cpp" -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
 cmake --build "$work/cpp"
 deps="$(ldd "$work/cpp/trie_example_cpp")" # (not piped into grep -q: SIGPIPE + pipefail)

@@ -91,7 +91,7 @@ static void test_version_and_status(void) {
     CHECK(strcmp(trie_version(), TRIE_VERSION_STRING) == 0);
     CHECK(trie_sampler_name() != NULL && strcmp(trie_sampler_name(), "trie") == 0);
     CHECK(trie_sampler_name() == trie_sampler_name());
-    CHECK(TRIE_VERSION_MAJOR == 0 && TRIE_VERSION_MINOR == 2);
+    CHECK(TRIE_VERSION_MAJOR == 0 && TRIE_VERSION_MINOR == 3);
     CHECK(strcmp(trie_status_str(TRIE_OK), "ok") == 0);
     CHECK(strcmp(trie_status_str(TRIE_ERR_TOKEN_REJECTED), "token rejected") == 0);
     for (int s = 0; s <= 13; s++) CHECK(strcmp(trie_status_str(s), "unknown status") != 0);

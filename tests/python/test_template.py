@@ -5,6 +5,7 @@ import json
 import os
 import random
 import sys
+import tempfile
 import unittest
 from pathlib import Path
 
@@ -94,6 +95,65 @@ class TemplateTest(unittest.TestCase):
         with self.assertRaises(TrieError) as e:
             Automaton.compile_template(self.v, [])
         self.assertEqual(e.exception.status, Status.EMPTY_SET)
+
+    def spell(self, a: Automaton, text: bytes) -> int:
+        """The state after ``text``, spelled with the longest allowed tokens."""
+        state, done = a.start(), 0
+        while done < len(text):
+            rest = text[done:]
+            t = max((t for t in a.allowed(state).tolist() if rest.startswith(self.v.token_bytes(t))),
+                    key=lambda t: len(self.v.token_bytes(t)))
+            state, done = a.advance(state, t), done + len(self.v.token_bytes(t))
+        return state
+
+    def test_members_carry_values_through_updates_and_files(self) -> None:
+        values = [100 + i for i in range(len(TOOLS))]
+        seg = lambda m: (PREFIX + json.dumps(m, ensure_ascii=False) + SUFFIX).encode()  # noqa: E731
+        for end in ("eog", "open"):
+            a = Automaton.compile_template(self.v, TOOLS + [TOOLS[0]], prefix=PREFIX, suffix=SUFFIX,
+                                           render="json_string", end=end, values=values + [7])
+            self.assertTrue(a.has_values)
+            for i, m in enumerate(TOOLS):
+                self.assertEqual(a.member_value(self.spell(a, seg(m))), values[i], m)  # first copy wins
+            start = a.start()
+            self.assertEqual(sorted(a.possible_values(start)), values)
+            by_member = dict(zip(a.possible_members(start), a.possible_values(start)))
+            self.assertEqual(by_member, {i: values[i] for i in range(len(TOOLS))})
+            self.assertIsNone(a.member_value(start))
+            # Re-add TOOLS[2] with a new value, remove TOOLS[0], add a new tool.
+            b = a.with_changes(["new.tool", TOOLS[2]], [TOOLS[0]], values=[1, 2])
+            want = {m: values[i] for i, m in enumerate(TOOLS)}
+            del want[TOOLS[0]]
+            want.update({"new.tool": 1, TOOLS[2]: 2})
+            with tempfile.TemporaryDirectory() as d:
+                b.save(Path(d) / "b.trie")
+                for c in (b, Automaton.load(self.v, Path(d) / "b.trie"),
+                          Automaton.load(self.v, Path(d) / "b.trie", lazy=True)):
+                    for m, v in want.items():
+                        self.assertEqual(c.member_value(self.spell(c, seg(m))), v, m)
+                    self.assertEqual(sorted(c.possible_values(c.start())), sorted(want.values()))
+
+    def test_values_are_all_or_nothing(self) -> None:
+        a = Automaton(self.v, ["a", "b"], values=[1, 2])
+        plain = Automaton(self.v, ["a", "b"])
+        self.assertFalse(plain.has_values)
+        self.assertEqual(plain.possible_values(plain.start()), ())
+        self.assertIsNone(plain.member_value(self.spell(plain, b"a")))
+        self.assertEqual(a.member_value(self.spell(a, b"b")), 2)
+        with self.assertRaises(TrieError) as e:
+            a.with_changes(["c"])
+        self.assertEqual(e.exception.status, Status.INVALID_ARGUMENT)
+        self.assertIn("with_changes_and_values", str(e.exception))
+        with self.assertRaises(TrieError) as e:
+            plain.with_changes(["c"], values=[3])
+        self.assertEqual(e.exception.status, Status.INVALID_ARGUMENT)
+        with self.assertRaises(ValueError):
+            Automaton(self.v, ["a", "b"], values=[1])
+        with self.assertRaises(ValueError):
+            a.with_changes(["c"], values=[-1])
+        with self.assertRaises(ValueError):
+            Automaton(self.v, ["a"], values=[2**64])
+        self.assertEqual(Automaton(self.v, ["a"], values=[2**64 - 1]).possible_values(0), (2**64 - 1,))
 
 
 if __name__ == "__main__":

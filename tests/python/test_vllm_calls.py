@@ -727,11 +727,127 @@ class ArgumentPrefetchTest(unittest.TestCase):
         self.feed = feed
         feed(g, text_tokens('[{"name": "tool_0'))
         self.assertFalse(g.accept_tokens("r", text_tokens('03"')), "a removed tool is refused")
-        # Many changes: compiled again (the map is then the identity).
+        # Many changes: compiled again (each name carries its index in the new list).
         ctx.registry = lambda name: registry([f"tool_{i:03d}" for i in range(100, 140)], b"v3")
         g = route._calls_grammar(ctx, request, "STRUCTURAL_TAG", tag)
         self.assertEqual(ctx.updates, 2)
         feed(g, text_tokens('[{"name": "tool_120", "parameters": {"a120": 1}}]') + [EOS])
+
+
+#: A vocabulary for names beyond ASCII: ids 0..135 as ``TOKENS`` (the stand-in matcher reads those), then the
+#: bytes 128..255 (ids 136..263), so that non-ASCII names can be spelled byte by byte.
+WIDE = TOKENS + [bytes([b]) for b in range(128, 256)]
+
+
+def wide_vocab():
+    kinds = [libtrie.TOKEN_NORMAL] * len(WIDE)
+    kinds[EOS] = kinds[STOP] = libtrie.TOKEN_CONTROL
+    return libtrie.Vocab.from_tokens(WIDE, eog_ids=[EOS], kinds=kinds)
+
+
+def wide_tokens(s):
+    return [b if b < 128 else 136 + b - 128 for b in s.encode()]
+
+
+class RegistryUpdatesKeepEachToolsSchemaTest(unittest.TestCase):
+    """Defect 1 of the vLLM registries: after an update of a registry's names (``with_changes``), every name must
+    hand over to ITS OWN argument schema. The registry is not in byte order and holds near-duplicates, prefixes of
+    one another and non-ASCII names; three successive small updates (a tool appended, one removed in the middle,
+    one tool's schema changed and two tools swapped), and after each EVERY name is driven through the grammar to
+    its hand-over and its arguments checked against its own schema (the stub matcher accepts only the schema's
+    one property). Defect 2: no map keyed by ``id()`` of an automaton can attach to another one."""
+
+    setUp = ArgumentPrefetchTest.setUp
+
+    NAMES = ["zz_tool", "get_weather", "get_weathe", "get_weather_2", "Get_weather", "get", "météo", "météo_ville",
+             "東京", "東京_search", "a", "ab", "abc", "b", "tool_b", "tool_a", "ñandú", "x-y", "x_y", "x.y"]
+
+    def wide_mask(self, g):
+        row = Row("i", [0] * ((len(WIDE) + 31) // 32))
+        g.fill_bitmask([row], 0)
+        return set(row.allowed())
+
+    def drive(self, g, tokens, what):
+        for t in tokens:
+            self.assertIn(t, self.wide_mask(g), f"{what}: token {t} ({WIDE[t]!r}) masked in phase {g.phase}")
+            self.assertTrue(g.accept_tokens("r", [t]), what)
+
+    def registry(self, tools, identity):
+        """``tools``: (name, schema key) pairs; a tool's schema has the one property ``p<key>``."""
+        return SimpleNamespace(names=tuple(n for n, _ in tools), parameters=tuple(self.prop(k) for _, k in tools),
+                               identity=identity)
+
+    @staticmethod
+    def prop(key):
+        return json.dumps({"type": "object", "properties": {f"p{key}": {"type": "integer"}}}, sort_keys=True)
+
+    def check_every_name(self, ctx, tools, version):
+        request = SimpleNamespace(request_id="r", sampling_params=SimpleNamespace(all_stop_token_ids=[EOS]))
+        tag = calls.build_tag("json", False, False, [("x", {})], registry="reg")
+        for name, key in tools:
+            what = f"{version}: {name!r}"
+            g = route._calls_grammar(ctx, request, "STRUCTURAL_TAG", tag)
+            self.drive(g, wide_tokens('[{"name": ' + json.dumps(name, ensure_ascii=False) + ', "parameters": '), what)
+            self.assertEqual(g.phase, "args", what)
+            # Its own schema's property, and no other tool's: the matcher of the wrong schema refuses the text.
+            self.drive(g, wide_tokens('{"p%s": 1}}]' % key) + [EOS], what)
+            self.assertTrue(g.is_terminated(), what)
+
+    def test_every_name_keeps_its_own_schema_across_updates(self):
+        v = wide_vocab()
+        ctx = engine_context(v)
+        ctx.compiler = self.compiler
+        self.assertNotEqual(self.NAMES, sorted(self.NAMES), "a registry not in byte order")
+        tools = [(n, i) for i, n in enumerate(self.NAMES)] + [(f"tool_{i:02d}", 100 + i) for i in (7, 3, 11, 5)]
+        versions = [tools]
+        # 1. a tool appended; 2. one removed in the middle; 3. one tool's schema changed and two tools swapped.
+        versions.append(versions[-1] + [("tool_00", 200)])
+        mid = len(versions[-1]) // 2
+        versions.append(versions[-1][:mid] + versions[-1][mid + 1:])
+        third = list(versions[-1])
+        third[4] = (third[4][0], 300)
+        third[1], third[9] = third[9], third[1]
+        versions.append(third)
+        for k, tools in enumerate(versions):
+            ctx.registry = lambda name, tools=tools, k=k: self.registry(tools, b"v%d" % k)
+            self.check_every_name(ctx, tools, f"version {k}")
+            self.assertEqual(ctx.updates, k, "each small change is an update of the previous names (with_changes)")
+        # Defect 2: nothing of the context is keyed by an automaton's id(): each automaton answers for itself.
+        for field, value in vars(ctx).items():
+            if isinstance(value, dict):
+                self.assertFalse([key for key in value if isinstance(key, int)], f"EngineContext.{field}")
+
+    def test_concurrent_versions_each_keep_their_tools(self):
+        """Two requests on two versions of a registry at once (the first still decoding after the update):
+        each name hands over by the automaton it is decoded on, and an automaton freed and replaced cannot lend
+        its map to another."""
+        import gc
+
+        v = wide_vocab()
+        ctx = engine_context(v)
+        ctx.compiler = self.compiler
+        request = SimpleNamespace(request_id="r", sampling_params=SimpleNamespace(all_stop_token_ids=[EOS]))
+        tag = calls.build_tag("json", False, False, [("x", {})], registry="reg")
+        old = [(n, i) for i, n in enumerate(self.NAMES)]
+        new = [("inserted", 500)] + old  # every tool's index moves
+        ctx.registry = lambda name: self.registry(old, b"old")
+        g_old = route._calls_grammar(ctx, request, "STRUCTURAL_TAG", tag)
+        self.drive(g_old, wide_tokens('[{"name": "東京_sea'), "old, before the update")
+        ctx.registry = lambda name: self.registry(new, b"new")
+        g_new = route._calls_grammar(ctx, request, "STRUCTURAL_TAG", tag)
+        self.assertEqual(ctx.updates, 1)
+        key = dict(old)["東京_search"]
+        self.drive(g_new, wide_tokens('[{"name": "東京_search", "parameters": {"p%d": 1}}]' % key) + [EOS], "new")
+        self.drive(g_old, wide_tokens('rch", "parameters": {"p%d": 1}}]' % key) + [EOS], "old, after the update")
+        # Many registries and updates, automata freed and allocated again (CPython reuses their addresses).
+        for round_ in range(6):
+            tools = [(f"t{round_}_{i}", 1000 * round_ + i) for i in range(8)][::-1]
+            ctx.registry = lambda name, tools=tools, r=round_: self.registry(tools, b"r%d" % r)
+            self.check_every_name(ctx, tools, f"round {round_}")
+            moved = tools[1:] + tools[:1]
+            ctx.registry = lambda name, tools=moved, r=round_: self.registry(tools, b"r%d-moved" % r)
+            self.check_every_name(ctx, moved, f"round {round_}, rotated")
+            gc.collect()
 
 
 def engine_context(v):
@@ -741,7 +857,7 @@ def engine_context(v):
     ctx = route.EngineContext.__new__(route.EngineContext)
     ctx.settings, ctx.n_vocab, ctx.cache = Settings(), v.n_vocab, SimpleNamespace(vocab=v)
     ctx._lock, ctx._by_identity, ctx._triggers, ctx.routed = threading.Lock(), {}, {}, 0
-    ctx._latest, ctx._maps, ctx.updates = {}, {}, 0
+    ctx._latest, ctx.updates = {}, 0
     return ctx
 
 

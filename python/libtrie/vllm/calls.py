@@ -207,6 +207,12 @@ class _Pos(NamedTuple):
     calls: int
 
 
+def tool_at(a: Automaton, state: int) -> Optional[int]:
+    """The tool whose name is complete in ``state``: the member's value where the names carry their tools' indices
+    (``EngineContext.names``; a registry's updates keep them), else the member (its index in the list compiled)."""
+    return a.member_value(state) if a.has_values else a.member(state)
+
+
 class TrieCallsGrammar(Grammar):  # type: ignore[misc,valid-type,unused-ignore]
     """vLLM's ``StructuredOutputGrammar`` for tool calls (see the module doc). ``first``: the name automaton of the
     first call (its template's prefix is the format's ``prefix``); ``following``: of a further call in the JSON list
@@ -217,11 +223,9 @@ class TrieCallsGrammar(Grammar):  # type: ignore[misc,valid-type,unused-ignore]
     def __init__(self, spec: CallSpec, first: Automaton, following: Optional[Automaton],
                  arguments: Callable[[int, bool], Any], stops: Sequence[int], token_bytes: Callable[[int], bytes],
                  trigger_ids: Sequence[int] = (), straddle: Optional[List[List[int]]] = None,
-                 opener: Optional[Automaton] = None, prefetch: Optional[Callable[[int, bool], None]] = None,
-                 tool_of: Optional[Callable[[Automaton, int], int]] = None) -> None:
+                 opener: Optional[Automaton] = None, prefetch: Optional[Callable[[int, bool], None]] = None
+                 ) -> None:
         self.spec = spec
-        #: A member of a name automaton → its tool's index (a registry updated by ``with_changes``); None: the same.
-        self.tool_of = tool_of
         #: Told ``(member, last)`` as soon as the name so far leaves one tool (a registry's arguments are compiled
         #: then, off the engine loop, while the rest of the name is decoded).
         self.prefetch = prefetch
@@ -276,13 +280,11 @@ class TrieCallsGrammar(Grammar):  # type: ignore[misc,valid-type,unused-ignore]
                 nxt = cur.automaton.advance(cur.state, t)
             except TrieError:
                 return None
-            member = cur.automaton.member(nxt)
+            member = tool_at(cur.automaton, nxt)
             if member is None:
                 if self.prefetch is not None:
                     self._prefetch(cur.automaton, nxt)
                 return cur._replace(state=nxt, pending=0, took=False)
-            if self.tool_of is not None:
-                member = self.tool_of(cur.automaton, member)
             last = not self.spec.parallel
             try:
                 m = self.make(member, last)
@@ -306,9 +308,9 @@ class TrieCallsGrammar(Grammar):  # type: ignore[misc,valid-type,unused-ignore]
         """When the rest of the name is forced (one tool left), tell :attr:`prefetch` which tool it is."""
         assert self.prefetch is not None
         run = draft(a, state, 256)
-        member = a.member(run.end_state) if run.tokens else None
+        member = tool_at(a, run.end_state) if run.tokens else None
         if member is not None:
-            self.prefetch(member if self.tool_of is None else self.tool_of(a, member), not self.spec.parallel)
+            self.prefetch(member, not self.spec.parallel)
 
     def _at_end(self, matcher: Any) -> bool:
         """Whether the matcher has read its whole grammar (only a stop token can follow): xgrammar's

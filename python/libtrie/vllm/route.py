@@ -360,10 +360,9 @@ class EngineContext:
         self._lock = threading.Lock()
         self._registries: Optional[Any] = None
         self._by_identity: Dict[Any, Any] = {}
-        #: Per registry name and template: its last automaton and its members in member-id order.
+        #: Per registry name and template: its last automaton and the registry's names it was made for (each
+        #: member's value is its name's index in them).
         self._latest: Dict[Any, Tuple[Any, Tuple[str, ...]]] = {}
-        #: Member → tool index of automata updated by with_changes (by id; dropped with the automaton).
-        self._maps: Dict[int, Tuple[int, ...]] = {}
         #: Registries updated by with_changes instead of compiled again.
         self.updates = 0
         self._triggers: Dict[bytes, List[int]] = {}
@@ -381,12 +380,12 @@ class EngineContext:
 
     def names(self, names: Any, prefix: str, suffix: str, identity: Optional[bytes] = None,
               render: str = "json_string", registry: Optional[str] = None) -> Any:
-        """The name automaton of a tool list (``prefix``, the name as a JSON string, ``suffix``, left open):
-        compiled once per list and template (:func:`libtrie.front.compile_recognized`). A registry whose file changed
-        (``registry``: its name; a new ``identity``) is updated from its last automaton by ``with_changes`` when
-        few names changed (at most :data:`UPDATE_FRACTION` of them): the templated update numbers members as
-        ``added ++ (previous − removed)``, so the member → tool map is rebuilt (:meth:`tool_index`) instead of the
-        automaton being compiled again."""
+        """The name automaton of a tool list (``prefix``, the name as a JSON string, ``suffix``, left open), each
+        name carrying its tool's index in ``names`` as its value (:func:`calls.tool_at` reads it where the name is
+        complete): compiled once per list and template (:func:`libtrie.front.compile_recognized`). A registry
+        whose file changed (``registry``: its name; a new ``identity``) is updated from its last automaton by
+        ``with_changes`` when few names were added or removed (at most :data:`UPDATE_FRACTION` of them): the
+        added names, and the kept ones whose index changed, are added with their new indices as values."""
         from ._common import fits
 
         key = (identity, prefix, suffix, render)
@@ -399,8 +398,8 @@ class EngineContext:
             return updated
         found = Recognized(tuple(n.encode("utf-8") for n in names), prefix.encode(), suffix.encode(), render,
                            "open", None, False)
-        a = fits(front.compile_recognized(self.cache.vocab, found, self.settings), self.n_vocab)
-        self._remember(key, a, registry, tuple(names), None)
+        a = fits(front.compile_recognized(self.cache.vocab, found, self.settings, indexed=True), self.n_vocab)
+        self._remember(key, a, registry, tuple(names))
         return a
 
     def _update(self, registry: str, names: Any, key: Tuple[Optional[bytes], str, str, str]) -> Optional[Any]:
@@ -411,49 +410,43 @@ class EngineContext:
             prev = self._latest.get((registry,) + key[1:])
         if prev is None:
             return None
-        old, order = prev
-        old_set, new_set = set(order), set(names)
-        add = [n for n in names if n not in old_set]
-        gone = [n for n in order if n not in new_set]
-        if not add and not gone and tuple(order) == tuple(names):
-            return None  # the same names (a schema changed): compiled again cheaply only if it was evicted
-        if len(add) + len(gone) > max(16, int(len(names) * UPDATE_FRACTION)):
+        old, old_names = prev
+        before = {n: i for i, n in enumerate(old_names)}
+        now = set(names)
+        added = [n for n in names if n not in before]
+        gone = [n for n in old_names if n not in now]
+        if len(added) + len(gone) > max(16, int(len(names) * UPDATE_FRACTION)):
             return None
-        try:
-            a = fits(old.with_changes(add=add, remove=gone), self.n_vocab)
-        except TrieError as e:
-            log.warning("libtrie: registry %r: the update of its names failed (%s); compiled again", registry, e)
-            return None
-        gone_set = set(gone)
-        new_order = tuple(add) + tuple(n for n in order if n not in gone_set)
-        index = {n: i for i, n in enumerate(names)}
-        tools = tuple(index[n] for n in new_order)
-        self.updates += 1
-        self._remember(key, a, registry, new_order, None if tools == tuple(range(len(tools))) else tools)
+        # The new names and the kept ones whose index moved (a name removed or inserted before it, a reorder):
+        # added with their index in the new list, which becomes their value; the others keep theirs.
+        moved = [(i, n) for i, n in enumerate(names) if before.get(n) != i]
+        if not moved and not gone:
+            a = old  # the same names in the same order (a schema changed)
+        else:
+            try:
+                a = fits(old.with_changes(add=[n for _, n in moved], remove=gone, values=[i for i, _ in moved]),
+                         self.n_vocab)
+            except TrieError as e:
+                log.warning("libtrie: registry %r: the update of its names failed (%s); compiled again", registry, e)
+                return None
+            self.updates += 1
+        self._remember(key, a, registry, tuple(names))
         return a
 
-    def tool_index(self, a: Any) -> Optional[Tuple[int, ...]]:
-        """The map from a member of ``a`` (a registry's name automaton updated by ``with_changes``) to its tool's
-        index in the registry's list, or None when they are the same."""
-        with self._lock:
-            return self._maps.get(id(a))
-
     def _remember(self, key: Tuple[Optional[bytes], str, str, str], a: Any, registry: Optional[str],
-                  order: Tuple[str, ...], tools: Optional[Tuple[int, ...]]) -> None:
+                  names: Tuple[str, ...]) -> None:
         """A registry's name automaton by the file's identity: a warm request skips even the member list."""
         if key[0] is None:
             return
         bound = 4 * max(2, self.settings.cache_size)
         with self._lock:
             self._by_identity[key] = a
-            if tools is not None:
-                self._maps[id(a)] = tools
             if registry is not None:
-                self._latest[(registry,) + key[1:]] = (a, order)
+                self._latest[(registry,) + key[1:]] = (a, names)
                 while len(self._latest) > bound:
                     self._latest.pop(next(iter(self._latest)))
             while len(self._by_identity) > bound:
-                self._maps.pop(id(self._by_identity.pop(next(iter(self._by_identity)))), None)
+                self._by_identity.pop(next(iter(self._by_identity)))
 
     def trigger_ids(self, trigger: Optional[str]) -> List[int]:
         """The ids of tokens whose text is exactly the marker (e.g. Qwen's ``<tool_call>``, a token of its own)."""
@@ -576,18 +569,11 @@ def _calls_grammar(ctx: EngineContext, request: Any, request_type: str, spec: st
     straddle = calls.straddlers(vocab, fmt.trigger.encode()) if fmt.trigger else None
     opener = (ctx.names(names, fmt.trigger + fmt.prefix, fmt.suffix, identity, fmt.render, cs.registry)
               if fmt.trigger and not cs.auto else None)
-    maps = {id(a): m for a in (first, following, opener) if a is not None
-            for m in (ctx.tool_index(a),) if m is not None}
-
-    def tool_of(a: Any, member: int) -> int:  # an updated registry's member → its tool (see EngineContext.names)
-        m = maps.get(id(a))
-        return member if m is None else m[member]
-
     ctx.routed += 1
     log.info("libtrie: request %s (tool calls, %s, %s, %s) is served by libtrie", request.request_id, what,
              "auto" if cs.auto else "required", "parallel" if cs.parallel else "one call")
     return calls.TrieCallsGrammar(cs, first, following, arguments, stops, vocab.token_bytes, trigger_ids, straddle,
-                                  opener, prefetch, tool_of if maps else None)
+                                  opener, prefetch)
 
 
 def _close_ebnf(fmt: Any, last: bool, parallel: bool) -> str:

@@ -74,6 +74,8 @@ fn bounds(engine: Engine, a: &Args) -> Res<Bounds> {
         max_members: strings as usize,
         max_member_bytes: bytes as usize,
         max_depth: depth,
+        // Routing: over the bounds a request the engine serves itself keeps the engine's path (never a 400).
+        over_bounds_not_a_set: true,
     };
     let options = Options {
         max_inline_strings: strings,
@@ -85,7 +87,8 @@ fn bounds(engine: Engine, a: &Args) -> Res<Bounds> {
 }
 
 /// A field's text recognized as `shape`: served, delegated ("not a set", or a text the engine judges itself when
-/// `engine_judges_malformed`), or refused (a bound hit; a malformed text the client listed on purpose).
+/// `engine_judges_malformed`, or over the operator's bounds), or refused (a malformed text the client listed on
+/// purpose).
 fn recognized(shape: Shape, text: &str, b: &Bounds, engine_judges_malformed: bool) -> Verdict {
     match recognize_with(shape, text.as_bytes(), &b.limits) {
         Ok(Recognition::Set(r)) => Verdict::Served(Served::Set {
@@ -96,8 +99,8 @@ fn recognized(shape: Shape, text: &str, b: &Bounds, engine_judges_malformed: boo
             trailing_ws: r.trailing_whitespace,
         }),
         Ok(Recognition::NotASet(why)) => Verdict::Delegated(format!("not a set: {why}")),
-        Err(e) if e.kind() == ErrorKind::LimitExceeded => Verdict::Refused(format!(
-            "{} (the operator's bounds: --max-inline-strings / --max-inline-bytes)",
+        Err(e) if e.kind() == ErrorKind::LimitExceeded => Verdict::Delegated(format!(
+            "{} (over the operator's bounds --max-inline-strings / --max-inline-bytes: the engine serves it)",
             e.message()
         )),
         Err(e) if engine_judges_malformed => {
@@ -291,6 +294,9 @@ fn report(field: &str, v: &Verdict, show_n: usize, vocab: Option<&std::sync::Arc
                         a.n_members(),
                         t0.elapsed().as_secs_f64() * 1e3
                     ),
+                    Err(e) if e.kind() == ErrorKind::LimitExceeded => {
+                        println!("  over the compile bounds: the engine serves it ({})", e.message())
+                    }
                     Err(e) => println!("  compile refused (HTTP 400): {}", e.message()),
                 }
             }

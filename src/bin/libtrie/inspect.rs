@@ -22,7 +22,7 @@ pub fn run(argv: &[String]) -> Res<()> {
     let show_n: usize = a.parsed("members", 10)?;
     let info = Automaton::file_info(path).map_err(|e| failed("FILE", e))?;
     println!("file:           {path}");
-    println!("format version: {} (this libtrie writes {})", info.format_version, Automaton::FORMAT_VERSION);
+    println!("format version: {} (this libtrie reads 1 to {})", info.format_version, Automaton::FORMAT_VERSION);
     println!("vocabulary:     fingerprint {:032x}", info.vocab_fingerprint);
     println!("size:           {} bytes", info.file_bytes);
     if a.get("vocab").is_none() {
@@ -40,6 +40,7 @@ pub fn run(argv: &[String]) -> Res<()> {
         Some(t) => println!("template:       {}", describe(t)),
         None => println!("template:       none (a bare set)"),
     }
+    println!("member values:  {}", if automaton.has_values() { "yes (a u64 per member)" } else { "no" });
     let listed = (0..).map_while(|rank| automaton.member_bytes(rank).map(|b| (rank, b)));
     let mut shown = 0;
     for (rank, bytes) in listed {
@@ -50,9 +51,10 @@ pub fn run(argv: &[String]) -> Res<()> {
         if shown == 0 {
             println!("first members (id: segment, in byte order):");
         }
-        // MEMBER VALUES: the coordinator wires the member's value here (the "member values" work of issue 39);
-        // print it after the segment as `  = VALUE` when the automaton has values.
-        println!("  {id}: {}", show(bytes));
+        match automaton.rank_value(rank) {
+            Some(value) => println!("  {id}: {} = {value}", show(bytes)),
+            None => println!("  {id}: {}", show(bytes)),
+        }
         shown += 1;
     }
     Ok(())

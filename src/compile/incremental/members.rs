@@ -76,3 +76,72 @@ pub(super) fn members(this: &Automaton, adding: &[&[u8]], ins: &[usize], removed
     debug_assert_eq!(new_offsets.len(), k_new + 1);
     Members { offsets: new_offsets, bytes: new_bytes, old_to_new, added_at, runs }
 }
+
+/// Where each member of an updated automaton comes from, by its new rank: `old`, the old rank of a member kept
+/// (`NONE` for an added string that was not a member), and `added`, the index in `add` of the first copy of an
+/// added string (`NONE` for a kept member not added again). A member may have both (added again).
+pub(super) struct Origins {
+    pub(super) old: Vec<u32>,
+    pub(super) added: Vec<u32>,
+}
+
+/// The origins of the members of `a`, the update of the old member list `old` by the changes `c` computed from
+/// `add` (the strings or segments as given, duplicates included). The new rank of every kept old member follows
+/// from the changes alone (no member is compared: the old ones stay in order between the changes), an added
+/// string's by a binary search. `None` if `a` does not have the expected members (the caller compiles in full).
+pub(super) fn origins(a: &Automaton, old: &List, add: &[&[u8]], c: &Changes) -> Option<Origins> {
+    let k_old = old.len();
+    let n = a.member_offsets.len() - 1;
+    if n + c.removed.len() != k_old + c.adding.len() || add.len() >= NONE as usize {
+        return None;
+    }
+    let mut from_old = vec![NONE; n];
+    // The kept old members in rank order, old member `o` at new rank `o - (removed before o) + (added before
+    // o)`; an added string goes before the old member at its insertion point.
+    let (mut r_removed, mut r_added) = (0usize, 0usize);
+    for o in 0..k_old {
+        while r_added < c.ins.len() && c.ins[r_added] <= o {
+            r_added += 1;
+        }
+        if r_removed < c.removed.len() && c.removed[r_removed] == o {
+            r_removed += 1;
+            continue;
+        }
+        let r = o - r_removed + r_added;
+        debug_assert_eq!(a.member(r), old.get(o));
+        from_old[r] = o as u32;
+    }
+    // Every added string's first copy (the last written wins: walk the copies backwards).
+    let mut added = vec![NONE; n];
+    for (i, s) in add.iter().enumerate().rev() {
+        added[rank_of(a, s)?] = i as u32;
+    }
+    let complete = from_old.iter().zip(&added).all(|(&o, &i)| o != NONE || i != NONE);
+    complete.then_some(Origins { old: from_old, added })
+}
+
+/// The values of the members of an update by rank: an added string's first copy's value in `add_values`, else
+/// the kept member's old value (`old_values` by old rank).
+pub(super) fn updated_values(o: &Origins, old_values: &[u64], add_values: &[u64]) -> Vec<u64> {
+    o.old
+        .iter()
+        .zip(&o.added)
+        .map(|(&old, &i)| if i != NONE { add_values[i as usize] } else { old_values[old as usize] })
+        .collect()
+}
+
+/// The rank of member `s` of `a` (members are sorted and distinct), if it is one.
+pub(super) fn rank_of(a: &Automaton, s: &[u8]) -> Option<usize> {
+    let n = a.member_offsets.len() - 1;
+    let member = |i: usize| &a.member_bytes[a.member_offsets[i] as usize..a.member_offsets[i + 1] as usize];
+    let (mut lo, mut hi) = (0, n);
+    while lo < hi {
+        let mid = (lo + hi) / 2;
+        if member(mid) < s {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    (lo < n && member(lo) == s).then_some(lo)
+}

@@ -226,20 +226,84 @@ impl Automaton {
         remove: &[R],
         options: &CompileOptions,
     ) -> Result<Automaton> {
+        if self.values.is_some() {
+            return Err(Error::invalid(
+                "this automaton's members carry values: update it with with_changes_and_values (C: \
+                 trie_automaton_with_values; Python: with_changes(values=...)), giving one value per added string",
+            ));
+        }
+        self.changes(add, None, remove, options)
+    }
+
+    /// [`Automaton::with_changes`] of an automaton whose members carry values ([`Automaton::compile_with_values`],
+    /// [`Automaton::compile_template_with_values`]): `add_values[i]` is the value of `add[i]`. The result is what
+    /// the compile with values of `add ++ (members − remove)` and `add_values ++ (their values)` gives, byte for
+    /// byte: a kept member keeps its value; an added string takes the value of its first copy in `add`, also when
+    /// it was a member already (like a map insert; so re-adding a member with a new value changes its value).
+    /// Errors: those of [`Automaton::with_changes`]; [`ErrorKind::InvalidArgument`] when `add_values` and `add`
+    /// differ in length, or when this automaton was compiled without values.
+    pub fn with_changes_and_values<A: AsRef<[u8]> + Sync, R: AsRef<[u8]>>(
+        &self,
+        add: &[A],
+        add_values: &[u64],
+        remove: &[R],
+        options: &CompileOptions,
+    ) -> Result<Automaton> {
+        crate::compile::freeze::check_values_len(add_values.len(), add.len(), "added strings")?;
+        if self.values.is_none() {
+            return Err(Error::invalid(
+                "this automaton was compiled without values: update it without values (with_changes; C: \
+                 trie_automaton_with), or compile it with values to give its members values",
+            ));
+        }
+        self.changes(add, Some(add_values), remove, options)
+    }
+
+    /// The update, with the added strings' values when the members carry values.
+    fn changes<A: AsRef<[u8]> + Sync, R: AsRef<[u8]>>(
+        &self,
+        add: &[A],
+        add_values: Option<&[u64]>,
+        remove: &[R],
+        options: &CompileOptions,
+    ) -> Result<Automaton> {
         self.check_whole()?;
         if self.segments.is_some() {
-            return self.with_changes_templated(add, remove, options);
+            return self.with_changes_templated(add, add_values, remove, options);
         }
         let old = List { offsets: &self.member_offsets, bytes: &self.member_bytes };
         let add_list: Vec<&[u8]> = add.iter().map(|s| s.as_ref()).collect();
         let remove_list: Vec<&[u8]> = remove.iter().map(|s| s.as_ref()).collect();
         let c = effective_changes(&old, &add_list, &remove_list);
-        if self.fast_path_fits(&old, &c) {
-            if let Some(a) = self.update_in_place(&old, &c.adding, &c.ins, &c.removed, options)? {
-                return Ok(a);
+        if self.fast_path_fits(&old, &c) && add.len() < NONE as usize {
+            if let Some(mut a) = self.update_in_place(&old, &c.adding, &c.ins, &c.removed, options)? {
+                if add_values.is_none() {
+                    return Ok(a);
+                }
+                if let Some(o) = members::origins(&a, &old, &add_list, &c) {
+                    a.values = self.carried_values(&o, add_values);
+                    return Ok(a);
+                }
             }
         }
-        self.recompile_with(add, &c.removed, options)
+        self.recompile_with(add, add_values, &c.removed, options)
+    }
+
+    /// The values of an update's members (see [`members::origins`]), when the members carry values.
+    fn carried_values(
+        &self,
+        o: &members::Origins,
+        add_values: Option<&[u64]>,
+    ) -> Option<crate::util::array::Array<u64>> {
+        let old = self.values.as_deref()?;
+        Some(members::updated_values(o, old, add_values?).into())
+    }
+
+    /// The values of the list `add ++ kept` (`kept`: old ranks) that a full compile of an update is given, when
+    /// the members carry values.
+    fn list_values(&self, add_values: Option<&[u64]>, kept: &[usize]) -> Option<Vec<u64>> {
+        let old = self.values.as_deref()?;
+        Some(add_values?.iter().copied().chain(kept.iter().map(|&r| old[r])).collect())
     }
 
     /// Whether the fast path applies to these changes (see the module doc).
@@ -259,6 +323,7 @@ impl Automaton {
     fn recompile_with<A: AsRef<[u8]> + Sync>(
         &self,
         add: &[A],
+        add_values: Option<&[u64]>,
         removed: &[usize],
         options: &CompileOptions,
     ) -> Result<Automaton> {
@@ -274,9 +339,11 @@ impl Automaton {
                 *g |= d;
             }
         }
+        let kept: Vec<usize> = (0..n).filter(|&m| !gone[m]).collect();
         let mut list: Vec<&[u8]> = add.iter().map(|s| s.as_ref()).collect();
-        list.extend((0..n).filter(|&m| !gone[m]).map(|m| self.member(m)));
-        Automaton::compile(self.vocab.clone(), &list, options)
+        list.extend(kept.iter().map(|&m| self.member(m)));
+        let values = self.list_values(add_values, &kept);
+        Automaton::compile_valued(self.vocab.clone(), &list, values.as_deref(), options)
     }
 
     /// Whether some token path from the start spells `s` and ends in an accepting state.

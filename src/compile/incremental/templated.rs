@@ -8,7 +8,8 @@
 //! byte for byte. So [`Automaton::member_at`] of the result names an index into `add` for an added string (its
 //! first copy; also for a string that was already a member), and `add.len() + j` for the `j`-th remaining old
 //! member in rank order. A string in `remove` that the template cannot render is not a member (nothing to
-//! remove); one in `add` is an error naming its index, as for `compile_template`.
+//! remove); one in `add` is an error naming its index, as for `compile_template`. Member values follow the same
+//! list (see `src/automaton/values.rs`).
 
 use super::*;
 use crate::automaton::Segments;
@@ -16,9 +17,12 @@ use crate::compile::template::render_all;
 use crate::template::End;
 
 impl Automaton {
+    /// `add_values`: the added members' values, for an automaton whose members carry values (checked by the
+    /// caller).
     pub(super) fn with_changes_templated<A: AsRef<[u8]> + Sync, R: AsRef<[u8]>>(
         &self,
         add: &[A],
+        add_values: Option<&[u64]>,
         remove: &[R],
         options: &CompileOptions,
     ) -> Result<Automaton> {
@@ -42,8 +46,9 @@ impl Automaton {
         if self.fast_path_fits(&old, &c) && add.len() < NONE as usize {
             if let Some(mut a) = self.update_in_place(&old, &c.adding, &c.ins, &c.removed, options)? {
                 if template.end != End::Open || prefix_free_around(&a, &c) {
-                    if let Some(ids) = member_ids(&a, &old, &add_segs, &c) {
-                        a.segments = Some(Segments::new(template, ids));
+                    if let Some(o) = members::origins(&a, &old, &add_segs, &c) {
+                        a.segments = Some(Segments::new(template, member_ids(&o, add.len())));
+                        a.values = self.carried_values(&o, add_values);
                         return Ok(a);
                     }
                 }
@@ -54,9 +59,11 @@ impl Automaton {
         for &r in &c.removed {
             gone[r] = true;
         }
+        let kept: Vec<usize> = (0..old.len()).filter(|&r| !gone[r] && self.member_id(r).is_some()).collect();
         let mut list = add_segs;
-        list.extend((0..old.len()).filter(|&r| !gone[r] && self.member_id(r).is_some()).map(|r| old.get(r)));
-        Automaton::compile_segments(self.vocab.clone(), &list, &template, options, &budget)
+        list.extend(kept.iter().map(|&r| old.get(r)));
+        let values = self.list_values(add_values, &kept);
+        Automaton::compile_segments(self.vocab.clone(), &list, values.as_deref(), &template, options, &budget)
     }
 }
 
@@ -67,59 +74,32 @@ fn prefix_free_around(a: &Automaton, c: &Changes) -> bool {
     let n = a.member_offsets.len() - 1;
     let member = |i: usize| &a.member_bytes[a.member_offsets[i] as usize..a.member_offsets[i + 1] as usize];
     c.adding.iter().all(|s| {
-        let Some(r) = rank_of(a, s) else { return false };
+        let Some(r) = members::rank_of(a, s) else { return false };
         (r == 0 || !s.starts_with(member(r - 1))) && (r + 1 >= n || !member(r + 1).starts_with(s))
     })
 }
 
-/// The member id of each rank of the new automaton `a` (whose members are the old ones `old` without the ranks
-/// `c.removed`, plus `c.adding` inserted at `c.ins`): as `compile_template` numbers the list
-/// `add ++ (old − removed)`. The new rank of every kept old member follows from the changes alone (no member is
-/// compared: the old ones stay in order between the changes). `None` if the update does not have the expected
-/// members (the caller then compiles in full).
-fn member_ids(a: &Automaton, old: &List, add: &[&[u8]], c: &Changes) -> Option<Vec<u32>> {
-    let k_old = old.len();
-    let n = a.member_offsets.len() - 1;
-    if n + c.removed.len() != k_old + c.adding.len() {
-        return None;
-    }
-    let mut ids = vec![NONE; n];
-    // The kept old members in rank order, the `kept`-th one at new rank `o - (removed before o) + (added
-    // before o)`; an added string goes before the old member at its insertion point.
-    let (mut kept, mut r_removed, mut r_added) = (0u32, 0usize, 0usize);
-    for o in 0..k_old {
-        while r_added < c.ins.len() && c.ins[r_added] <= o {
-            r_added += 1;
-        }
-        if r_removed < c.removed.len() && c.removed[r_removed] == o {
-            r_removed += 1;
-            continue;
-        }
-        let r = o - r_removed + r_added;
-        debug_assert_eq!(a.member(r), old.get(o));
-        ids[r] = add.len() as u32 + kept;
-        kept += 1;
-    }
-    // Every added string (its first copy, last written wins: walk the copies backwards) is its index in `add`,
-    // also when it was a member already.
-    for (i, s) in add.iter().enumerate().rev() {
-        ids[rank_of(a, s)?] = i as u32;
-    }
-    (!ids.contains(&NONE)).then_some(ids)
-}
-
-/// The rank of member `s` of `a` (members are sorted and distinct), if it is one.
-fn rank_of(a: &Automaton, s: &[u8]) -> Option<usize> {
-    let n = a.member_offsets.len() - 1;
-    let member = |i: usize| &a.member_bytes[a.member_offsets[i] as usize..a.member_offsets[i + 1] as usize];
-    let (mut lo, mut hi) = (0, n);
-    while lo < hi {
-        let mid = (lo + hi) / 2;
-        if member(mid) < s {
-            lo = mid + 1;
-        } else {
-            hi = mid;
-        }
-    }
-    (lo < n && member(lo) == s).then_some(lo)
+/// The member id of each rank of an update whose members come from `o` (see [`members::origins`]): as
+/// `compile_template` numbers the list `add ++ (old − removed)`, an added string is the index of its first copy
+/// in `add` (also when it was a member already), the `kept`-th kept old member in rank order (counting those
+/// added again) is `n_add + kept`.
+fn member_ids(o: &members::Origins, n_add: usize) -> Vec<u32> {
+    let mut kept = 0u32;
+    o.old
+        .iter()
+        .zip(&o.added)
+        .map(|(&old, &added)| {
+            let id = if old != NONE {
+                kept += 1;
+                n_add as u32 + kept - 1
+            } else {
+                NONE
+            };
+            if added != NONE {
+                added
+            } else {
+                id
+            }
+        })
+        .collect()
 }
