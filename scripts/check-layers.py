@@ -25,6 +25,7 @@ LAYERS = [
     ["automaton"],
     ["compile"],
     ["sets"],
+    ["calls"],
     ["capi"],
     ["profile"],
 ]

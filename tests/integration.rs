@@ -11,6 +11,8 @@
 // each file was a binary: the files are unchanged and still compile alone.
 #![allow(clippy::duplicate_mod)]
 
+#[path = "calls.rs"]
+mod calls;
 #[path = "draft.rs"]
 mod draft;
 #[path = "ffi.rs"]

@@ -349,7 +349,10 @@ mod registry;
 
 mod template;
 
+mod calls;
+
 use boundary::*;
+pub use calls::*;
 pub use compile::*;
 pub use decode::*;
 pub use draft::*;
