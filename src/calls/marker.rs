@@ -29,17 +29,30 @@ pub fn straddlers(vocab: &Vocabulary, trigger: &[u8]) -> Vec<Vec<TokenId>> {
     out
 }
 
-/// [`straddlers`], computed once per vocabulary (by fingerprint) and marker in this process (a few entries kept).
-pub(crate) fn cached_straddlers(vocab: &Vocabulary, trigger: &[u8]) -> Arc<Vec<Vec<TokenId>>> {
-    type Cache = Mutex<HashMap<(u128, Vec<u8>), Arc<Vec<Vec<TokenId>>>>>;
+/// The tokens of a marker in a vocabulary: those whose bytes are exactly the marker (ascending), and
+/// [`straddlers`].
+#[derive(Debug, Default)]
+pub(crate) struct Marker {
+    pub(crate) ids: Vec<TokenId>,
+    pub(crate) straddle: Vec<Vec<TokenId>>,
+}
+
+/// The [`Marker`] of `trigger`, computed once per vocabulary (by fingerprint) and marker in this process (a few
+/// entries kept): a request's engine does not scan the vocabulary again.
+pub(crate) fn cached_marker(vocab: &Vocabulary, trigger: &[u8]) -> Arc<Marker> {
+    type Cache = Mutex<HashMap<(u128, Vec<u8>), Arc<Marker>>>;
     static CACHE: OnceLock<Cache> = OnceLock::new();
     const KEEP: usize = 32;
+    if trigger.is_empty() {
+        return Arc::default();
+    }
     let key = (vocab.fingerprint(), trigger.to_vec());
     let cache = CACHE.get_or_init(Default::default);
     if let Some(hit) = cache.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
         return hit.clone();
     }
-    let computed = Arc::new(straddlers(vocab, trigger));
+    let ids = (0..vocab.n_listed() as TokenId).filter(|&t| vocab.token_bytes(t) == trigger).collect();
+    let computed = Arc::new(Marker { ids, straddle: straddlers(vocab, trigger) });
     let mut map = cache.lock().unwrap_or_else(|e| e.into_inner());
     if map.len() >= KEEP {
         map.clear();

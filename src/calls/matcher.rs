@@ -256,7 +256,7 @@ impl CallsMatcher {
             Phase::Name => {
                 c.names(cur.which).automaton.fill_bitmask(cur.state, row)?;
                 if cur.opening {
-                    set_bits(&c.trigger_ids, row);
+                    set_bits(&c.marker.ids, row);
                 }
             }
             Phase::Args => {
@@ -271,7 +271,7 @@ impl CallsMatcher {
                 if listed % 32 != 0 {
                     row[listed / 32] = (1u32 << (listed % 32)) - 1;
                 }
-                for &t in c.straddle.get(cur.pending as usize).map_or(&[][..], |v| v.as_slice()) {
+                for &t in c.marker.straddle.get(cur.pending as usize).map_or(&[][..], |v| v.as_slice()) {
                     row[(t >> 5) as usize] &= !(1u32 << (t & 31));
                 }
                 set_bits(&c.stops, row); // a stop token ends the answer, whatever its text
@@ -293,7 +293,7 @@ impl CallsMatcher {
             return None;
         }
         let is_stop = c.stops.binary_search(&t).is_ok();
-        let is_trigger = c.trigger_ids.binary_search(&t).is_ok();
+        let is_trigger = c.marker.ids.binary_search(&t).is_ok();
         match cur.phase {
             Phase::Free => {
                 if t as usize >= c.vocab.n_listed() {

@@ -176,10 +176,8 @@ pub struct ToolCalls {
     pub(crate) opener: Option<Names>,
     /// Sorted, distinct.
     pub(crate) stops: Vec<TokenId>,
-    /// The tokens whose bytes are exactly the marker, sorted.
-    pub(crate) trigger_ids: Vec<TokenId>,
-    /// Per marker bytes pending (`0..len(trigger)`): the tokens that finish the marker and go on past it.
-    pub(crate) straddle: Arc<Vec<Vec<TokenId>>>,
+    /// The marker's own tokens and the tokens that straddle it (per marker bytes pending).
+    pub(crate) marker: Arc<marker::Marker>,
     /// The last bytes of a token that may end a call's arguments.
     pub(crate) end_bytes: Vec<u8>,
 }
@@ -266,13 +264,7 @@ impl ToolCalls {
         if let Some(&t) = stops.iter().find(|&&t| t as usize >= vocab.n_vocab()) {
             return Err(Error::invalid(format!("stops: token {t} is not below n_vocab {}", vocab.n_vocab())));
         }
-        let trigger = fmt.trigger.clone().unwrap_or_default();
-        let trigger_ids = if trigger.is_empty() {
-            Vec::new()
-        } else {
-            (0..vocab.n_listed() as TokenId).filter(|&t| vocab.token_bytes(t) == trigger.as_slice()).collect()
-        };
-        let straddle = marker::cached_straddlers(&vocab, &trigger);
+        let marker = marker::cached_marker(&vocab, fmt.trigger.as_deref().unwrap_or_default());
         let mut end_bytes: Vec<u8> = [[fmt.close.as_slice(), &fmt.last].concat(), fmt.more.clone()]
             .iter()
             .filter_map(|e| e.last().copied())
@@ -281,7 +273,7 @@ impl ToolCalls {
             end_bytes.push(b'}');
         }
         let (following, opener) = (following.filter(|_| need_following), opener.filter(|_| need_opener));
-        Ok(ToolCalls { vocab, config, first, following, opener, stops, trigger_ids, straddle, end_bytes })
+        Ok(ToolCalls { vocab, config, first, following, opener, stops, marker, end_bytes })
     }
 
     /// The vocabulary.
@@ -296,7 +288,7 @@ impl ToolCalls {
 
     /// The tokens whose bytes are exactly the marker (they open a call as the marker's text does).
     pub fn trigger_ids(&self) -> &[TokenId] {
-        &self.trigger_ids
+        &self.marker.ids
     }
 
     /// The name automaton of the first call.

@@ -545,27 +545,19 @@ def _calls_grammar(ctx: EngineContext, request: Any, request_type: str, spec: st
     prefetch = prefetch_arguments if len(distinct) > MAX_SCHEMAS else None
     params = request.sampling_params
     stops = sorted(params.all_stop_token_ids or ())
-    vocab = ctx.cache.vocab
-    trigger_ids = ctx.trigger_ids(fmt.trigger)
 
     def arguments(member: int, last: bool) -> Any:  # compiled already, or prefetched (see TrieCallsGrammar)
         return matcher(ctx.compiler.at_hand_over(schemas[member], closes[last]), stops)
 
-    straddle = calls.straddlers(vocab, fmt.trigger.encode()) if fmt.trigger else None
     opener = (ctx.names(names, fmt.trigger + fmt.prefix, fmt.suffix, identity, fmt.render, cs.registry)
               if fmt.trigger and not cs.auto else None)
-    maps = {id(a): m for a in (first, following, opener) if a is not None
-            for m in (ctx.tool_index(a),) if m is not None}
-
-    def tool_of(a: Any, member: int) -> int:  # an updated registry's member → its tool (see EngineContext.names)
-        m = maps.get(id(a))
-        return member if m is None else m[member]
-
+    # An updated registry's member → its tool (see EngineContext.names), per automaton; the engine maps with it.
+    tools = [None if a is None else ctx.tool_index(a) for a in (first, following, opener)]
     ctx.routed += 1
     log.info("libtrie: request %s (tool calls, %s, %s, %s) is served by libtrie", request.request_id, what,
              "auto" if cs.auto else "required", "parallel" if cs.parallel else "one call")
-    return calls.TrieCallsGrammar(cs, first, following, arguments, stops, vocab.token_bytes, trigger_ids, straddle,
-                                  opener, prefetch, tool_of if maps else None)
+    return calls.TrieCallsGrammar(cs, first, following, arguments, stops, opener=opener, prefetch=prefetch,
+                                  tools=tools)
 
 
 def _close_ebnf(fmt: Any, last: bool, parallel: bool) -> str:
