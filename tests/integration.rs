@@ -13,6 +13,8 @@
 
 #[path = "calls.rs"]
 mod calls;
+#[path = "calls_ffi.rs"]
+mod calls_ffi;
 #[path = "draft.rs"]
 mod draft;
 #[path = "ffi.rs"]
