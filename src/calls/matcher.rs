@@ -180,7 +180,7 @@ impl CallsMatcher {
         self.history.len() - 1
     }
 
-    /// Why the last rejected token was rejected, when the argument factory failed (else `None`).
+    /// Why the last token was rejected when the argument factory failed for it (else `None`).
     pub fn last_error(&self) -> Option<&str> {
         self.error.as_deref()
     }
@@ -288,6 +288,7 @@ impl CallsMatcher {
 
     /// The position after `t`, or `None` when it is not allowed.
     fn next(&mut self, cur: Pos, t: TokenId) -> Option<Pos> {
+        self.error = None;
         let c = self.calls.clone();
         if t as usize >= c.vocab.n_vocab() {
             return None;
@@ -331,7 +332,6 @@ impl CallsMatcher {
                 };
                 match self.factory.make(tool, last) {
                     Ok(m) => {
-                        self.error = None;
                         self.matchers.push(m);
                         let matcher = Some(self.matchers.len() as u32 - 1);
                         Some(Pos { phase: Phase::Args, matcher, took: false, tool: Some(tool as u32), ..cur })

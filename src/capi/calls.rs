@@ -648,7 +648,7 @@ pub unsafe extern "C" fn trie_calls_accept(matcher: *mut trie_calls_matcher, tok
             return Ok(());
         }
         let why = match m.last_error() {
-            Some(e) if m.phase() == crate::calls::Phase::Name => e.to_string(),
+            Some(e) if token >= 0 => e.to_string(),
             _ => format!("token {token} is not allowed in phase {}", m.phase().as_str()),
         };
         Err(Error::new(ErrorKind::TokenRejected, why))
