@@ -509,3 +509,62 @@ fn configurations_that_cannot_work_are_refused_with_the_field() {
     let e = ToolCalls::compile_named(vocab, &["a"], 3, config(custom(), Mode::Required), &o).unwrap_err();
     assert!(e.message().contains("named_tool"), "{e}");
 }
+
+#[test]
+fn caller_built_automata_and_their_member_to_tool_maps() {
+    // A registry's automaton lists its names in another order than the tools: the map says each member's tool.
+    let (vocab, stops) = vocab();
+    let format = Format::named("json").unwrap();
+    let tools = ["alpha", "beta", "gamma"];
+    let order = ["gamma", "alpha", "beta"]; // member i is tool map[i]
+    let map: Arc<[u32]> = Arc::from(vec![2u32, 0, 1]);
+    let template = |prefix: &[u8]| {
+        trie::Template::bare()
+            .prefix(prefix.to_vec())
+            .suffix(format.suffix.clone())
+            .render(Render::JsonString)
+            .end(trie::End::Open)
+    };
+    let compile = |prefix: &[u8]| {
+        let a = trie::Automaton::compile_template(vocab.clone(), &order, &template(prefix), &CompileOptions::default());
+        trie::calls::Names { automaton: Arc::new(a.unwrap()), tools: Some(map.clone()) }
+    };
+    let config = CallsConfig { format: format.clone(), mode: Mode::Required, parallel: true, stops: stops.to_vec() };
+    let engine = ToolCalls::from_names(
+        vocab.clone(),
+        config.clone(),
+        compile(&format.prefix),
+        Some(compile(&format.next_prefix)),
+        None,
+    )
+    .unwrap();
+    let case = Case {
+        vocab: vocab.clone(),
+        stops,
+        format: format.clone(),
+        mode: Mode::Required,
+        parallel: true,
+        names: vec![],
+        named: None,
+    };
+    let (mut m, _) = case.matcher(&Arc::new(engine), true);
+    for (i, name) in ["beta", "gamma", "alpha"].iter().enumerate() {
+        let head = if i == 0 { "[{\"name\": " } else { "{\"name\": " };
+        for &b in format!("{head}\"{name}\", \"parameters\": ").as_bytes() {
+            assert!(m.accept_token(b as TokenId), "{name}");
+        }
+        let tool = tools.iter().position(|t| t == name).unwrap();
+        assert_eq!(m.tool(), Some(tool), "{name} is tool {tool}");
+        let close = if i == 2 { "}]" } else { "}, " };
+        for &b in format!("{}{close}", args_of(tool)).as_bytes() {
+            assert!(m.accept_token(b as TokenId), "the arguments of {name}");
+        }
+    }
+    assert_eq!((m.phase(), m.calls_so_far()), (Phase::End, 3));
+    // The following automaton is required for a parallel JSON list; a bare automaton is refused.
+    let e = ToolCalls::from_names(vocab.clone(), config.clone(), compile(b"[{\"name\": "), None, None).unwrap_err();
+    assert!(e.message().contains("names.following"), "{e}");
+    let bare = trie::Automaton::compile(vocab.clone(), &["x"], &CompileOptions::default()).unwrap();
+    let e = ToolCalls::from_names(vocab, config, trie::calls::Names::new(Arc::new(bare)), None, None).unwrap_err();
+    assert!(e.message().contains("end open"), "{e}");
+}
