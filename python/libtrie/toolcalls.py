@@ -151,30 +151,30 @@ class ToolCalls:
         """The engine over name automata the caller keeps: ``first`` (the format's prefix, the name, the suffix,
         left open), ``following`` (a parallel JSON list's further calls), ``opener`` (required with a marker);
         ``tools``: per automaton (first, following, opener), its member → tool index map, or None (the same)."""
-        keep: List[Any] = []
+        keep: List[Any] = []  # the maps' arrays, alive for the call
+        entered: List[Automaton] = []
         structs = []
-        for i, a in enumerate((first, following, opener)):
-            s = CallsNames()
-            if a is not None:
-                s.automaton = a._enter()
-                keep.append(a)
-                m = tools[i] if i < len(tools) else None
-                if m is not None:
-                    arr = (ctypes.c_uint32 * max(len(m), 1))(*m)
-                    s.tools, s.n_tools = ctypes.cast(arr, u32p), len(m)
-                    keep.append(arr)
-            structs.append(s)
         try:
+            for i, a in enumerate((first, following, opener)):
+                s = CallsNames()
+                if a is not None:
+                    s.automaton = a._enter()
+                    entered.append(a)
+                    m = tools[i] if i < len(tools) else None
+                    if m is not None:
+                        arr = (ctypes.c_uint32 * max(len(m), 1))(*m)
+                        s.tools, s.n_tools = ctypes.cast(arr, u32p), len(m)
+                        keep.append(arr)
+                structs.append(s)
             f = _format(fmt)
             c, _ids = _config(AUTO if auto else REQUIRED, parallel, stops)
             out = vp()
             _check(_lib().trie_calls_from_automata(*(ctypes.byref(s) for s in structs), ctypes.byref(f),
                                                     ctypes.byref(c), ctypes.byref(out)))
         finally:
-            for a in (first, following, opener):
-                if a is not None:
-                    a._exit()
-        return cls(out, tuple(x for x in keep if isinstance(x, Automaton)))
+            for a in entered:
+                a._exit()
+        return cls(out, tuple(entered))
 
     @classmethod
     def compile(cls, vocab: Vocab, names: Seq[str], fmt: str, auto: bool, parallel: bool, stops: Seq[int],
@@ -245,7 +245,10 @@ class _Callbacks:
 
     def _completed(self, _user: Any, m: int) -> int:
         f = getattr(self.matchers[m], "is_completed", None)
-        return -1 if f is None else int(bool(f()))
+        try:
+            return -1 if f is None else int(bool(f()))
+        except Exception:  # the engine then asks whether a stop token is accepted
+            return -1
 
     def _release(self, _user: Any, m: int) -> None:
         self.matchers.pop(m, None)
