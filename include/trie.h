@@ -172,6 +172,46 @@
 #define TRIE_END_OPEN 1
 
 /**
+ * [`trie_calls_config::mode`]: free text until the marker opens a call (`tool_choice="auto"`).
+ */
+#define TRIE_CALLS_AUTO 0
+
+/**
+ * [`trie_calls_config::mode`]: the output starts with a call (`tool_choice="required"`).
+ */
+#define TRIE_CALLS_REQUIRED 1
+
+/**
+ * [`trie_calls_config::mode`]: a call of the one tool `named_tool` ([`trie_calls_new`] only).
+ */
+#define TRIE_CALLS_NAMED 2
+
+/**
+ * [`trie_calls_info::phase`]: free text until the marker.
+ */
+#define TRIE_CALLS_PHASE_FREE 0
+
+/**
+ * [`trie_calls_info::phase`]: a tool's name.
+ */
+#define TRIE_CALLS_PHASE_NAME 1
+
+/**
+ * [`trie_calls_info::phase`]: the tool's arguments (the caller's matcher), then the format's close.
+ */
+#define TRIE_CALLS_PHASE_ARGS 2
+
+/**
+ * [`trie_calls_info::phase`]: only a stop token.
+ */
+#define TRIE_CALLS_PHASE_END 3
+
+/**
+ * [`trie_calls_info::phase`]: ended by a stop token.
+ */
+#define TRIE_CALLS_PHASE_DONE 4
+
+/**
  * The result of a call. The numbers are stable and never renumbered; new codes may be added at the end.
  * Details of the last failure on the calling thread: [`trie_last_error`].
  */
@@ -240,6 +280,18 @@ typedef enum trie_status {
  * counted: [`trie_automaton_retain`] adds a reference, [`trie_automaton_free`] drops one.
  */
 typedef struct trie_automaton trie_automaton;
+
+/**
+ * The engine of one tool list (names, format, mode, stops): immutable, shared by the sequences of any number of
+ * requests and threads. Reference counted: [`trie_calls_retain`], [`trie_calls_free`].
+ */
+typedef struct trie_calls trie_calls;
+
+/**
+ * One sequence of a [`trie_calls`] engine (its positions and argument matchers). Owned, freed once with
+ * [`trie_calls_matcher_free`]; one thread at a time.
+ */
+typedef struct trie_calls_matcher trie_calls_matcher;
 
 /**
  * A request shape recognized as a finite set: members (distinct, in the request's order), a template
@@ -500,6 +552,216 @@ typedef struct trie_template {
  * whose overflow begins so, false skips all of them.
  */
 typedef bool (*trie_overflow_fn)(void *user, size_t member, const uint8_t *overflow, size_t len);
+
+/**
+ * How a call is written: `trigger? prefix NAME suffix ARGS close`, list calls separated by `more`, the list ended by
+ * `last`, a further list call beginning with `next_prefix`. Initialise with [`trie_calls_format_init`] (a named
+ * format, or all empty), then set fields. Each byte string is a pointer and a length (NULL with 0 for none); the
+ * bytes are copied by [`trie_calls_new`]. Versioned like [`trie_options`].
+ */
+typedef struct trie_calls_format {
+    /**
+     * `sizeof(trie_calls_format)` (set by [`trie_calls_format_init`]).
+     */
+    size_t struct_size;
+    /**
+     * Whether a marker opens a call in free text (`trigger`); false: the output starts with a call.
+     */
+    bool has_trigger;
+    /**
+     * The marker (`<tool_call>`, `[TOOL_CALLS]`, `{`).
+     */
+    const uint8_t *trigger;
+    /**
+     * Length of `trigger`.
+     */
+    size_t trigger_len;
+    /**
+     * Before the name.
+     */
+    const uint8_t *prefix;
+    /**
+     * Length of `prefix`.
+     */
+    size_t prefix_len;
+    /**
+     * After the name, before the arguments.
+     */
+    const uint8_t *suffix;
+    /**
+     * Length of `suffix`.
+     */
+    size_t suffix_len;
+    /**
+     * After the arguments.
+     */
+    const uint8_t *close;
+    /**
+     * Length of `close`.
+     */
+    size_t close_len;
+    /**
+     * Between calls of a JSON list (`, `); empty: calls are separated by free text.
+     */
+    const uint8_t *more;
+    /**
+     * Length of `more`.
+     */
+    size_t more_len;
+    /**
+     * After the last call of a list (`]`).
+     */
+    const uint8_t *last;
+    /**
+     * Length of `last`.
+     */
+    size_t last_len;
+    /**
+     * The prefix of a further call of a list.
+     */
+    const uint8_t *next_prefix;
+    /**
+     * Length of `next_prefix`.
+     */
+    size_t next_prefix_len;
+    /**
+     * How a name is written: `TRIE_RENDER_JSON_STRING` or `TRIE_RENDER_RAW`.
+     */
+    uint32_t render;
+} trie_calls_format;
+
+/**
+ * What a [`trie_calls`] engine serves besides its names. Initialise with [`trie_calls_config_init`]. Versioned
+ * like [`trie_options`].
+ */
+typedef struct trie_calls_config {
+    /**
+     * `sizeof(trie_calls_config)` (set by [`trie_calls_config_init`]).
+     */
+    size_t struct_size;
+    /**
+     * `TRIE_CALLS_AUTO`, `TRIE_CALLS_REQUIRED` or `TRIE_CALLS_NAMED`.
+     */
+    uint32_t mode;
+    /**
+     * `TRIE_CALLS_NAMED`: the index of the one tool in the names.
+     */
+    size_t named_tool;
+    /**
+     * Several calls (`parallel_tool_calls`), or one then only a stop token.
+     */
+    bool parallel;
+    /**
+     * The tokens that end the answer (a request's stop ids).
+     */
+    const int32_t *stops;
+    /**
+     * Length of `stops`.
+     */
+    size_t n_stops;
+} trie_calls_config;
+
+/**
+ * A name automaton built by the caller ([`trie_calls_from_automata`]): an open templated automaton
+ * (`TRIE_END_OPEN`), and optionally the tool of each member (`tools[member]`; NULL: the member id is the tool).
+ */
+typedef struct trie_calls_names {
+    /**
+     * The automaton (NULL: none).
+     */
+    const struct trie_automaton *automaton;
+    /**
+     * Member id → tool index (NULL with 0: the same).
+     */
+    const uint32_t *tools;
+    /**
+     * Length of `tools`.
+     */
+    size_t n_tools;
+} trie_calls_names;
+
+/**
+ * The caller's argument matcher, as callbacks (each gets `user` first). A matcher is an opaque pointer made by
+ * `make` for one call and released by `release`. Required: `make`, `accept`, `fill`, `rollback`; the others may
+ * be NULL. Callbacks run on the thread of the `trie_calls_*` call that needs them, never after
+ * [`trie_calls_matcher_free`] returns. Versioned like [`trie_options`].
+ *
+ * A llama.cpp grammar sampler fits as follows: `make` builds `llama_sampler_init_grammar` of the tool's GBNF (the
+ * arguments and the format's close); `accept` checks the token against the grammar (apply on a one-token
+ * candidate array) then `llama_sampler_accept`; `fill` applies the grammar to the whole vocabulary and sets the
+ * bits of the tokens left; `rollback` restores a clone kept per accepted token (`llama_sampler_clone`); `completed`
+ * is NULL (the engine asks whether a stop token would be accepted).
+ */
+typedef struct trie_calls_callbacks {
+    /**
+     * `sizeof(trie_calls_callbacks)`.
+     */
+    size_t struct_size;
+    /**
+     * Passed to every callback.
+     */
+    void *user;
+    /**
+     * A matcher of tool `tool`'s arguments and the format's close (`last`: no further call may follow); NULL when
+     * it cannot be made (the token that completed the name is rejected).
+     */
+    void *(*make)(void *user, size_t tool, bool last);
+    /**
+     * Told once per call when the name so far leaves one tool (prepare its matcher). May be NULL.
+     */
+    void (*prefetch)(void *user, size_t tool, bool last);
+    /**
+     * Advance the matcher by `token`; false (unchanged) when its grammar does not allow it.
+     */
+    bool (*accept)(void *user, void *matcher, int32_t token);
+    /**
+     * Write the tokens allowed next into `row` (`words` 32-bit words, every word written); false on failure.
+     */
+    bool (*fill)(void *user, void *matcher, uint32_t *row, size_t words);
+    /**
+     * Undo the matcher's last `n` accepted tokens.
+     */
+    void (*rollback)(void *user, void *matcher, size_t n);
+    /**
+     * 1 when the matcher has read its whole grammar, 0 when not, negative when it cannot say. May be NULL (the
+     * engine then asks whether a stop token is accepted, and rolls it back).
+     */
+    int32_t (*completed)(void *user, void *matcher);
+    /**
+     * Release a matcher made by `make`. May be NULL.
+     */
+    void (*release)(void *user, void *matcher);
+    /**
+     * Called once with `user` when the sequence is freed, after its matchers are released. May be NULL.
+     */
+    void (*free_user)(void *user);
+} trie_calls_callbacks;
+
+/**
+ * Where a sequence is ([`trie_calls_info_of`]).
+ */
+typedef struct trie_calls_info {
+    /**
+     * `TRIE_CALLS_PHASE_*`.
+     */
+    uint32_t phase;
+    /**
+     * Calls completed.
+     */
+    size_t calls;
+    /**
+     * Whether `tool` is set: the current call's name is complete (kept after the call until the next name).
+     */
+    bool has_tool;
+    /**
+     * The tool of the current call.
+     */
+    size_t tool;
+    /**
+     * Tokens accepted (and not rolled back).
+     */
+    size_t n_accepted;
+} trie_calls_info;
 
 /**
  * The state after an end-of-generation token: the member is complete. Only end-of-generation tokens are
@@ -1597,6 +1859,186 @@ enum trie_status trie_possible_values(const struct trie_automaton *automaton,
                                       uint64_t *values,
                                       size_t capacity,
                                       size_t *n_values);
+
+/**
+ * Sets `*format` to the named format (`"hermes"`, `"llama"`, `"mistral"`, `"mistral_v11"`, `"json"`: the byte
+ * strings point into libtrie's static table) or, for a NULL name, to an empty one (no trigger, JSON-string names),
+ * and its `struct_size`. An unknown name is `TRIE_ERR_INVALID_ARGUMENT` listing the known ones.
+ *
+ * # Safety
+ * `format` must be NULL or writable; `name` NULL or a NUL-terminated string.
+ */
+enum trie_status trie_calls_format_init(struct trie_calls_format *format,
+                                        const char *name);
+
+/**
+ * Sets `*config` to the defaults (auto, one call, no stop token) and its `struct_size`.
+ *
+ * # Safety
+ * `config` must be NULL or writable.
+ */
+enum trie_status trie_calls_config_init(struct trie_calls_config *config);
+
+/**
+ * Compiles the engine of a tool list: `names` (`n` byte strings given as pointers and lengths; tool `i` is
+ * `names[i]`; distinct, not empty, UTF-8 for a JSON-string format) written in `format`, under `config`;
+ * `options` (NULL: defaults) bound the compiles of the name automata. `*out` receives a new engine (free it with
+ * [`trie_calls_free`]). Errors: `TRIE_ERR_EMPTY_SET` (no name), `TRIE_ERR_INVALID_ARGUMENT` (a duplicate or empty
+ * name, a bad format or config field, each named), those of [`trie_compile_template`](super::trie_compile_template).
+ *
+ * # Safety
+ * `vocab` a live vocabulary; `names`/`lens` `n` readable entries each (NULL with `n` 0); `format`, `config`
+ * readable structs; `options` NULL or readable; `out` writable.
+ */
+enum trie_status trie_calls_new(const struct trie_vocab *vocab,
+                                const uint8_t *const *names,
+                                const size_t *lens,
+                                size_t n,
+                                const struct trie_calls_format *format,
+                                const struct trie_calls_config *config,
+                                const struct trie_options *options,
+                                struct trie_calls **out);
+
+/**
+ * The engine over name automata the caller built and keeps (a registry's, updated with
+ * [`trie_automaton_with`](super::trie_automaton_with) when its file changes): `first` (segments
+ * `prefix NAME suffix`), `following` (a parallel JSON list's further calls: `next_prefix NAME suffix`; needed
+ * then), `opener` (`TRIE_CALLS_REQUIRED` with a trigger: `trigger prefix NAME suffix`; needed then); each an open
+ * templated automaton of one vocabulary, with its member → tool map. `config.mode` `TRIE_CALLS_NAMED` is refused
+ * (compile the one name instead). `*out` receives a new engine.
+ *
+ * # Safety
+ * `first` readable with a live automaton; `following`, `opener` NULL or readable (their automata NULL or live);
+ * each `tools` array `n_tools` readable entries; `format`, `config` readable; `out` writable.
+ */
+enum trie_status trie_calls_from_automata(const struct trie_calls_names *first,
+                                          const struct trie_calls_names *following,
+                                          const struct trie_calls_names *opener,
+                                          const struct trie_calls_format *format,
+                                          const struct trie_calls_config *config,
+                                          struct trie_calls **out);
+
+/**
+ * Adds a reference to `calls` and returns it (NULL for NULL).
+ *
+ * # Safety
+ * `calls` NULL or live.
+ */
+const struct trie_calls *trie_calls_retain(const struct trie_calls *calls);
+
+/**
+ * Drops a reference to `calls` (NULL: nothing). Sequences made from it keep it alive.
+ *
+ * # Safety
+ * `calls` NULL or live, each reference freed once.
+ */
+void trie_calls_free(const struct trie_calls *calls);
+
+/**
+ * For a vocabulary and a marker (`trigger`, `len` bytes) with `pending` of its bytes already at the end of the
+ * output (`0..len`): the tokens that would finish the marker and go on past it in one token (masked in free text,
+ * so that a call starts at a token boundary), ascending. `*n` is their number; `ids` (room for `capacity`) gets
+ * them, or `TRIE_ERR_BUFFER_TOO_SMALL` with only `*n` written.
+ *
+ * # Safety
+ * `vocab` live; `trigger` `len` readable bytes; `ids` NULL (with 0) or `capacity` writable; `n` writable.
+ */
+enum trie_status trie_calls_straddlers(const struct trie_vocab *vocab,
+                                       const uint8_t *trigger,
+                                       size_t len,
+                                       size_t pending,
+                                       int32_t *ids,
+                                       size_t capacity,
+                                       size_t *n);
+
+/**
+ * A new sequence of `calls` at its start, its argument matchers made through `callbacks` (copied; `make`,
+ * `accept`, `fill` and `rollback` required). `*out` receives it; free it with [`trie_calls_matcher_free`].
+ *
+ * # Safety
+ * `calls` live; `callbacks` readable, its functions callable with its `user` until the sequence is freed; `out`
+ * writable.
+ */
+enum trie_status trie_calls_matcher_new(const struct trie_calls *calls,
+                                        const struct trie_calls_callbacks *callbacks,
+                                        struct trie_calls_matcher **out);
+
+/**
+ * Frees a sequence (NULL: nothing): its argument matchers are released, then `free_user` is called.
+ *
+ * # Safety
+ * `matcher` NULL or live, freed once, no call on it in flight.
+ */
+void trie_calls_matcher_free(struct trie_calls_matcher *matcher);
+
+/**
+ * Writes the tokens allowed next into `row` (`words` 32-bit words, at least the vocabulary's; every word
+ * written): free text but the straddling tokens, the names' tokens, the argument matcher's own fill, or the stop
+ * tokens.
+ *
+ * # Safety
+ * `matcher` live; `row` `words` writable words.
+ */
+enum trie_status trie_calls_fill_bitmask(struct trie_calls_matcher *matcher,
+                                         uint32_t *row,
+                                         size_t words);
+
+/**
+ * Advances the sequence by `token`. `TRIE_ERR_TOKEN_REJECTED` (nothing changed) when the tool calls do not allow
+ * it; the message says the phase, or why the argument matcher of the tool could not be made. After a stop token
+ * every token is accepted and ignored.
+ *
+ * # Safety
+ * `matcher` live.
+ */
+enum trie_status trie_calls_accept(struct trie_calls_matcher *matcher,
+                                   int32_t token);
+
+/**
+ * `*n_accepted`: how many of `tokens` (`n` ids) the sequence accepts in a row from here (stopping after a stop
+ * token); nothing changes (the tokens are accepted, then rolled back, argument matchers included). No message
+ * is stored for the rejected token.
+ *
+ * # Safety
+ * `matcher` live; `tokens` `n` readable ids (NULL with 0); `n_accepted` writable.
+ */
+enum trie_status trie_calls_validate(struct trie_calls_matcher *matcher,
+                                     const int32_t *tokens,
+                                     size_t n,
+                                     size_t *n_accepted);
+
+/**
+ * Undoes the last `n` accepted tokens (at most back to the start), the argument matchers with them.
+ *
+ * # Safety
+ * `matcher` live.
+ */
+enum trie_status trie_calls_rollback(struct trie_calls_matcher *matcher, size_t n);
+
+/**
+ * Back to the start (the argument matchers released).
+ *
+ * # Safety
+ * `matcher` live.
+ */
+enum trie_status trie_calls_reset(struct trie_calls_matcher *matcher);
+
+/**
+ * Whether a stop token ended the answer (false for NULL).
+ *
+ * # Safety
+ * `matcher` NULL or live.
+ */
+bool trie_calls_is_terminated(const struct trie_calls_matcher *matcher);
+
+/**
+ * Where the sequence is: `*info` gets the phase, the calls completed, the current call's tool, the tokens
+ * accepted.
+ *
+ * # Safety
+ * `matcher` live; `info` writable.
+ */
+enum trie_status trie_calls_info_of(const struct trie_calls_matcher *matcher, struct trie_calls_info *info);
 
 #ifdef __cplusplus
 }  // extern "C"

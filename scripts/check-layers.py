@@ -28,6 +28,7 @@ LAYERS = [
     ["automaton"],
     ["compile"],
     ["sets"],
+    ["calls"],
     ["capi"],
     ["profile"],
 ]

@@ -28,6 +28,7 @@
 #![deny(rustdoc::broken_intra_doc_links)]
 
 pub mod automaton;
+pub mod calls;
 mod compile;
 pub mod error;
 mod format;

@@ -11,6 +11,10 @@
 // each file was a binary: the files are unchanged and still compile alone.
 #![allow(clippy::duplicate_mod)]
 
+#[path = "calls.rs"]
+mod calls;
+#[path = "calls_ffi.rs"]
+mod calls_ffi;
 #[path = "cli.rs"]
 mod cli;
 #[path = "draft.rs"]

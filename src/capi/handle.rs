@@ -77,6 +77,17 @@ pub(super) fn box_to_ptr<C: Castable<Ownership = OwnershipBox>>(value: C::RustTy
     Box::into_raw(Box::new(value)).cast::<C>()
 }
 
+/// The value behind an owned handle, borrowed mutably for the call; `NullArgument` for NULL.
+///
+/// # Safety
+/// `ptr` is NULL or a live handle of type `C` with no other call on it in flight.
+pub(super) unsafe fn try_mut<'a, C: Castable<Ownership = OwnershipBox>>(ptr: *mut C) -> Result<&'a mut C::RustType> {
+    if ptr.is_null() {
+        return Err(null(C::WHAT));
+    }
+    Ok(&mut *ptr.cast::<C::RustType>())
+}
+
 /// Frees the value behind the handle (NULL: nothing).
 ///
 /// # Safety

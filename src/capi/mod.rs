@@ -349,9 +349,11 @@ mod registry;
 
 mod template;
 
+mod calls;
 mod values;
 
 use boundary::*;
+pub use calls::*;
 pub use compile::*;
 pub use decode::*;
 pub use draft::*;

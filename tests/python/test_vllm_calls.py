@@ -471,6 +471,49 @@ class TagTest(unittest.TestCase):
             frontend.adjust(Hermes(), req(vllm_xargs={"libtrie_registry": "tools"}), Settings())
 
 
+class NativeEngineTest(unittest.TestCase):
+    """The engine is the native one (libtrie.toolcalls): the frontend's table of formats is the native table, and
+    the engine compiles a tool list itself (no template built by the caller), a named tool keeping its index."""
+
+    def test_the_frontend_formats_are_the_native_ones(self):
+        from libtrie import toolcalls
+
+        for name, f in calls.FORMATS.items():
+            n = toolcalls.native_format(name)
+            mine = {"trigger": f.trigger.encode() if f.trigger else None, "prefix": f.prefix.encode(),
+                    "suffix": f.suffix.encode(), "close": f.close.encode(), "more": f.more.encode(),
+                    "last": f.last.encode(), "next_prefix": f.next_prefix.encode(), "render": f.render}
+            self.assertEqual(n, mine, name)
+        with self.assertRaisesRegex(libtrie.TrieError, "hermes"):
+            toolcalls.native_format("qwen")
+
+    def test_compiled_by_the_engine_and_a_named_tool(self):
+        from libtrie import toolcalls
+
+        v = vocab()
+        made = []
+
+        def make(tool, last):
+            made.append((tool, last))
+            return Matcher([ARGS[tool] + "}\n</tool_call>"], [EOS, STOP])
+
+        engine = toolcalls.ToolCalls.compile(v, ["get_weather", "get_time"], "hermes", False, False, [EOS, STOP],
+                                             named_tool=1)
+        seq = toolcalls.Sequence(engine, make)
+        row = Row("i", [0] * ((len(TOKENS) + 31) // 32))
+        seq.fill_bitmask([row], 0)
+        self.assertEqual(set(row.allowed()), {CALL, ord("<")})
+        for t in [CALL] + text_tokens('\n{"name": "get_'):
+            self.assertIsNone(seq.accept(t))
+        seq.fill_bitmask([row], 0)
+        self.assertEqual(set(row.allowed()), {ord("t")}, "the named tool only")
+        self.assertIn("not allowed in phase name", seq.accept(ord("w")))
+        for t in text_tokens('time", "arguments": ' + ARGS[1] + "}\n</tool_call>") + [EOS]:
+            self.assertIsNone(seq.accept(t))
+        self.assertEqual((made, seq.calls, seq.tool, seq.is_terminated()), ([(1, True)], 1, 1, True))
+        self.assertEqual(calls.straddlers(v, b"<tool_call>")[10], [STRADDLE])
+
+
 class RegistryTest(unittest.TestCase):
     def setUp(self):
         tmp = tempfile.TemporaryDirectory()

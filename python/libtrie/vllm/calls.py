@@ -35,8 +35,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
-from .. import Automaton, TrieError, Vocab
-from ..draft import draft
+from .. import Automaton, Vocab, toolcalls
 from .grammar import Grammar, log
 
 __all__ = ["FORMATS", "Format", "CallSpec", "parse_spec", "build_tag", "TrieCallsGrammar", "straddlers", "KEY"]
@@ -151,263 +150,91 @@ def parse_spec(spec: str, max_bytes: Optional[int] = None) -> Optional[CallSpec]
     return CallSpec(fmt, bool(meta.get("auto")), bool(meta.get("parallel")), tuple(names), schemas, registry)
 
 
-# ---- the marker: tokens that open a call ---------------------------------------------------------------------------
-
-_STRADDLE: Dict[Tuple[Any, bytes], List[List[int]]] = {}
+# ---- the grammar: the native engine ---------------------------------------------------------------------------------
 
 
 def straddlers(vocab: Vocab, trigger: bytes) -> List[List[int]]:
-    """For each ``k`` in ``0..len(trigger)`` (bytes of the marker already written at the end of the output), the
-    tokens that would finish the marker and go on past it in one token (masked in ``free``, so that a call starts at
-    a token boundary). Computed once per vocabulary and marker."""
-    key = (vocab.fingerprint, trigger)
-    hit = _STRADDLE.get(key)
-    if hit is not None:
-        return hit
-    last = trigger[-1:]
-    out: List[List[int]] = [[] for _ in range(len(trigger))]
-    for t in range(vocab.n_vocab):
-        b = vocab.token_bytes(t)
-        if last not in b:
-            continue
-        for k in range(len(trigger)):
-            text = trigger[:k] + b
-            i = text.find(trigger)
-            if i >= 0 and i + len(trigger) < len(text):
-                out[k].append(t)
-    _STRADDLE[key] = out
-    return out
+    """For each ``k`` in ``0..len(trigger)`` (marker bytes already at the end of the output), the tokens that would
+    finish the marker and go on past it in one token (the native engine masks them in ``free``)."""
+    return toolcalls.straddlers(vocab, trigger)
 
-
-def _tail(trigger: bytes, text: bytes) -> int:
-    """The length of the longest suffix of ``text`` that is a proper prefix of ``trigger``."""
-    for k in range(min(len(trigger) - 1, len(text)), 0, -1):
-        if text.endswith(trigger[:k]):
-            return k
-    return 0
-
-
-# ---- the grammar -----------------------------------------------------------------------------------------------------
-
-FREE, NAME, ARGS, END, DONE = "free", "name", "args", "end", "done"
-#: ``_Pos.pending`` of the start of a call that must open (the marker's own token is allowed there too).
-OPENING = -1
-
-
-class _Pos(NamedTuple):
-    """The grammar's position after a token: the phase, the name automaton and its state, the arguments matcher
-    (``took``: it accepted this token), the marker bytes pending (``free``), the calls so far."""
-
-    phase: str
-    automaton: Optional[Automaton]
-    state: int
-    matcher: Any
-    took: bool
-    pending: int
-    calls: int
-
-
-def tool_at(a: Automaton, state: int) -> Optional[int]:
-    """The tool whose name is complete in ``state``: the member's value where the names carry their tools' indices
-    (``EngineContext.names``; a registry's updates keep them), else the member (its index in the list compiled)."""
-    return a.member_value(state) if a.has_values else a.member(state)
 
 
 class TrieCallsGrammar(Grammar):  # type: ignore[misc,valid-type,unused-ignore]
-    """vLLM's ``StructuredOutputGrammar`` for tool calls (see the module doc). ``first``: the name automaton of the
-    first call (its template's prefix is the format's ``prefix``); ``following``: of a further call in the JSON list
-    (prefix ``next_prefix``); ``arguments(member, last)``: a matcher over the compiled arguments of tool ``member``
-    and the format's close (``last``: no further call may follow); ``token_bytes``/``trigger_ids``/``straddle``: the
-    marker's detection (``auto``)."""
+    """vLLM's ``StructuredOutputGrammar`` for tool calls (see the module doc): an adapter over the native engine
+    (:mod:`libtrie.toolcalls`; phases, the marker, the hand-over, the close, further calls and rollback are decided
+    there). ``first``: the name automaton of the first call (its template's prefix is the format's ``prefix``);
+    ``following``: of a further call in the JSON list (prefix ``next_prefix``); ``opener``: required with a marker
+    (the marker's text, then ``prefix``); ``arguments(tool, last)``: an xgrammar matcher over the compiled
+    arguments of a tool and the format's close (``last``: no further call may follow); ``prefetch(tool, last)``:
+    told when the name so far leaves one tool. The tool of a name is the member's value where the names carry their
+    tools' indices (a registry's, kept by its updates), else its index in the list compiled; ``tools`` (per
+    automaton: first, following, opener) is a member → tool map only for name automata without values. ``token_bytes``, ``trigger_ids`` and ``straddle``
+    are not used (the engine computes the marker's tokens from the automata's vocabulary); they stay in the
+    signature for its callers."""
 
     def __init__(self, spec: CallSpec, first: Automaton, following: Optional[Automaton],
-                 arguments: Callable[[int, bool], Any], stops: Sequence[int], token_bytes: Callable[[int], bytes],
-                 trigger_ids: Sequence[int] = (), straddle: Optional[List[List[int]]] = None,
-                 opener: Optional[Automaton] = None, prefetch: Optional[Callable[[int, bool], None]] = None
-                 ) -> None:
+                 arguments: Callable[[int, bool], Any], stops: Sequence[int], token_bytes: Any = None,
+                 trigger_ids: Sequence[int] = (), straddle: Any = None, opener: Optional[Automaton] = None,
+                 prefetch: Optional[Callable[[int, bool], None]] = None,
+                 tools: Sequence[Optional[Sequence[int]]] = ()) -> None:
         self.spec = spec
-        #: Told ``(member, last)`` as soon as the name so far leaves one tool (a registry's arguments are compiled
-        #: then, off the engine loop, while the rest of the name is decoded).
-        self.prefetch = prefetch
-        #: Not ``auto`` with a marker: the names with the marker's text before them (the first call opens).
-        self.opener = opener
-        self.fmt = FORMATS[spec.format]
-        self.first, self.following = first, following
-        self.make = arguments
-        self.stops = sorted(set(stops))
-        self.token_bytes = token_bytes
-        self.trigger = (self.fmt.trigger or "").encode()
-        self.trigger_ids = set(trigger_ids)
-        self.straddle = straddle or [[] for _ in range(len(self.trigger))]
-        #: The last byte of a token that may end a call's arguments (a token without text may too).
-        self.end_bytes = {e[-1:].encode() for e in (self.fmt.close + self.fmt.last, self.fmt.more) if e} or {b"}"}
+        self.engine = toolcalls.ToolCalls.from_automata(spec.format, spec.auto, spec.parallel, sorted(set(stops)),
+                                                        first, following, opener, tools)
+        self.make, self.prefetch = arguments, prefetch
         self.reset()
 
     def reset(self) -> None:
-        if self.spec.auto:
-            start = _Pos(FREE, None, 0, None, False, 0, 0)
-        elif self.opener is not None:  # a call must open: the marker's own token, or its text then the name
-            start = self._name(self.opener, 0)._replace(pending=OPENING)
-        else:
-            start = self._name(self.first, 0)
-        self.history: List[_Pos] = [start]
-
-    @staticmethod
-    def _name(a: Automaton, calls: int) -> _Pos:
-        return _Pos(NAME, a, a.start(), None, False, 0, calls)
-
-    # -- one token --
-
-    def _next(self, cur: _Pos, t: int) -> Optional[_Pos]:
-        if cur.phase == FREE:
-            if t in self.stops:
-                return cur._replace(phase=DONE, took=False)
-            if t in self.trigger_ids:
-                return self._name(self.first, cur.calls)
-            b = self.token_bytes(t)
-            text = self.trigger[: cur.pending] + b
-            i = text.find(self.trigger) if self.trigger else -1
-            if i >= 0:
-                if i + len(self.trigger) < len(text):
-                    return None  # the marker and more in one token: masked
-                return self._name(self.first, cur.calls)
-            return cur._replace(pending=_tail(self.trigger, text), took=False)
-        if cur.phase == NAME:
-            assert cur.automaton is not None
-            if cur.pending == OPENING and t in self.trigger_ids:
-                return self._name(self.first, cur.calls)
-            try:
-                nxt = cur.automaton.advance(cur.state, t)
-            except TrieError:
-                return None
-            member = tool_at(cur.automaton, nxt)
-            if member is None:
-                if self.prefetch is not None:
-                    self._prefetch(cur.automaton, nxt)
-                return cur._replace(state=nxt, pending=0, took=False)
-            last = not self.spec.parallel
-            try:
-                m = self.make(member, last)
-            except Exception as e:  # a matcher over a compiled grammar; a registry schema compiled here
-                log.error("libtrie: the arguments of tool %d cannot be matched: %s", member, e)
-                return None
-            return _Pos(ARGS, None, 0, m, False, 0, cur.calls)
-        if cur.phase == ARGS:
-            if not cur.matcher.accept_token(t):
-                return None
-            pos = cur._replace(took=True)
-            b = self.token_bytes(t)
-            if (not b or b[-1:] in self.end_bytes) and self._at_end(cur.matcher):
-                return self._after_call(pos, t)
-            return pos
-        if cur.phase == END:
-            return cur._replace(phase=DONE, took=False) if t in self.stops else None
-        return None
-
-    def _prefetch(self, a: Automaton, state: int) -> None:
-        """When the rest of the name is forced (one tool left), tell :attr:`prefetch` which tool it is."""
-        assert self.prefetch is not None
-        run = draft(a, state, 256)
-        member = tool_at(a, run.end_state) if run.tokens else None
-        if member is not None:
-            self.prefetch(member, not self.spec.parallel)
-
-    def _at_end(self, matcher: Any) -> bool:
-        """Whether the matcher has read its whole grammar (only a stop token can follow): xgrammar's
-        ``is_completed``, else a stop token accepted and rolled back."""
-        completed = getattr(matcher, "is_completed", None)
-        if completed is not None:
-            return bool(completed())
-        if not self.stops:
-            return False
-        if not matcher.accept_token(self.stops[0]):
-            return False
-        matcher.rollback(1)
-        return True
-
-    def _after_call(self, pos: _Pos, t: int) -> _Pos:
-        calls = pos.calls + 1
-        if not self.spec.parallel:
-            return _Pos(END, None, 0, pos.matcher, True, 0, calls)
-        if self.fmt.more:  # the JSON list: "]" ends it, "," opens the next call
-            if self.token_bytes(t).rstrip().endswith(self.fmt.last.encode()):
-                return _Pos(END, None, 0, pos.matcher, True, 0, calls)
-            assert self.following is not None
-            return self._name(self.following, calls)._replace(matcher=pos.matcher, took=True)
-        return _Pos(FREE, None, 0, pos.matcher, True, 0, calls)
+        self.seq = toolcalls.Sequence(self.engine, self.make, self.prefetch, _log_make_error)
 
     # -- vLLM's interface --
 
     def accept_tokens(self, request_id: str, tokens: Sequence[int]) -> bool:
         for t in tokens:
-            cur = self.history[-1]
-            if cur.phase == DONE:
-                return True
-            nxt = self._next(cur, t)
-            if nxt is None:
-                log.error("libtrie: request %s produced token %d, which its tool calls do not allow", request_id, t)
+            why = self.seq.accept(t)
+            if why is not None:
+                log.error("libtrie: request %s produced token %d, which its tool calls do not allow (%s)",
+                          request_id, t, why)
                 return False
-            self.history.append(nxt)
         return True
 
     def validate_tokens(self, tokens: Sequence[int]) -> List[int]:
-        ok: List[int] = []
-        for t in tokens:
-            if self.history[-1].phase == DONE or not self.accept_tokens("", [t]):
-                break
-            ok.append(t)
-        self.rollback(len(ok))
-        return ok
+        return list(tokens[: self.seq.validate(tokens)])
 
     def rollback(self, num_tokens: int) -> None:
-        for _ in range(min(num_tokens, len(self.history) - 1)):
-            pos = self.history.pop()
-            if pos.took:
-                pos.matcher.rollback(1)
+        self.seq.rollback(num_tokens)
 
     def fill_bitmask(self, bitmask: Any, idx: int) -> None:
-        cur = self.history[-1]
-        row = bitmask[idx]
-        if cur.phase == NAME:
-            assert cur.automaton is not None
-            cur.automaton.fill_bitmask(cur.state, row)
-            if cur.pending == OPENING:
-                for t in self.trigger_ids:
-                    _set(row, t)
-        elif cur.phase == ARGS:
-            cur.matcher.fill_next_token_bitmask(bitmask, idx)
-        elif cur.phase == FREE:
-            row.fill_(-1) if hasattr(row, "fill_") else row.fill(-1)
-            for t in self.straddle[cur.pending] if cur.pending < len(self.straddle) else ():
-                _clear(row, t)
-        else:
-            row.fill_(0) if hasattr(row, "fill_") else row.fill(0)
-            if cur.phase == END:
-                for t in self.stops:
-                    _set(row, t)
+        self.seq.fill_bitmask(bitmask, idx)
 
     def is_terminated(self) -> bool:
-        return self.history[-1].phase == DONE
+        return self.seq.is_terminated()
 
     @property
     def calls(self) -> int:
         """Calls completed so far."""
-        return self.history[-1].calls
+        return self.seq.calls
 
     @property
     def phase(self) -> str:
-        return self.history[-1].phase
+        return self.seq.phase
+
+    @property
+    def tool(self) -> Optional[int]:
+        """The tool of the current call once its name is complete."""
+        return self.seq.tool
+
+    @property
+    def history(self) -> range:
+        """The sequence's positions (the start, then one per accepted token not rolled back), as indices."""
+        return range(self.seq.n_accepted + 1)
 
 
-def _word(t: int) -> int:
-    return -(1 << 31) if t & 31 == 31 else 1 << (t & 31)
+def _log_make_error(tool: int, e: Exception) -> None:
+    log.error("libtrie: the arguments of tool %d cannot be matched: %s", tool, e)
 
 
 def _set(row: Any, t: int) -> None:
+    """Sets token ``t``'s bit in a bitmask row of 32-bit words (signed words: bit 31 is the sign)."""
     if 0 <= t < row.shape[0] * 32:
-        row[t >> 5] |= _word(t)
-
-
-def _clear(row: Any, t: int) -> None:
-    if 0 <= t < row.shape[0] * 32:
-        row[t >> 5] &= ~_word(t)
+        row[t >> 5] |= -(1 << 31) if t & 31 == 31 else 1 << (t & 31)

@@ -381,7 +381,7 @@ class EngineContext:
     def names(self, names: Any, prefix: str, suffix: str, identity: Optional[bytes] = None,
               render: str = "json_string", registry: Optional[str] = None) -> Any:
         """The name automaton of a tool list (``prefix``, the name as a JSON string, ``suffix``, left open), each
-        name carrying its tool's index in ``names`` as its value (:func:`calls.tool_at` reads it where the name is
+        name carrying its tool's index in ``names`` as its value (the native tool-call engine reads it where the name is
         complete): compiled once per list and template (:func:`libtrie.front.compile_recognized`). A registry
         whose file changed (``registry``: its name; a new ``identity``) is updated from its last automaton by
         ``with_changes`` when few names were added or removed (at most :data:`UPDATE_FRACTION` of them): the
@@ -560,20 +560,17 @@ def _calls_grammar(ctx: EngineContext, request: Any, request_type: str, spec: st
     prefetch = prefetch_arguments if len(distinct) > MAX_SCHEMAS else None
     params = request.sampling_params
     stops = sorted(params.all_stop_token_ids or ())
-    vocab = ctx.cache.vocab
-    trigger_ids = ctx.trigger_ids(fmt.trigger)
 
     def arguments(member: int, last: bool) -> Any:  # compiled already, or prefetched (see TrieCallsGrammar)
         return matcher(ctx.compiler.at_hand_over(schemas[member], closes[last]), stops)
 
-    straddle = calls.straddlers(vocab, fmt.trigger.encode()) if fmt.trigger else None
     opener = (ctx.names(names, fmt.trigger + fmt.prefix, fmt.suffix, identity, fmt.render, cs.registry)
               if fmt.trigger and not cs.auto else None)
     ctx.routed += 1
     log.info("libtrie: request %s (tool calls, %s, %s, %s) is served by libtrie", request.request_id, what,
              "auto" if cs.auto else "required", "parallel" if cs.parallel else "one call")
-    return calls.TrieCallsGrammar(cs, first, following, arguments, stops, vocab.token_bytes, trigger_ids, straddle,
-                                  opener, prefetch)
+    # A registry's name automata carry each tool's index as the member's value: the engine reads the tool there.
+    return calls.TrieCallsGrammar(cs, first, following, arguments, stops, opener=opener, prefetch=prefetch)
 
 
 def _close_ebnf(fmt: Any, last: bool, parallel: bool) -> str:

@@ -75,7 +75,12 @@ pub struct SetFile {
 
 /// Bounds for a file the operator chose: as large as the file itself allows.
 fn operator_limits(text_len: usize) -> Limits {
-    Limits { max_text_bytes: text_len, max_members: usize::MAX / 2, max_member_bytes: usize::MAX / 2, max_depth: 64 }
+    Limits {
+        max_text_bytes: text_len,
+        max_members: usize::MAX / 2,
+        max_member_bytes: usize::MAX / 2,
+        ..Limits::default()
+    }
 }
 
 /// Reads the set file `path`: `format` "lines" (one member a line), "json" (a JSON list of strings, or an OpenAI
