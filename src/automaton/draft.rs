@@ -46,6 +46,75 @@ impl Automaton {
     /// suffix once the member is known.
     pub fn forced_bytes(&self, state: State) -> &[u8] {
         let Some(depth) = self.depth(state) else { return &[] };
+        // Found by walking the automaton from `state` (no lookup in the member table, so a lazily loaded automaton
+        // checks only the states walked, not the whole file): while several members remain, the state is not
+        // accepting and every token it allows begins with one byte `b`, every member below continues with `b`
+        // (each member left is reachable, so its next byte begins an allowed token) and the one-byte token `b`
+        // leads to the state of all of them.
+        let mut s = state;
+        let mut at = depth;
+        loop {
+            if let Some(m) = self.single_member_of(s) {
+                return self.member(m).get(depth..).unwrap_or(&[]);
+            }
+            let Some(b) = self.only_next_byte(s) else { return self.bytes_below(s, depth, at) };
+            let Some(next) = self.one_byte_step(s, b) else { return self.forced_bytes_by_range(state, depth) };
+            match self.depth(next) {
+                Some(d) if d == at + 1 => (s, at) = (next, d),
+                _ => return &[], // a loaded file whose transitions do not add their bytes: nothing is forced
+            }
+        }
+    }
+
+    /// The one byte every text token allowed in `state` begins with, when the state is not accepting and has
+    /// several members below it (else `None`: members part or one ends here).
+    fn only_next_byte(&self, state: State) -> Option<u8> {
+        if self.is_accepting(state) {
+            return None;
+        }
+        let mut first = None;
+        for &t in self.allowed(state).iter() {
+            let b = *self.vocab.token_bytes(t).first()?;
+            match first {
+                None => first = Some(b),
+                Some(f) if f != b => return None,
+                Some(_) => {}
+            }
+        }
+        first
+    }
+
+    /// The state after the one-byte token `b` from `state`, if the vocabulary has one that `state` allows.
+    fn one_byte_step(&self, state: State, b: u8) -> Option<State> {
+        let t = self.allowed(state).iter().copied().find(|&t| self.vocab.token_bytes(t) == [b])?;
+        match self.advance(state, t).ok()? {
+            Step::Next(next) => Some(next),
+            Step::Finished => None,
+        }
+    }
+
+    /// The bytes `depth..at` of the text leading to `state` (at depth `at`): taken from a member below it, reached
+    /// by following the first text token of each state down to one member.
+    fn bytes_below(&self, state: State, depth: usize, at: usize) -> &[u8] {
+        let mut s = state;
+        let mut d = at;
+        loop {
+            if let Some(m) = self.single_member_of(s) {
+                return self.member(m).get(depth..at).unwrap_or(&[]);
+            }
+            let Some(t) = self.allowed(s).iter().copied().find(|&t| !self.vocab.is_eog(t)) else { return &[] };
+            let Ok(Step::Next(next)) = self.advance(s, t) else { return &[] };
+            match self.depth(next) {
+                Some(nd) if nd > d => (s, d) = (next, nd), // progress bounds the walk by a member's length
+                _ => return &[],
+            }
+        }
+    }
+
+    /// [`Automaton::forced_bytes`] from the member table: the common prefix of the members in the state's range.
+    /// For the vocabularies that lack a one-byte token where the walk needs one (it checks the whole file once
+    /// when the automaton was loaded lazily).
+    fn forced_bytes_by_range(&self, state: State, depth: usize) -> &[u8] {
         let range = self.member_range(state);
         if range.is_empty() {
             return &[];

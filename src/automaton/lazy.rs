@@ -191,6 +191,12 @@ impl Automaton {
         ))
     }
 
+    /// Whether the whole-file check of a lazily loaded automaton has run (always for another one).
+    #[cfg(test)]
+    pub(crate) fn whole_checked(&self) -> bool {
+        self.lazy.as_ref().map_or(true, |l| l.whole.get().is_some())
+    }
+
     /// Checks the whole automaton if it was loaded lazily (once; the result is remembered): what the member
     /// table's binary searches and `with_changes` rely on.
     pub(crate) fn check_whole(&self) -> Result<()> {
