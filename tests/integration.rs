@@ -11,6 +11,8 @@
 // each file was a binary: the files are unchanged and still compile alone.
 #![allow(clippy::duplicate_mod)]
 
+#[path = "compiled_dir.rs"]
+mod compiled_dir;
 #[path = "draft.rs"]
 mod draft;
 #[path = "ffi.rs"]
