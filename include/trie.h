@@ -242,6 +242,18 @@ typedef enum trie_status {
 typedef struct trie_automaton trie_automaton;
 
 /**
+ * A directory of compiled sets shared by every process of a machine (llama-server's `--trie-compiled-dir`,
+ * `LIBTRIE_COMPILED_DIR` of the Python integrations). A compiled set is the file `<32 hex digits>.trie` named by
+ * an xxh3-128 digest of this libtrie's version, the vocabulary's fingerprint, the members, the template and the
+ * compile options: the first process compiles and saves it atomically (a temporary file renamed into place),
+ * the others map it lazily, so the page cache holds one copy. A file that fails to load (truncated, corrupt,
+ * another version) is compiled again and replaced. Nothing else is ever deleted there: the operator bounds it.
+ * Two processes missing one key at once both compile; the last rename wins, and no reader sees a partial file.
+ * Opaque; thread-safe. Free with [`trie_compiled_dir_free`].
+ */
+typedef struct trie_compiled_dir trie_compiled_dir;
+
+/**
  * A request shape recognized as a finite set: members (distinct, in the request's order), a template
  * (prefix, suffix, rendering, end), optional per-member payloads (JSON text) and the trailing-whitespace flag.
  * Opaque and immutable; free with [`trie_recognized_free`]. Views into it stay valid while it lives.
@@ -408,9 +420,11 @@ typedef struct trie_set_config {
      */
     uint64_t capacity;
     /**
-     * A directory (the operator's, writable) where compiled sets of set files are saved and loaded from (NULL or
-     * "": none): a restarted server, or another process, maps them instead of compiling. Inline sets are not
-     * saved; a damaged or stale file is compiled again and replaced; nothing is ever deleted there.
+     * The compiled directory (NULL or "": none; see [`trie_compiled_dir`](super::trie_compiled_dir)): the
+     * operator's directory, created (0700) if missing, where compiled sets of set files are saved and mapped
+     * from, keyed by the vocabulary, the file's content and the compile options, so other processes and restarts
+     * map the file instead of compiling. Inline sets are not saved; a damaged or stale file is compiled again and
+     * replaced; nothing else is ever deleted there.
      */
     const char *cache_dir;
 } trie_set_config;
@@ -451,7 +465,7 @@ typedef struct trie_set_stats {
      */
     uint64_t entries;
     /**
-     * Compiles served by loading a saved file of `cache_dir` instead (counted in `compiles` too).
+     * Compiles served by mapping a saved file of `cache_dir` instead (counted in `compiles` too).
      */
     uint64_t loaded;
 } trie_set_stats;
@@ -500,6 +514,28 @@ typedef struct trie_template {
  * whose overflow begins so, false skips all of them.
  */
 typedef bool (*trie_overflow_fn)(void *user, size_t member, const uint8_t *overflow, size_t len);
+
+/**
+ * Counters of a [`trie_compiled_dir`] (this process's calls).
+ */
+typedef struct trie_compiled_dir_stats {
+    /**
+     * Sets served by mapping a file of the directory (no compile).
+     */
+    uint64_t loaded;
+    /**
+     * Sets compiled because their file was missing or rejected.
+     */
+    uint64_t compiled;
+    /**
+     * Files that failed to load, compiled again and replaced.
+     */
+    uint64_t rejected;
+    /**
+     * Compiled sets whose file could not be written (served from memory instead).
+     */
+    uint64_t save_failed;
+} trie_compiled_dir_stats;
 
 /**
  * The state after an end-of-generation token: the member is complete. Only end-of-generation tokens are
@@ -1261,7 +1297,9 @@ enum trie_status trie_set_cache_check(const struct trie_set_cache *cache,
  *
  * The set is looked up in the LRU, or compiled in the calling thread (one compile per set however many threads
  * ask; the others wait). A set file is opened once, without following links: its identity (device, inode, size,
- * modification time) and its content come from that open file, so a changed file is a new set. On success
+ * modification time) and its content come from that open file, so a changed file is a new set. With a
+ * `cache_dir`, a set file's compiled set is mapped from there when another process (or an earlier run) compiled
+ * the same content, and saved there otherwise. On success
  * `*out` is a new reference to the compiled set (free it with [`trie_automaton_free`](super::trie_automaton_free))
  * and `*info` (when not NULL) says what the call did. On failure `*out` is NULL and [`trie_last_error`](super::trie_last_error)
  * holds a message fit for the client (an HTTP 400; the set directory's location is never in it): a bad shape
@@ -1506,6 +1544,52 @@ enum trie_status trie_cross(const struct trie_automaton *automaton,
                             int32_t token,
                             size_t *member,
                             size_t *overflow);
+
+/**
+ * Opens the compiled directory `path` (NUL-terminated UTF-8), creating it (mode 0700, parents included) if it
+ * is missing. Errors: `TRIE_ERR_NULL_ARGUMENT`; `TRIE_ERR_INVALID_ARGUMENT` when it is not a directory and
+ * cannot be created (the message names it). On failure `*out` is NULL.
+ *
+ * # Safety
+ * `path` NULL or NUL-terminated; `out` NULL or writable.
+ */
+enum trie_status trie_compiled_dir_new(const char *path, struct trie_compiled_dir **out);
+
+/**
+ * [`trie_compile_template`](super::trie_compile_template) through the directory: the set's file mapped when
+ * it loads, else compiled here, saved, and returned mapped from the saved file. `*loaded` (when not NULL) is
+ * true when nothing was compiled. Errors: those of `trie_compile_template` (a failed save is not an error: the
+ * compiled set is returned and counted in `save_failed`). The same members in another order are another file.
+ *
+ * # Safety
+ * As [`trie_compile_template`](super::trie_compile_template); `dir` NULL or live; `loaded` NULL or writable.
+ */
+enum trie_status trie_compiled_dir_compile_template(const struct trie_compiled_dir *dir,
+                                                    const struct trie_vocab *vocab,
+                                                    const uint8_t *const *strings,
+                                                    const size_t *lens,
+                                                    size_t n_strings,
+                                                    const struct trie_template *template_,
+                                                    const struct trie_options *options,
+                                                    struct trie_automaton **out,
+                                                    bool *loaded);
+
+/**
+ * Writes the counters of `dir` to `*out`.
+ *
+ * # Safety
+ * `dir` NULL or live; `out` NULL or writable.
+ */
+enum trie_status trie_compiled_dir_stats(const struct trie_compiled_dir *dir,
+                                         struct trie_compiled_dir_stats *out);
+
+/**
+ * Frees `dir` (NULL: no-op); its files stay. Automata it handed out stay valid.
+ *
+ * # Safety
+ * `dir` NULL or live, freed once, with no call on it in flight.
+ */
+void trie_compiled_dir_free(struct trie_compiled_dir *dir);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -114,7 +114,10 @@ fn a_damaged_file_is_compiled_again_and_replaced() {
     }
     // A compile that fails leaves no file behind (the damaged one was removed first) and is an error.
     std::fs::write(&path, &good[..100]).unwrap();
-    let e = d.get_or_compile(&vocab, &[b"k"], || Err(trie::Error::new(trie::ErrorKind::InvalidArgument, "no"))).err().unwrap();
+    let e = d
+        .get_or_compile(&vocab, &[b"k"], || Err(trie::Error::new(trie::ErrorKind::InvalidArgument, "no")))
+        .err()
+        .unwrap();
     assert_eq!(e.message(), "no");
     assert!(trie_files(&dir).is_empty());
     let _ = std::fs::remove_dir_all(&dir);
@@ -226,15 +229,17 @@ fn concurrent_processes_compiling_one_key_end_with_one_valid_file() {
             String::from_utf8(out.stdout).unwrap()
         })
         .collect();
-    let results: Vec<&str> =
-        outputs.iter().map(|o| o.split("CHILD-RESULT ").nth(1).expect("the child ran").lines().next().unwrap()).collect();
+    let results: Vec<&str> = outputs
+        .iter()
+        .map(|o| o.split("CHILD-RESULT ").nth(1).expect("the child ran").lines().next().unwrap())
+        .collect();
     let n_states = |r: &str| r.rsplit(' ').next().unwrap().to_string();
     assert!(results.iter().all(|r| n_states(r) == n_states(results[0])), "{results:?}");
     let files = trie_files(&dir);
     assert_eq!(files.len(), 1, "one file, no temporary left: {files:?}");
     let vocab = common::gguf_vocab("qwen2");
     Automaton::load(vocab.clone(), &files[0]).unwrap(); // checked whole
-    // A process started afterwards maps it.
+                                                        // A process started afterwards maps it.
     let out = Command::new(&exe)
         .args(["--exact", "compiled_dir::compiled_dir_process_child", "--nocapture", "--test-threads=1"])
         .env("LIBTRIE_TEST_COMPILED_DIR", &dir)

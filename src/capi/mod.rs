@@ -349,8 +349,11 @@ mod registry;
 
 mod template;
 
+mod compiled;
+
 use boundary::*;
 pub use compile::*;
+pub use compiled::*;
 pub use decode::*;
 pub use draft::*;
 use handle::*;

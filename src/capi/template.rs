@@ -72,7 +72,7 @@ impl trie_template {
     }
 }
 
-unsafe fn read_template(t: *const trie_template) -> Result<Template> {
+pub(super) unsafe fn read_template(t: *const trie_template) -> Result<Template> {
     if t.is_null() {
         return Err(null("template"));
     }

@@ -26,8 +26,8 @@
 //!   with mode 0700 if missing); sets a client chooses (inline sets, additions and removals) are not written.
 
 use crate::automaton::{Automaton, CompileOptions};
-use crate::template::{End, Render, Template};
 use crate::error::{Error, ErrorKind, Result};
+use crate::template::{End, Render, Template};
 use crate::vocab::Vocabulary;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
