@@ -28,7 +28,7 @@ from typing import Any, NamedTuple, Optional, Tuple, Union
 
 from . import Automaton, Status, TrieError, Vocab
 from ._recognize import NotASet, Recognized, recognize
-from .sets import SetError, Settings
+from .sets import CompiledDir, SetError, Settings, compiled_dir
 
 __all__ = ["Limits", "limits", "recognize_once", "compile_recognized", "text_bytes", "client_error", "Found"]
 
@@ -157,7 +157,7 @@ class _Compiled:
         self.compiles = 0
 
     def get(self, vocab: Vocab, r: Recognized, end: str, max_states: Optional[int],
-            max_bytes: Optional[int]) -> Automaton:
+            max_bytes: Optional[int], shared: Optional[CompiledDir] = None) -> Automaton:
         key = (vocab, r.members, r.prefix, r.suffix, r.render, end, max_states, max_bytes)
         while True:
             with self._lock:
@@ -172,7 +172,7 @@ class _Compiled:
             wait.wait()
         try:
             a = Automaton.compile_template(vocab, r.members, prefix=r.prefix, suffix=r.suffix, render=r.render,
-                                           end=end, max_states=max_states, max_bytes=max_bytes)
+                                           end=end, max_states=max_states, max_bytes=max_bytes, compiled_dir=shared)
             with self._lock:
                 self.compiles += 1
                 self._done[key] = a
@@ -190,5 +190,7 @@ _COMPILED = _Compiled()
 def compile_recognized(vocab: Vocab, r: Recognized, settings: Settings, end: Optional[str] = None) -> Automaton:
     """The recognized set compiled against ``vocab`` with its own template (the native library renders members:
     raw, JSON string or JSON text), ``end`` (default: the recognition's) and the operator's compile bounds;
-    compiled once per process while it is among the most recently used. Raises :class:`TrieError`."""
-    return _COMPILED.get(vocab, r, end or r.end, settings.max_states or None, settings.max_bytes or None)
+    compiled once per process while it is among the most recently used, and with ``LIBTRIE_COMPILED_DIR`` once
+    per machine (the other processes map the file the first one saved). Raises :class:`TrieError`."""
+    return _COMPILED.get(vocab, r, end or r.end, settings.max_states or None, settings.max_bytes or None,
+                         compiled_dir(settings))
