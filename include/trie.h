@@ -518,7 +518,7 @@ typedef bool (*trie_overflow_fn)(void *user, size_t member, const uint8_t *overf
 /**
  * Counters of a [`trie_compiled_dir`] (this process's calls).
  */
-typedef struct trie_compiled_dir_stats {
+typedef struct trie_compiled_stats {
     /**
      * Sets served by mapping a file of the directory (no compile).
      */
@@ -535,7 +535,7 @@ typedef struct trie_compiled_dir_stats {
      * Compiled sets whose file could not be written (served from memory instead).
      */
     uint64_t save_failed;
-} trie_compiled_dir_stats;
+} trie_compiled_stats;
 
 /**
  * The state after an end-of-generation token: the member is complete. Only end-of-generation tokens are
@@ -1581,7 +1581,7 @@ enum trie_status trie_compiled_dir_compile_template(const struct trie_compiled_d
  * `dir` NULL or live; `out` NULL or writable.
  */
 enum trie_status trie_compiled_dir_stats(const struct trie_compiled_dir *dir,
-                                         struct trie_compiled_dir_stats *out);
+                                         struct trie_compiled_stats *out);
 
 /**
  * Frees `dir` (NULL: no-op); its files stay. Automata it handed out stay valid.

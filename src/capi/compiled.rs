@@ -29,7 +29,7 @@ impl Castable for trie_compiled_dir {
 /// Counters of a [`trie_compiled_dir`] (this process's calls).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
-pub struct trie_compiled_dir_stats {
+pub struct trie_compiled_stats {
     /// Sets served by mapping a file of the directory (no compile).
     pub loaded: u64,
     /// Sets compiled because their file was missing or rejected.
@@ -100,14 +100,14 @@ pub unsafe extern "C" fn trie_compiled_dir_compile_template(
 #[no_mangle]
 pub unsafe extern "C" fn trie_compiled_dir_stats(
     dir: *const trie_compiled_dir,
-    out: *mut trie_compiled_dir_stats,
+    out: *mut trie_compiled_stats,
 ) -> trie_status {
     guard(|| {
         if out.is_null() {
             return Err(null("out"));
         }
         let c = try_ref(dir)?.counters();
-        out.write(trie_compiled_dir_stats {
+        out.write(trie_compiled_stats {
             loaded: c.loaded,
             compiled: c.compiled,
             rejected: c.rejected,
@@ -177,7 +177,7 @@ mod tests {
                 assert_eq!(trie_automaton_n_members(a), 2);
                 trie_automaton_free(a);
             }
-            let mut s = trie_compiled_dir_stats::default();
+            let mut s = trie_compiled_stats::default();
             assert_eq!(trie_compiled_dir_stats(d, &mut s), TRIE_OK);
             assert_eq!((s.loaded, s.compiled, s.rejected, s.save_failed), (1, 1, 0, 0));
             assert_eq!(trie_compiled_dir_stats(d, std::ptr::null_mut()), TRIE_ERR_NULL_ARGUMENT);
