@@ -19,7 +19,7 @@
 //!   No lock file: a crashed writer leaves at worst a `.NAME.tmp-*` file, never a stale lock.
 //! - **the compiled automaton is returned mapped**: after saving, the file is loaded back lazily and that is what
 //!   the caller gets, so the compiling process shares the page cache with the others too (the heap copy is
-//!   dropped). If the save fails (a full disk, a read-only directory), the heap copy is returned: the request is
+//!   dropped, and the freed heap given back to the system with glibc's `malloc_trim`). If the save fails (a full disk, a read-only directory), the heap copy is returned: the request is
 //!   served, and [`Counters::save_failed`] says the directory did not help.
 //! - **bounded by the operator**: nothing is ever deleted here except a file that failed to load; the directory
 //!   grows by one file per distinct (vocabulary, set, options). It is the operator's (trusted path, created
@@ -138,7 +138,11 @@ impl CompiledDir {
         }
         // Mapped from the file just written (or a concurrent writer's, equally complete): the page cache's copy.
         match Automaton::load_lazy(vocab.clone(), &path) {
-            Ok(mapped) => Ok((mapped, Source::Compiled)),
+            Ok(mapped) => {
+                drop(a);
+                release_freed_heap();
+                Ok((mapped, Source::Compiled))
+            }
             Err(_) => Ok((a, Source::Compiled)),
         }
     }
@@ -173,6 +177,16 @@ impl CompiledDir {
             rejected: get(&self.rejected),
             save_failed: get(&self.save_failed),
         }
+    }
+}
+
+/// Gives the heap the compile freed back to the system (glibc keeps it otherwise: measured on the 4.5 M npm names,
+/// the compiling process kept 462 MB of freed heap beside the mapped file; 27 MB after this). Elsewhere nothing.
+fn release_freed_heap() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only returns free memory of the allocator's arenas to the system.
+    unsafe {
+        libc::malloc_trim(0);
     }
 }
 
