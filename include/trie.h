@@ -294,6 +294,18 @@ typedef struct trie_calls trie_calls;
 typedef struct trie_calls_matcher trie_calls_matcher;
 
 /**
+ * A directory of compiled sets shared by every process of a machine (llama-server's `--trie-compiled-dir`,
+ * `LIBTRIE_COMPILED_DIR` of the Python integrations). A compiled set is the file `<32 hex digits>.trie` named by
+ * an xxh3-128 digest of this libtrie's version, the vocabulary's fingerprint, the members, the template and the
+ * compile options: the first process compiles and saves it atomically (a temporary file renamed into place),
+ * the others map it lazily, so the page cache holds one copy. A file that fails to load (truncated, corrupt,
+ * another version) is compiled again and replaced. Nothing else is ever deleted there: the operator bounds it.
+ * Two processes missing one key at once both compile; the last rename wins, and no reader sees a partial file.
+ * Opaque; thread-safe. Free with [`trie_compiled_dir_free`].
+ */
+typedef struct trie_compiled_dir trie_compiled_dir;
+
+/**
  * A request shape recognized as a finite set: members (distinct, in the request's order), a template
  * (prefix, suffix, rendering, end), optional per-member payloads (JSON text) and the trailing-whitespace flag.
  * Opaque and immutable; free with [`trie_recognized_free`]. Views into it stay valid while it lives.
@@ -460,9 +472,11 @@ typedef struct trie_set_config {
      */
     uint64_t capacity;
     /**
-     * A directory (the operator's, writable) where compiled sets of set files are saved and loaded from (NULL or
-     * "": none): a restarted server, or another process, maps them instead of compiling. Inline sets are not
-     * saved; a damaged or stale file is compiled again and replaced; nothing is ever deleted there.
+     * The compiled directory (NULL or "": none; see [`trie_compiled_dir`](super::trie_compiled_dir)): the
+     * operator's directory, created (0700) if missing, where compiled sets of set files are saved and mapped
+     * from, keyed by the vocabulary, the file's content and the compile options, so other processes and restarts
+     * map the file instead of compiling. Inline sets are not saved; a damaged or stale file is compiled again and
+     * replaced; nothing else is ever deleted there.
      */
     const char *cache_dir;
 } trie_set_config;
@@ -503,7 +517,7 @@ typedef struct trie_set_stats {
      */
     uint64_t entries;
     /**
-     * Compiles served by loading a saved file of `cache_dir` instead (counted in `compiles` too).
+     * Compiles served by mapping a saved file of `cache_dir` instead (counted in `compiles` too).
      */
     uint64_t loaded;
 } trie_set_stats;
@@ -762,6 +776,28 @@ typedef struct trie_calls_info {
      */
     size_t n_accepted;
 } trie_calls_info;
+
+/**
+ * Counters of a [`trie_compiled_dir`] (this process's calls).
+ */
+typedef struct trie_compiled_stats {
+    /**
+     * Sets served by mapping a file of the directory (no compile).
+     */
+    uint64_t loaded;
+    /**
+     * Sets compiled because their file was missing or rejected.
+     */
+    uint64_t compiled;
+    /**
+     * Files that failed to load, compiled again and replaced.
+     */
+    uint64_t rejected;
+    /**
+     * Compiled sets whose file could not be written (served from memory instead).
+     */
+    uint64_t save_failed;
+} trie_compiled_stats;
 
 /**
  * The state after an end-of-generation token: the member is complete. Only end-of-generation tokens are
@@ -1523,7 +1559,9 @@ enum trie_status trie_set_cache_check(const struct trie_set_cache *cache,
  *
  * The set is looked up in the LRU, or compiled in the calling thread (one compile per set however many threads
  * ask; the others wait). A set file is opened once, without following links: its identity (device, inode, size,
- * modification time) and its content come from that open file, so a changed file is a new set. On success
+ * modification time) and its content come from that open file, so a changed file is a new set. With a
+ * `cache_dir`, a set file's compiled set is mapped from there when another process (or an earlier run) compiled
+ * the same content, and saved there otherwise. On success
  * `*out` is a new reference to the compiled set (free it with [`trie_automaton_free`](super::trie_automaton_free))
  * and `*info` (when not NULL) says what the call did. On failure `*out` is NULL and [`trie_last_error`](super::trie_last_error)
  * holds a message fit for the client (an HTTP 400; the set directory's location is never in it): a bad shape
@@ -1770,97 +1808,6 @@ enum trie_status trie_cross(const struct trie_automaton *automaton,
                             size_t *overflow);
 
 /**
- * Like [`trie_compile`], with `values[i]` the value of `strings[i]` (`n_strings` values): each member carries
- * the value of its first copy. The values are saved with the automaton (a file with values is format version 3,
- * which libtrie 0.2 refuses) and kept by [`trie_automaton_with_values`]; read them with [`trie_member_value`] and
- * [`trie_possible_values`]. Errors: those of [`trie_compile`]; `TRIE_ERR_NULL_ARGUMENT` for NULL `values` with
- * strings.
- *
- * # Safety
- * As [`trie_compile`]; `values` NULL (with no strings) or holding `n_strings` values.
- */
-enum trie_status trie_compile_with_values(const struct trie_vocab *vocab,
-                                          const uint8_t *const *strings,
-                                          const size_t *lens,
-                                          const uint64_t *values,
-                                          size_t n_strings,
-                                          const struct trie_options *options,
-                                          struct trie_automaton **out);
-
-/**
- * Like [`trie_compile_template`], with `values[i]` the value of member `i` (`n_strings` values; a duplicate
- * member carries its first copy's value, the copy [`trie_member`] names).
- *
- * # Safety
- * As [`trie_compile_template`]; `values` NULL (with no strings) or holding `n_strings` values.
- */
-enum trie_status trie_compile_template_with_values(const struct trie_vocab *vocab,
-                                                   const uint8_t *const *strings,
-                                                   const size_t *lens,
-                                                   const uint64_t *values,
-                                                   size_t n_strings,
-                                                   const struct trie_template *template_,
-                                                   const struct trie_options *options,
-                                                   struct trie_automaton **out);
-
-/**
- * Like [`trie_automaton_with`], for an automaton whose members carry values: `add_values[i]` is the value of
- * `add[i]` (`n_add` values). A kept member keeps its value; an added string takes its first copy's value, also
- * when it was a member already (re-adding a member changes its value). Errors: those of
- * [`trie_automaton_with`]; `TRIE_ERR_INVALID_ARGUMENT` when `automaton` was compiled without values (use
- * [`trie_automaton_with`], which in turn refuses an automaton with values).
- *
- * # Safety
- * As [`trie_automaton_with`]; `add_values` NULL (with nothing added) or holding `n_add` values.
- */
-enum trie_status trie_automaton_with_values(const struct trie_automaton *automaton,
-                                            const uint8_t *const *add,
-                                            const size_t *add_lens,
-                                            const uint64_t *add_values,
-                                            size_t n_add,
-                                            const uint8_t *const *remove,
-                                            const size_t *remove_lens,
-                                            size_t n_remove,
-                                            const struct trie_options *options,
-                                            struct trie_automaton **out);
-
-/**
- * Whether the members of `automaton` carry values. False for NULL.
- *
- * # Safety
- * `automaton` must be NULL or a live automaton.
- */
-bool trie_automaton_has_values(const struct trie_automaton *automaton);
-
-/**
- * Sets `*found` to whether a member's segment is complete in `state` (where [`trie_member`] names it) and the
- * automaton carries values, and then `*value` to that member's value (else `*value` is 0).
- *
- * # Safety
- * `automaton` must be NULL or a live automaton; `value` and `found` NULL or writable.
- */
-enum trie_status trie_member_value(const struct trie_automaton *automaton,
-                                   trie_state state,
-                                   uint64_t *value,
-                                   bool *found);
-
-/**
- * Copies the values of the members still possible in `state`, in the order of [`trie_possible_members`] (one
- * each), into `values` (room for `capacity`) and sets `*n_values` to their number (0 for an automaton without
- * values). Short: `TRIE_ERR_BUFFER_TOO_SMALL`, `*n_values` still set, nothing written (call with NULL and 0 to
- * count).
- *
- * # Safety
- * `automaton` must be NULL or a live automaton; `values` NULL (with 0) or `capacity` writable; `n_values` NULL
- * or writable.
- */
-enum trie_status trie_possible_values(const struct trie_automaton *automaton,
-                                      trie_state state,
-                                      uint64_t *values,
-                                      size_t capacity,
-                                      size_t *n_values);
-
-/**
  * Sets `*format` to the named format (`"hermes"`, `"llama"`, `"mistral"`, `"mistral_v11"`, `"json"`: the byte
  * strings point into libtrie's static table) or, for a NULL name, to an empty one (no trigger, JSON-string names),
  * and its `struct_size`. An unknown name is `TRIE_ERR_INVALID_ARGUMENT` listing the known ones.
@@ -2039,6 +1986,143 @@ bool trie_calls_is_terminated(const struct trie_calls_matcher *matcher);
  * `matcher` live; `info` writable.
  */
 enum trie_status trie_calls_info_of(const struct trie_calls_matcher *matcher, struct trie_calls_info *info);
+
+/**
+ * Opens the compiled directory `path` (NUL-terminated UTF-8), creating it (mode 0700, parents included) if it
+ * is missing. Errors: `TRIE_ERR_NULL_ARGUMENT`; `TRIE_ERR_INVALID_ARGUMENT` when it is not a directory and
+ * cannot be created (the message names it). On failure `*out` is NULL.
+ *
+ * # Safety
+ * `path` NULL or NUL-terminated; `out` NULL or writable.
+ */
+enum trie_status trie_compiled_dir_new(const char *path, struct trie_compiled_dir **out);
+
+/**
+ * [`trie_compile_template`](super::trie_compile_template) through the directory: the set's file mapped when
+ * it loads, else compiled here, saved, and returned mapped from the saved file. `*loaded` (when not NULL) is
+ * true when nothing was compiled. Errors: those of `trie_compile_template` (a failed save is not an error: the
+ * compiled set is returned and counted in `save_failed`). The same members in another order are another file.
+ *
+ * # Safety
+ * As [`trie_compile_template`](super::trie_compile_template); `dir` NULL or live; `loaded` NULL or writable.
+ */
+enum trie_status trie_compiled_dir_compile_template(const struct trie_compiled_dir *dir,
+                                                    const struct trie_vocab *vocab,
+                                                    const uint8_t *const *strings,
+                                                    const size_t *lens,
+                                                    size_t n_strings,
+                                                    const struct trie_template *template_,
+                                                    const struct trie_options *options,
+                                                    struct trie_automaton **out,
+                                                    bool *loaded);
+
+/**
+ * Writes the counters of `dir` to `*out`.
+ *
+ * # Safety
+ * `dir` NULL or live; `out` NULL or writable.
+ */
+enum trie_status trie_compiled_dir_stats(const struct trie_compiled_dir *dir,
+                                         struct trie_compiled_stats *out);
+
+/**
+ * Frees `dir` (NULL: no-op); its files stay. Automata it handed out stay valid.
+ *
+ * # Safety
+ * `dir` NULL or live, freed once, with no call on it in flight.
+ */
+void trie_compiled_dir_free(struct trie_compiled_dir *dir);
+
+/**
+ * Like [`trie_compile`], with `values[i]` the value of `strings[i]` (`n_strings` values): each member carries
+ * the value of its first copy. The values are saved with the automaton (a file with values is format version 3,
+ * which libtrie 0.2 refuses) and kept by [`trie_automaton_with_values`]; read them with [`trie_member_value`] and
+ * [`trie_possible_values`]. Errors: those of [`trie_compile`]; `TRIE_ERR_NULL_ARGUMENT` for NULL `values` with
+ * strings.
+ *
+ * # Safety
+ * As [`trie_compile`]; `values` NULL (with no strings) or holding `n_strings` values.
+ */
+enum trie_status trie_compile_with_values(const struct trie_vocab *vocab,
+                                          const uint8_t *const *strings,
+                                          const size_t *lens,
+                                          const uint64_t *values,
+                                          size_t n_strings,
+                                          const struct trie_options *options,
+                                          struct trie_automaton **out);
+
+/**
+ * Like [`trie_compile_template`], with `values[i]` the value of member `i` (`n_strings` values; a duplicate
+ * member carries its first copy's value, the copy [`trie_member`] names).
+ *
+ * # Safety
+ * As [`trie_compile_template`]; `values` NULL (with no strings) or holding `n_strings` values.
+ */
+enum trie_status trie_compile_template_with_values(const struct trie_vocab *vocab,
+                                                   const uint8_t *const *strings,
+                                                   const size_t *lens,
+                                                   const uint64_t *values,
+                                                   size_t n_strings,
+                                                   const struct trie_template *template_,
+                                                   const struct trie_options *options,
+                                                   struct trie_automaton **out);
+
+/**
+ * Like [`trie_automaton_with`], for an automaton whose members carry values: `add_values[i]` is the value of
+ * `add[i]` (`n_add` values). A kept member keeps its value; an added string takes its first copy's value, also
+ * when it was a member already (re-adding a member changes its value). Errors: those of
+ * [`trie_automaton_with`]; `TRIE_ERR_INVALID_ARGUMENT` when `automaton` was compiled without values (use
+ * [`trie_automaton_with`], which in turn refuses an automaton with values).
+ *
+ * # Safety
+ * As [`trie_automaton_with`]; `add_values` NULL (with nothing added) or holding `n_add` values.
+ */
+enum trie_status trie_automaton_with_values(const struct trie_automaton *automaton,
+                                            const uint8_t *const *add,
+                                            const size_t *add_lens,
+                                            const uint64_t *add_values,
+                                            size_t n_add,
+                                            const uint8_t *const *remove,
+                                            const size_t *remove_lens,
+                                            size_t n_remove,
+                                            const struct trie_options *options,
+                                            struct trie_automaton **out);
+
+/**
+ * Whether the members of `automaton` carry values. False for NULL.
+ *
+ * # Safety
+ * `automaton` must be NULL or a live automaton.
+ */
+bool trie_automaton_has_values(const struct trie_automaton *automaton);
+
+/**
+ * Sets `*found` to whether a member's segment is complete in `state` (where [`trie_member`] names it) and the
+ * automaton carries values, and then `*value` to that member's value (else `*value` is 0).
+ *
+ * # Safety
+ * `automaton` must be NULL or a live automaton; `value` and `found` NULL or writable.
+ */
+enum trie_status trie_member_value(const struct trie_automaton *automaton,
+                                   trie_state state,
+                                   uint64_t *value,
+                                   bool *found);
+
+/**
+ * Copies the values of the members still possible in `state`, in the order of [`trie_possible_members`] (one
+ * each), into `values` (room for `capacity`) and sets `*n_values` to their number (0 for an automaton without
+ * values). Short: `TRIE_ERR_BUFFER_TOO_SMALL`, `*n_values` still set, nothing written (call with NULL and 0 to
+ * count).
+ *
+ * # Safety
+ * `automaton` must be NULL or a live automaton; `values` NULL (with 0) or `capacity` writable; `n_values` NULL
+ * or writable.
+ */
+enum trie_status trie_possible_values(const struct trie_automaton *automaton,
+                                      trie_state state,
+                                      uint64_t *values,
+                                      size_t capacity,
+                                      size_t *n_values);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -17,6 +17,8 @@ mod calls;
 mod calls_ffi;
 #[path = "cli.rs"]
 mod cli;
+#[path = "compiled_dir.rs"]
+mod compiled_dir;
 #[path = "draft.rs"]
 mod draft;
 #[path = "ffi.rs"]

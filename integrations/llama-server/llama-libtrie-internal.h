@@ -45,6 +45,13 @@ struct over_bounds : std::invalid_argument {
     using std::invalid_argument::invalid_argument;
 };
 
+// trie_compile_template, through the operator's compiled directory when there is one (opts.compiled_dir:
+// trie_compiled_dir_compile_template, one trie_compiled_dir per process), so every llama-server of the machine
+// maps the set another one compiled. The same status and out as trie_compile_template.
+trie_status compile_template(const common_params_libtrie & opts, const trie_vocab * vocab, const uint8_t * const * strings,
+                             const size_t * lens, size_t n, const trie_template * t, const trie_options * o,
+                             trie_automaton ** out);
+
 // trie_last_error(), at most `n` bytes (messages go to clients).
 std::string last_error(size_t n = 1000);
 

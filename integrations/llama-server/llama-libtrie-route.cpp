@@ -248,7 +248,7 @@ std::shared_ptr<const trie_automaton> common_libtrie_route(const common_params_l
         o.max_states = opts.max_states;
         o.max_bytes  = opts.max_bytes;
         trie_automaton * out = nullptr;
-        const trie_status st = trie_compile_template(sets->vocab, strings, lens, n, &t, &o, &out);
+        const trie_status st = llama_libtrie::compile_template(opts, sets->vocab, strings, lens, n, &t, &o, &out);
         if (st == TRIE_ERR_LIMIT_EXCEEDED) {  // --trie-max-states / --trie-max-bytes
             throw llama_libtrie::over_bounds(llama_libtrie::last_error());
         }

@@ -434,7 +434,8 @@ std::shared_ptr<const common_libtrie_tools> common_libtrie_tools_resolve(const c
             tt.prefix     = (const uint8_t *) pre.data();
             tt.prefix_len = pre.size();
             trie_automaton * a = nullptr;
-            if (trie_compile_template(sets->vocab, ptrs.data(), lens.data(), ptrs.size(), &tt, &o, &a) != TRIE_OK) {
+            if (llama_libtrie::compile_template(opts, sets->vocab, ptrs.data(), lens.data(), ptrs.size(), &tt, &o, &a) !=
+                TRIE_OK) {
                 refuse("libtrie cannot serve these tool names: " + llama_libtrie::last_error());
             }
             return std::shared_ptr<const trie_automaton>(

@@ -69,6 +69,7 @@ trie_set_config config_of(const common_params_libtrie & opts) {
     c.max_states         = opts.max_states;
     c.max_bytes          = opts.max_bytes;
     c.capacity           = opts.cache_size;
+    c.cache_dir          = opts.compiled_dir.empty() ? nullptr : opts.compiled_dir.c_str();
     return c;
 }
 
@@ -154,6 +155,45 @@ std::string common_libtrie_set_dir(const std::string & path) {
     std::string out(real);
     free(real);
     return out;
+}
+
+std::string common_libtrie_compiled_dir(const std::string & path) {
+    if (path.empty()) {
+        return "";
+    }
+    trie_compiled_dir * d = nullptr;  // creates it (0700) if missing, and checks it is a directory
+    if (trie_compiled_dir_new(path.c_str(), &d) != TRIE_OK) {
+        throw std::invalid_argument(llama_libtrie::last_error());
+    }
+    trie_compiled_dir_free(d);
+    char *      real = realpath(path.c_str(), nullptr);
+    std::string out  = real ? std::string(real) : path;
+    free(real);
+    return out;
+}
+
+trie_status llama_libtrie::compile_template(const common_params_libtrie & opts, const trie_vocab * vocab,
+                                            const uint8_t * const * strings, const size_t * lens, size_t n,
+                                            const trie_template * t, const trie_options * o, trie_automaton ** out) {
+    if (opts.compiled_dir.empty()) {
+        return trie_compile_template(vocab, strings, lens, n, t, o, out);
+    }
+    static std::mutex                                     mutex;
+    static std::unordered_map<std::string, trie_compiled_dir *> dirs;  // kept for the process's life
+    trie_compiled_dir * dir = nullptr;
+    {
+        std::lock_guard<std::mutex> lock(mutex);
+        auto it = dirs.find(opts.compiled_dir);
+        if (it == dirs.end()) {
+            const trie_status st = trie_compiled_dir_new(opts.compiled_dir.c_str(), &dir);
+            if (st != TRIE_OK) {
+                return st;
+            }
+            it = dirs.emplace(opts.compiled_dir, dir).first;
+        }
+        dir = it->second;
+    }
+    return trie_compiled_dir_compile_template(dir, vocab, strings, lens, n, t, o, out, nullptr);
 }
 
 common_libtrie_stats common_libtrie_get_stats() {

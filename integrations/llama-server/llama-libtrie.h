@@ -32,6 +32,7 @@ class common_json;
 // The operator's options (common/arg.cpp: --trie-*; defaults as the vLLM processor's).
 struct common_params_libtrie {
     std::string set_dir;                           // real path of the set directory; empty: no sets from files
+    std::string compiled_dir;                      // compiled sets shared by the processes of a machine (--trie-compiled-dir); empty: none
     uint64_t    max_inline_strings = 10000;        // most members of an inline set
     uint64_t    max_inline_bytes   = 1u << 20;     // most bytes of an inline set (a byte per member counted for its separator)
     uint64_t    max_file_bytes     = 256u << 20;   // largest set file read
@@ -57,6 +58,12 @@ uint64_t common_libtrie_parse_u64(const std::string & value, const char * what);
 
 // The real path of an operator's set directory; throws std::invalid_argument when it is not a directory.
 std::string common_libtrie_set_dir(const std::string & path);
+
+// The operator's compiled directory (--trie-compiled-dir / LIBTRIE_COMPILED_DIR), created (0700) if missing: set
+// files, registries' tool names and routed sets compiled by one llama-server are saved there and mapped by the
+// others (one copy in the page cache, one compile per machine). Throws std::invalid_argument when it is not a
+// directory and cannot be created.
+std::string common_libtrie_compiled_dir(const std::string & path);
 
 // Counters for logs and tests, summed over the live set caches: compiles run (failed ones included), lookups served
 // from the LRU, sets held.

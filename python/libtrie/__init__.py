@@ -706,7 +706,8 @@ class Automaton(_Handle):
     def compile_template(cls, vocab: Vocab, members: Iterable[StrOrBytes], *, prefix: StrOrBytes = b"",
                          suffix: StrOrBytes = b"", render: str = "raw", end: str = "eog", drop_unreachable: bool = False,
                          max_states: Optional[int] = None, max_bytes: Optional[int] = None,
-                         values: Optional[Iterable[int]] = None) -> "Automaton":
+                         values: Optional[Iterable[int]] = None,
+                         compiled_dir: Optional["_Handle"] = None) -> "Automaton":
         """Compile ``members`` written inside a larger output: the language is exactly
         ``{prefix + render(m) + suffix}`` (each a *segment*), then end-of-generation (``end="eog"``) or handed over
         to what follows (``end="open"``: see :meth:`crossing`). ``render``: ``"raw"`` (the bytes), ``"json_string"``
@@ -714,7 +715,9 @@ class Automaton(_Handle):
         is the JSON text of one value, e.g. ``"42"``). Members are identified by their index in ``members`` (the
         first copy of a duplicate): see :meth:`member`. Raises :class:`TrieError` (``INVALID_ARGUMENT`` naming a
         member the rendering refuses, or with ``end="open"`` a segment that is a prefix of another; and the errors
-        of :class:`Automaton`). ``values``: one per member, as for :class:`Automaton`."""
+        of :class:`Automaton`). ``values``: one per member, as for :class:`Automaton`. With ``compiled_dir`` (a
+        :class:`libtrie.sets.CompiledDir`), the compiled set is mapped from that directory's file when another
+        process compiled it, and saved there otherwise (not with ``values``: ``ValueError``)."""
         renders = {"raw": 0, "json_string": 1, "json_text": 2}
         ends = {"eog": 0, "open": 1}
         if render not in renders:
@@ -735,13 +738,20 @@ class Automaton(_Handle):
         t.render, t.end = renders[render], ends[end]
         opts = _options(drop_unreachable, max_states, max_bytes)
         out = vp()
-        if values is None:
-            _check(vocab._call(lib.trie_compile_template, ptrs, lens, len(data), ctypes.byref(t),
-                               ctypes.byref(opts), ctypes.byref(out)))
-        else:
+        if values is not None and compiled_dir is not None:
+            raise ValueError("compile_template: values and compiled_dir together are not supported (a shared "
+                             "compiled file carries no values yet)")
+        if values is not None:
             vals = _value_array(values, len(data), "members")
             _check(vocab._call(_values_lib().trie_compile_template_with_values, ptrs, lens, vals, len(data),
                                ctypes.byref(t), ctypes.byref(opts), ctypes.byref(out)))
+        elif compiled_dir is not None:
+            with compiled_dir._use() as d:
+                _check(vocab._call(lambda v: lib.trie_compiled_dir_compile_template(
+                    d, v, ptrs, lens, len(data), ctypes.byref(t), ctypes.byref(opts), ctypes.byref(out), None)))
+        else:
+            _check(vocab._call(lib.trie_compile_template, ptrs, lens, len(data), ctypes.byref(t),
+                               ctypes.byref(opts), ctypes.byref(out)))
         self = cls.__new__(cls)
         self._adopt(vocab, out)
         return self

@@ -54,6 +54,13 @@ class SetInfo(ctypes.Structure):
     _fields_ = [("compiled", ctypes.c_bool), ("seconds", ctypes.c_double), ("what", ctypes.c_char * 256)]
 
 
+class CompiledDirStats(ctypes.Structure):
+    """``trie_compiled_dir_stats``: the counters of a compiled directory."""
+
+    _fields_ = [("loaded", ctypes.c_uint64), ("compiled", ctypes.c_uint64), ("rejected", ctypes.c_uint64),
+                ("save_failed", ctypes.c_uint64)]
+
+
 class SetStats(ctypes.Structure):
     """``trie_set_stats``: the counters of a set cache."""
 
@@ -132,6 +139,12 @@ _SIGNATURES: Signatures = {
     "trie_template_init": ([ctypes.POINTER(Template)], ctypes.c_int),
     "trie_compile_template": ([vp, ctypes.POINTER(u8p), sizep, ctypes.c_size_t, ctypes.POINTER(Template),
                                ctypes.POINTER(Options), ctypes.POINTER(vp)], ctypes.c_int),
+    "trie_compiled_dir_new": ([ctypes.c_char_p, ctypes.POINTER(vp)], ctypes.c_int),
+    "trie_compiled_dir_compile_template": ([vp, vp, ctypes.POINTER(u8p), sizep, ctypes.c_size_t,
+                                            ctypes.POINTER(Template), ctypes.POINTER(Options), ctypes.POINTER(vp),
+                                            ctypes.POINTER(ctypes.c_bool)], ctypes.c_int),
+    "trie_compiled_dir_stats": ([vp, ctypes.POINTER(CompiledDirStats)], ctypes.c_int),
+    "trie_compiled_dir_free": ([vp], None),
     "trie_automaton_is_open": ([vp], ctypes.c_bool),
     "trie_member": ([vp, ctypes.c_uint32, sizep], ctypes.c_int),
     "trie_possible_members": ([vp, ctypes.c_uint32, sizep, ctypes.c_size_t, sizep], ctypes.c_int),

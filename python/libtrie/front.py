@@ -28,7 +28,7 @@ from typing import Any, NamedTuple, Optional, Tuple, Union
 
 from . import Automaton, Status, TrieError, Vocab
 from ._recognize import NotASet, Recognized, recognize
-from .sets import SetError, Settings
+from .sets import CompiledDir, SetError, Settings, compiled_dir
 
 __all__ = ["Limits", "limits", "recognize_once", "compile_recognized", "text_bytes", "client_error", "Found"]
 
@@ -157,7 +157,7 @@ class _Compiled:
         self.compiles = 0
 
     def get(self, vocab: Vocab, r: Recognized, end: str, max_states: Optional[int],
-            max_bytes: Optional[int], indexed: bool = False) -> Automaton:
+            max_bytes: Optional[int], indexed: bool = False, shared: Optional[CompiledDir] = None) -> Automaton:
         key = (vocab, r.members, r.prefix, r.suffix, r.render, end, max_states, max_bytes, indexed)
         while True:
             with self._lock:
@@ -173,7 +173,8 @@ class _Compiled:
         try:
             a = Automaton.compile_template(vocab, r.members, prefix=r.prefix, suffix=r.suffix, render=r.render,
                                            end=end, max_states=max_states, max_bytes=max_bytes,
-                                           values=range(len(r.members)) if indexed else None)
+                                           values=range(len(r.members)) if indexed else None,
+                                           compiled_dir=None if indexed else shared)
             with self._lock:
                 self.compiles += 1
                 self._done[key] = a
@@ -192,7 +193,10 @@ def compile_recognized(vocab: Vocab, r: Recognized, settings: Settings, end: Opt
                        indexed: bool = False) -> Automaton:
     """The recognized set compiled against ``vocab`` with its own template (the native library renders members:
     raw, JSON string or JSON text), ``end`` (default: the recognition's) and the operator's compile bounds;
-    compiled once per process while it is among the most recently used. ``indexed``: each member carries its
+    compiled once per process while it is among the most recently used, and with ``LIBTRIE_COMPILED_DIR`` once
+    per machine (the other processes map the file the first one saved). ``indexed``: each member carries its
     index in ``r.members`` as its value (:meth:`Automaton.member_value`), which ``with_changes`` keeps and
-    updates. Raises :class:`TrieError`."""
-    return _COMPILED.get(vocab, r, end or r.end, settings.max_states or None, settings.max_bytes or None, indexed)
+    updates (such a set is compiled per process: a shared file carries no values yet). Raises
+    :class:`TrieError`."""
+    return _COMPILED.get(vocab, r, end or r.end, settings.max_states or None, settings.max_bytes or None, indexed,
+                         compiled_dir(settings))

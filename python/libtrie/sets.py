@@ -27,9 +27,10 @@ from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Mapping, Optional, Union
 
 from . import Automaton, Status, TrieError, Vocab, _Handle, library
-from ._native import SetConfig, SetInfo, SetStats, vp
+from ._native import CompiledDirStats, SetConfig, SetInfo, SetStats, vp
 
-__all__ = ["Settings", "SetSpec", "SetError", "SetCache", "parse_spec", "spec_json", "read_set_file"]
+__all__ = ["Settings", "SetSpec", "SetError", "SetCache", "CompiledDir", "compiled_dir", "parse_spec", "spec_json",
+           "read_set_file"]
 
 
 class SetError(TrieError, ValueError):
@@ -67,7 +68,9 @@ class Settings:
     max_bytes: int = 0
     compile_threads: int = 1
     cache_size: int = 64
-    cache_dir: Optional[str] = None  # real path of LIBTRIE_CACHE_DIR (compiled set files and the vocabulary)
+    #: Real path of LIBTRIE_COMPILED_DIR (LIBTRIE_CACHE_DIR, its older name): compiled sets (set files and
+    #: recognized sets) and the vocabulary, shared by every process of the machine; created if missing.
+    cache_dir: Optional[str] = None
 
     @classmethod
     def from_env(cls, env: Optional[Mapping[str, str]] = None) -> "Settings":
@@ -78,11 +81,12 @@ class Settings:
             root = os.path.realpath(root)
             if not os.path.isdir(root):
                 raise ValueError("LIBTRIE_SET_DIR is not a directory")
-        cache_dir = env.get("LIBTRIE_CACHE_DIR", "").strip()
+        cache_dir = env.get("LIBTRIE_COMPILED_DIR", "").strip() or env.get("LIBTRIE_CACHE_DIR", "").strip()
         if cache_dir:
             cache_dir = os.path.realpath(cache_dir)
-            if not os.path.isdir(cache_dir):
-                raise ValueError("LIBTRIE_CACHE_DIR is not a directory")
+            if os.path.exists(cache_dir) and not os.path.isdir(cache_dir):
+                raise ValueError("LIBTRIE_COMPILED_DIR is not a directory")
+            os.makedirs(cache_dir, mode=0o700, exist_ok=True)
         return cls(
             cache_dir=cache_dir or None,
             set_dir=root or None,
@@ -158,6 +162,48 @@ class _NativeCache(_Handle):
     @staticmethod
     def _release(handle: vp) -> None:
         library().trie_set_cache_free(handle)
+
+
+class CompiledDir(_Handle):
+    """A directory of compiled sets shared by the processes of a machine (``trie_compiled_dir``): pass it to
+    :meth:`Automaton.compile_template` (``compiled_dir=``); the first process compiles and saves a set, the others
+    map the file (one copy in the page cache). Created (0700) if missing. :func:`compiled_dir` keeps one per path."""
+
+    __slots__ = ("path",)
+    _kind = "CompiledDir"
+
+    def __init__(self, path: str) -> None:
+        self._set(vp(0))
+        self.path = path
+        out = vp()
+        _raise(library().trie_compiled_dir_new(os.fsencode(path), ctypes.byref(out)))
+        self._set(out)
+
+    @staticmethod
+    def _release(handle: vp) -> None:
+        library().trie_compiled_dir_free(handle)
+
+    def stats(self) -> Dict[str, int]:
+        """This process's counters: ``loaded`` (mapped, not compiled), ``compiled``, ``rejected`` (damaged files
+        compiled again and replaced), ``save_failed``."""
+        s = CompiledDirStats()
+        _raise(self._call(library().trie_compiled_dir_stats, ctypes.byref(s)))
+        return {name: int(getattr(s, name)) for name, _ in CompiledDirStats._fields_}
+
+
+_COMPILED_DIRS: Dict[str, CompiledDir] = {}
+_COMPILED_DIRS_LOCK = threading.Lock()
+
+
+def compiled_dir(settings: Settings) -> Optional[CompiledDir]:
+    """The process's :class:`CompiledDir` of ``settings.cache_dir`` (``LIBTRIE_COMPILED_DIR``), ``None`` without."""
+    if settings.cache_dir is None:
+        return None
+    with _COMPILED_DIRS_LOCK:
+        d = _COMPILED_DIRS.get(settings.cache_dir)
+        if d is None:
+            d = _COMPILED_DIRS[settings.cache_dir] = CompiledDir(settings.cache_dir)
+        return d
 
 
 def _raise(status: int) -> None:
@@ -260,7 +306,7 @@ class SetCache:
 
     @property
     def loaded(self) -> int:
-        """Compiles served by loading a saved file of ``LIBTRIE_CACHE_DIR`` instead (counted in :attr:`compiles`)."""
+        """Compiles served by mapping a file of ``LIBTRIE_COMPILED_DIR`` instead (counted in :attr:`compiles`)."""
         return int(self._stats().loaded)
 
     @property

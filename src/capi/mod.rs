@@ -350,11 +350,13 @@ mod registry;
 mod template;
 
 mod calls;
+mod compiled;
 mod values;
 
 use boundary::*;
 pub use calls::*;
 pub use compile::*;
+pub use compiled::*;
 pub use decode::*;
 pub use draft::*;
 use handle::*;

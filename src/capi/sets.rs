@@ -43,9 +43,11 @@ pub struct trie_set_config {
     /// Compiled sets kept, least recently used dropped first (0 counts as 1). Default 64. A set dropped from the
     /// LRU while a request still holds it is found again, not compiled again.
     pub capacity: u64,
-    /// A directory (the operator's, writable) where compiled sets of set files are saved and loaded from (NULL or
-    /// "": none): a restarted server, or another process, maps them instead of compiling. Inline sets are not
-    /// saved; a damaged or stale file is compiled again and replaced; nothing is ever deleted there.
+    /// The compiled directory (NULL or "": none; see [`trie_compiled_dir`](super::trie_compiled_dir)): the
+    /// operator's directory, created (0700) if missing, where compiled sets of set files are saved and mapped
+    /// from, keyed by the vocabulary, the file's content and the compile options, so other processes and restarts
+    /// map the file instead of compiling. Inline sets are not saved; a damaged or stale file is compiled again and
+    /// replaced; nothing else is ever deleted there.
     pub cache_dir: *const c_char,
 }
 
@@ -72,7 +74,7 @@ pub struct trie_set_stats {
     pub hits: u64,
     /// Sets (and failures of sets) held in the LRU now.
     pub entries: u64,
-    /// Compiles served by loading a saved file of `cache_dir` instead (counted in `compiles` too).
+    /// Compiles served by mapping a saved file of `cache_dir` instead (counted in `compiles` too).
     pub loaded: u64,
 }
 
@@ -209,7 +211,9 @@ pub unsafe extern "C" fn trie_set_cache_check(
 ///
 /// The set is looked up in the LRU, or compiled in the calling thread (one compile per set however many threads
 /// ask; the others wait). A set file is opened once, without following links: its identity (device, inode, size,
-/// modification time) and its content come from that open file, so a changed file is a new set. On success
+/// modification time) and its content come from that open file, so a changed file is a new set. With a
+/// `cache_dir`, a set file's compiled set is mapped from there when another process (or an earlier run) compiled
+/// the same content, and saved there otherwise. On success
 /// `*out` is a new reference to the compiled set (free it with [`trie_automaton_free`](super::trie_automaton_free))
 /// and `*info` (when not NULL) says what the call did. On failure `*out` is NULL and [`trie_last_error`](super::trie_last_error)
 /// holds a message fit for the client (an HTTP 400; the set directory's location is never in it): a bad shape

@@ -1,6 +1,7 @@
 //! The front end itself: a request's spec in, a compiled automaton (cached) or a 400-grade error out.
 
 use super::cache::Lru;
+use super::compiled::{options_part, CompiledDir};
 use super::confine::{Confinement, FileKey, Opened};
 pub use super::options::Options;
 use super::read;
@@ -9,7 +10,6 @@ use crate::automaton::{Automaton, CompileOptions};
 use crate::error::{Error, ErrorKind, Result};
 use crate::vocab::Vocabulary;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -22,8 +22,11 @@ pub struct Stats {
     pub hits: u64,
     /// Compiled sets (and failures) held now.
     pub entries: u64,
-    /// Compiles served by loading a saved file from [`Options::cache_dir`] instead (counted in `compiles` too).
+    /// Compiles served by mapping a saved file of [`Options::cache_dir`] instead (counted in `compiles` too).
     pub loaded: u64,
+    /// Files of [`Options::cache_dir`] that failed to load (truncated, corrupt, another version), compiled again
+    /// and replaced.
+    pub rejected: u64,
 }
 
 /// The result of [`SetCache::get`].
@@ -73,7 +76,7 @@ pub struct SetCache {
     root: Option<PathBuf>,
     vocab: Option<Arc<Vocabulary>>,
     lru: Lru<Key, Automaton>,
-    loaded: AtomicU64,
+    compiled_dir: Option<CompiledDir>,
 }
 
 impl SetCache {
@@ -89,8 +92,9 @@ impl SetCache {
                 })?)
             }
         };
+        let compiled_dir = options.cache_dir.as_ref().map(CompiledDir::new).transpose()?;
         let lru = Lru::new(options.capacity);
-        Ok(SetCache { options, root, vocab, lru, loaded: AtomicU64::new(0) })
+        Ok(SetCache { options, root, vocab, lru, compiled_dir })
     }
 
     /// The operator's options.
@@ -167,8 +171,9 @@ impl SetCache {
     /// What the cache has done so far.
     pub fn stats(&self) -> Stats {
         let c = self.lru.counters();
-        let loaded = self.loaded.load(Ordering::Relaxed);
-        Stats { compiles: c.compiles, hits: c.hits, entries: self.lru.len() as u64, loaded }
+        let d = self.compiled_dir.as_ref().map(CompiledDir::counters).unwrap_or_default();
+        let entries = self.lru.len() as u64;
+        Stats { compiles: c.compiles, hits: c.hits, entries, loaded: d.loaded, rejected: d.rejected }
     }
 
     fn confinement(&self) -> Confinement<'_> {
@@ -188,6 +193,9 @@ impl SetCache {
         o
     }
 
+    /// Compiles the members (a set file's are read here). A set file's compiled set goes through the compiled
+    /// directory when there is one: keyed by a digest of the file's content (not its identity: another process,
+    /// another path, a touched file with the same content map the same file) and the compile options.
     fn compile(
         &self,
         vocab: &Arc<Vocabulary>,
@@ -195,59 +203,28 @@ impl SetCache {
         opts: &CompileOptions,
         what: &str,
     ) -> Result<Arc<Automaton>> {
-        let saved = match &members {
-            Members::File(opened) => self.saved_path(vocab, &opened.key, opts),
+        let text = match &members {
             Members::Strings(_) => None,
-        };
-        if let Some(path) = &saved {
-            if let Ok(a) = Automaton::load(vocab.clone(), path) {
-                self.loaded.fetch_add(1, Ordering::Relaxed);
-                return Ok(Arc::new(a));
-            }
-        }
-        let a = self.compile_members(vocab, members, opts, what)?;
-        if let Some(path) = &saved {
-            let _ = a.save(path); // a full disk must not fail the request: the set is compiled
-        }
-        Ok(a)
-    }
-
-    /// Where the compiled set of a set file is saved in `cache_dir` (`None` without one).
-    fn saved_path(&self, vocab: &Vocabulary, file: &FileKey, opts: &CompileOptions) -> Option<PathBuf> {
-        let dir = self.options.cache_dir.as_ref()?;
-        let mut h = Vec::with_capacity(96);
-        h.extend_from_slice(b"libtrie-set-file-v1\0");
-        h.extend_from_slice(&vocab.fingerprint().to_le_bytes());
-        for v in [file.dev, file.ino, file.size, file.mtime as u64, file.mtime_nsec as u64] {
-            h.extend_from_slice(&v.to_le_bytes());
-        }
-        let bound = |v: Option<usize>| v.map_or(0, |v| v as u64);
-        for v in [opts.drop_unreachable as u64, bound(opts.max_states), bound(opts.max_bytes)] {
-            h.extend_from_slice(&v.to_le_bytes());
-        }
-        Some(dir.join(format!("set-{:032x}.trie", xxhash_rust::xxh3::xxh3_128(&h))))
-    }
-
-    fn compile_members(
-        &self,
-        vocab: &Arc<Vocabulary>,
-        members: Members,
-        opts: &CompileOptions,
-        what: &str,
-    ) -> Result<Arc<Automaton>> {
-        let text;
-        let strings: Vec<&str> = match &members {
-            Members::Strings(s) => s.iter().map(String::as_str).collect(),
             Members::File(opened) => {
-                text = read::members(&opened.file, opened.key.size, self.options.max_file_bytes, what)?;
-                read::lines(&text)
+                Some(read::members(&opened.file, opened.key.size, self.options.max_file_bytes, what)?)
             }
+        };
+        let strings: Vec<&str> = match (&members, &text) {
+            (Members::Strings(s), _) => s.iter().map(String::as_str).collect(),
+            (Members::File(_), text) => read::lines(text.as_deref().unwrap_or_default()),
         };
         if strings.is_empty() {
             return Err(Error::new(ErrorKind::EmptySet, format!("{what} is empty: a set needs at least one member")));
         }
-        let a = Automaton::compile(vocab.clone(), &strings, opts).map_err(|e| compile_error(what, e))?;
-        Ok(Arc::new(a))
+        let compile = || Automaton::compile(vocab.clone(), &strings, opts).map_err(|e| compile_error(what, e));
+        match (&self.compiled_dir, &text) {
+            (Some(dir), Some(text)) => {
+                let content = xxhash_rust::xxh3::xxh3_128(text.as_bytes()).to_le_bytes();
+                let o = options_part(opts);
+                Ok(Arc::new(dir.get_or_compile(vocab, &[b"set-file-lines", &content, &o], compile)?.0))
+            }
+            _ => Ok(Arc::new(compile()?)),
+        }
     }
 
     /// The real path of the set directory (for the operator's logs; never put it in a client's message).

@@ -9,6 +9,7 @@
 pub mod recognize;
 
 mod cache;
+mod compiled;
 mod confine;
 mod front;
 mod options;
@@ -16,6 +17,7 @@ mod read;
 mod registry;
 mod spec;
 
+pub use compiled::{CompiledDir, Counters as CompiledCounters, Source as CompiledSource};
 pub use front::{Got, Options, SetCache, Stats};
 pub use read::lines as file_lines;
 pub use registry::{GotRegistry, Registry, RegistryCache};

@@ -22,11 +22,13 @@ pub struct Options {
     pub max_bytes: u64,
     /// Compiled sets kept (least recently used dropped first). Default 64.
     pub capacity: usize,
-    /// A directory (the operator's, writable) where compiled set files are saved and loaded from: a restarted
-    /// server, or another process, maps them instead of compiling. Only sets of the set directory are saved
-    /// (a changed set's base included), named by a digest of the vocabulary, the file's identity and the compile
-    /// options; inline sets, whose content a client chooses, are not. A damaged or stale file is compiled again
-    /// and replaced; nothing is ever deleted there. `None`: nothing saved.
+    /// The compiled directory ([`CompiledDir`](super::CompiledDir); `LIBTRIE_COMPILED_DIR`, llama-server's
+    /// `--trie-compiled-dir`): the operator's directory (created 0700 if missing) where compiled sets of set files
+    /// are saved and mapped from, so a restarted server, or every other process of the machine, maps the file
+    /// (one copy in the page cache) instead of compiling. Keyed by a digest of the vocabulary, the file's content
+    /// (not its name or identity) and the compile options; sets a client chooses (inline sets, additions and
+    /// removals) are not saved. A damaged or stale file is compiled again and replaced; nothing else is ever
+    /// deleted there. `None`: nothing saved.
     pub cache_dir: Option<PathBuf>,
 }
 

@@ -74,7 +74,7 @@ fn sets_are_compiled_once_and_shared() {
     assert_eq!(members(&c, r#""sub/pets.txt""#), 3);
     assert_eq!(members(&c, r#"["a", "ab", "b"]"#), 3);
     assert_eq!(members(&c, r#"{"strings": ["b", "a", "ab"]}"#), 3); // another order: another key
-    assert_eq!(c.stats(), Stats { compiles: 4, hits: 3, entries: 4, loaded: 0 });
+    assert_eq!(c.stats(), Stats { compiles: 4, hits: 3, entries: 4, loaded: 0, rejected: 0 });
 }
 
 #[test]
@@ -224,7 +224,7 @@ fn set_files_are_saved_to_and_loaded_from_the_cache_dir() {
     std::fs::write(&path, &bytes[..bytes.len() - 9]).unwrap();
     let third = d.cache(with_dir);
     assert_eq!(third.get(br#""colors""#).unwrap().automaton.n_members(), 2);
-    assert_eq!(third.stats().loaded, 0);
+    assert_eq!((third.stats().loaded, third.stats().rejected), (0, 1), "the damaged file was rejected");
     assert_eq!(std::fs::read(&path).unwrap(), bytes, "replaced by a good file");
     std::fs::write(d.sets().join("colors.txt"), "red\ngreen\nblue\n").unwrap();
     assert_eq!(d.cache(with_dir).get(br#""colors""#).unwrap().automaton.n_members(), 3);
