@@ -342,6 +342,9 @@ fn walk(case: &Case, m: &mut CallsMatcher, rng: &mut SmallRng) -> (Vec<TokenId>,
     (tokens, masks, tools)
 }
 
+/// Call walks checked by this process (printed by the campaign).
+static WALKS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
 fn check_case(case: &Case, seed: u64) {
     let engine = case.engine();
     let mut rng = SmallRng::seed_from_u64(seed);
@@ -350,6 +353,7 @@ fn check_case(case: &Case, seed: u64) {
         let says = w % 2 == 0;
         let (mut m, prefetched) = case.matcher(&engine, says);
         let (tokens, masks, tools) = walk(case, &mut m, &mut rng);
+        WALKS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let out: Vec<u8> = tokens
             .iter()
             .filter(|t| !case.stops.contains(t))
@@ -434,12 +438,20 @@ fn cases(seed: u64) -> Vec<Case> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+    // 24 seeds a run (about 2,000 call walks); a campaign sets TRIE_CALLS_SEEDS (each seed: every format x mode x
+    // parallel x named configuration, 3 walks each, every walk rolled back and replayed 3 times).
+    #![proptest_config(ProptestConfig {
+        cases: std::env::var("TRIE_CALLS_SEEDS").ok().and_then(|v| v.parse().ok()).unwrap_or(24),
+        ..ProptestConfig::default()
+    })]
 
     #[test]
     fn random_walks_write_calls_that_parse_back(seed in any::<u64>()) {
         for (i, case) in cases(seed).iter().enumerate() {
             check_case(case, seed.wrapping_add(i as u64));
+        }
+        if std::env::var_os("TRIE_CALLS_SEEDS").is_some() {
+            eprintln!("calls campaign: {} walks so far", WALKS.load(std::sync::atomic::Ordering::Relaxed));
         }
     }
 }
