@@ -32,7 +32,13 @@ fn gbnf_literal(m: &[u8]) -> String {
 fuzz_target!(|data: &[u8]| {
     let Some((&pick, text)) = data.split_first() else { return };
     let shape = Shape::ALL[pick as usize % Shape::ALL.len()];
-    let limits = Limits { max_text_bytes: 1 << 20, max_members: 10_000, max_member_bytes: 1 << 20, max_depth: 64 };
+    let limits = Limits {
+        max_text_bytes: 1 << 20,
+        max_members: 10_000,
+        max_member_bytes: 1 << 20,
+        max_depth: 64,
+        over_bounds_not_a_set: pick & 0x80 != 0,
+    };
     let Ok(Recognition::Set(r)) = recognize_with(shape, text, &limits) else { return };
     assert!(!r.members.is_empty());
     let distinct: HashSet<&Vec<u8>> = r.members.iter().collect();

@@ -188,7 +188,7 @@ class CompiledDir(_Handle):
         compiled again and replaced), ``save_failed``."""
         s = CompiledDirStats()
         _raise(self._call(library().trie_compiled_dir_stats, ctypes.byref(s)))
-        return {name: int(getattr(s, name)) for name, _ in CompiledDirStats._fields_}
+        return {f[0]: int(getattr(s, f[0])) for f in CompiledDirStats._fields_}
 
 
 _COMPILED_DIRS: Dict[str, CompiledDir] = {}

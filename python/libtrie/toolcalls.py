@@ -28,10 +28,17 @@ PHASES = ("free", "name", "args", "end", "done")
 AUTO, REQUIRED, NAMED = 0, 1, 2
 
 
+_MARKERS = ("trigger", "prefix", "suffix", "close", "more", "last", "next_prefix")
+
+
+_FORMAT_FIELDS: List[Tuple[str, Any]] = (
+    [("struct_size", ctypes.c_size_t), ("has_trigger", ctypes.c_bool)]
+    + [f for m in _MARKERS for f in ((m, u8p), (m + "_len", ctypes.c_size_t))]
+    + [("render", ctypes.c_uint32)])
+
+
 class CallsFormat(ctypes.Structure):
-    _fields_ = [("struct_size", ctypes.c_size_t), ("has_trigger", ctypes.c_bool)] + [
-        f for name in ("trigger", "prefix", "suffix", "close", "more", "last", "next_prefix")
-        for f in ((name, u8p), (name + "_len", ctypes.c_size_t))] + [("render", ctypes.c_uint32)]
+    _fields_ = _FORMAT_FIELDS
 
 
 class CallsConfig(ctypes.Structure):
