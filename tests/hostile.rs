@@ -18,6 +18,18 @@ enum Answer {
     Error(trie_status, String),
 }
 
+/// A `trie_recognize_limits` of zeros (then set by `trie_recognize_limits_init`).
+fn zeroed_limits() -> trie_recognize_limits {
+    trie_recognize_limits {
+        struct_size: 0,
+        max_text_bytes: 0,
+        max_members: 0,
+        max_member_bytes: 0,
+        max_depth: 0,
+        flags: 0,
+    }
+}
+
 fn ask(kind: u32, text: &[u8], limits: Option<&trie_recognize_limits>) -> Answer {
     unsafe {
         let mut r = null_mut();
@@ -70,14 +82,7 @@ fn expansion_bombs() {
     let big = format!("root ::= w w w\nw ::= \"{0}\" | \"{0}x\"", "a".repeat(300_000));
     limit_error(TRIE_RECOGNIZE_GRAMMAR, big.as_bytes(), "max_member_bytes");
     // A caller's own bounds travel in.
-    let mut l = trie_recognize_limits {
-        struct_size: 0,
-        max_text_bytes: 0,
-        max_members: 0,
-        max_member_bytes: 0,
-        max_depth: 0,
-        flags: 0,
-    };
+    let mut l = zeroed_limits();
     unsafe { assert_eq!(trie_recognize_limits_init(&mut l), TRIE_OK) };
     l.max_members = 99;
     match ask(TRIE_RECOGNIZE_GRAMMAR, format!("root ::= d d\n{DIGITS}").as_bytes(), Some(&l)) {
@@ -228,14 +233,7 @@ fn versioned_limits_and_bad_arguments() {
     unsafe {
         let size = std::mem::size_of::<trie_recognize_limits>();
         // An older, smaller struct: the missing fields keep their defaults.
-        let mut l = trie_recognize_limits {
-            struct_size: 0,
-            max_text_bytes: 0,
-            max_members: 0,
-            max_member_bytes: 0,
-            max_depth: 0,
-            flags: 0,
-        };
+        let mut l = zeroed_limits();
         trie_recognize_limits_init(&mut l);
         assert_eq!(l.struct_size, size);
         assert_eq!((l.max_text_bytes, l.max_members, l.max_member_bytes, l.max_depth), (8 << 20, 10_000, 1 << 20, 64));
@@ -285,14 +283,7 @@ fn versioned_limits_and_bad_arguments() {
 
 #[test]
 fn a_huge_depth_limit_is_capped() {
-    let mut l = trie_recognize_limits {
-        struct_size: 0,
-        max_text_bytes: 0,
-        max_members: 0,
-        max_member_bytes: 0,
-        max_depth: 0,
-        flags: 0,
-    };
+    let mut l = zeroed_limits();
     unsafe { trie_recognize_limits_init(&mut l) };
     l.max_depth = u32::MAX;
     let parens = format!("root ::= {}\"a\"{}", "(".repeat(200_000), ")".repeat(200_000));
@@ -304,14 +295,7 @@ fn a_huge_depth_limit_is_capped() {
 
 #[test]
 fn the_deepest_allowed_nesting_fits_a_thread_stack() {
-    let mut l = trie_recognize_limits {
-        struct_size: 0,
-        max_text_bytes: 0,
-        max_members: 0,
-        max_member_bytes: 0,
-        max_depth: 0,
-        flags: 0,
-    };
+    let mut l = zeroed_limits();
     unsafe { trie_recognize_limits_init(&mut l) };
     l.max_depth = 256;
     let parens = format!("root ::= {}\"a\"{}", "(".repeat(250), ")".repeat(250));

@@ -84,16 +84,7 @@ impl RegistryCache {
     /// a regular file, too big), not UTF-8, not a list of functions (`InvalidArgument`), a file that changed
     /// while it was read (`Io`, not remembered).
     pub fn get(&self, name: &str) -> Result<GotRegistry> {
-        check_name(name)?;
-        let what = format!("the registry '{name}'");
-        if self.root.is_none() {
-            return Err(Error::invalid(format!(
-                "{what} is refused: this server has no set directory (--trie-set-dir / LIBTRIE_SET_DIR)"
-            )));
-        }
-        let confinement =
-            Confinement { root: self.root.as_deref(), allow_any_path: false, max_file_bytes: self.max_file_bytes };
-        let opened = confinement.open(&format!("{name}.json"), &what)?;
+        let (opened, what) = self.open(name)?;
         let key = opened.key;
         let (result, read) = self.lru.get(&key, || self.load(opened, &what).map(Arc::new));
         Ok(GotRegistry { registry: result?, read })
@@ -105,6 +96,12 @@ impl RegistryCache {
     /// admission, where reading a 100,000-tool registry after each change would hold up every other request; the
     /// engine that serves the request reads it (an error there names the registry too).
     pub fn check(&self, name: &str) -> Result<bool> {
+        let (opened, _) = self.open(name)?;
+        Ok(matches!(self.lru.peek(&opened.key), Some(Ok(_))))
+    }
+
+    /// The registry file `name.json` opened confined (the name checked first), and how messages name it.
+    fn open(&self, name: &str) -> Result<(Opened, String)> {
         check_name(name)?;
         let what = format!("the registry '{name}'");
         if self.root.is_none() {
@@ -115,7 +112,7 @@ impl RegistryCache {
         let confinement =
             Confinement { root: self.root.as_deref(), allow_any_path: false, max_file_bytes: self.max_file_bytes };
         let opened = confinement.open(&format!("{name}.json"), &what)?;
-        Ok(matches!(self.lru.peek(&opened.key), Some(Ok(_))))
+        Ok((opened, what))
     }
 
     fn load(&self, opened: Opened, what: &str) -> Result<Registry> {
