@@ -231,6 +231,19 @@ class CallsGrammarTest(unittest.TestCase):
         self.assertEqual(g.validate_tokens(seq), seq)
         self.assertEqual(len(g.history), 1, "validate_tokens does not advance")
 
+    def test_validating_a_rejected_draft_logs_nothing(self):
+        # issue 36, defect 5: validate_tokens of the calls grammar logged an ERROR line (with an empty request id)
+        # for every rejected draft token; a rejected draft is normal speculative decoding, not an error.
+        g = make_grammar(self.v, "hermes", False, True)  # required: the call opens at once, "x" is not allowed
+        bad = text_tokens("x")
+        with self.assertNoLogs("vllm.libtrie", "WARNING"):
+            self.assertEqual(g.validate_tokens(bad), [])
+            good = self.hermes_call("get_weather", 0)
+            self.assertEqual(g.validate_tokens(good[:3] + bad), good[:3])
+        self.assertEqual(len(g.history), 1, "validate_tokens does not advance")
+        with self.assertLogs("vllm.libtrie", "ERROR"):  # accepting a token that is not allowed is still an error
+            self.assertFalse(g.accept_tokens("r1", bad))
+
     def test_a_slow_model_never_opening_a_call_is_not_a_hang(self):
         g = make_grammar(self.v, "hermes", True, True)
         t0 = time.monotonic()
