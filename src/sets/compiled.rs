@@ -148,8 +148,8 @@ impl CompiledDir {
     }
 
     /// [`Automaton::compile_template`] through the directory: the key is a digest of the members (in the order
-    /// given: the same set listed in another order is another file), the template and the options
-    /// ([`options_part`]). Errors: those of [`Automaton::compile_template`].
+    /// given: the same set listed in another order is another file), the template and the options that change the
+    /// result. Errors: those of [`Automaton::compile_template`].
     pub fn compile_template<S: AsRef<[u8]> + Sync>(
         &self,
         vocab: &Arc<Vocabulary>,
