@@ -22,6 +22,7 @@ print(r.choices[0].message.content)  # one of the three
 r = client.completions.create(model=model, prompt="The capital of Japan is ", max_tokens=16,
                               extra_body={"vllm_xargs": {"libtrie": ["Tokyo", "Osaka"]}})
 # docs:end sets
+print(r.choices[0].text)  # one of the two
 
 # docs:begin tools
 weather = {"type": "function", "function": {"name": "get_weather", "parameters": {
