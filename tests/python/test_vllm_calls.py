@@ -115,11 +115,8 @@ def make_grammar(v, fmt, auto, parallel, names=("get_weather", "get_time")):
         ends = [f.close + f.last] if (last or not f.more) else [f.close + f.last, f.close + f.more]
         return Matcher([ARGS[member] + e for e in ends], [EOS, STOP])
 
-    straddle = calls.straddlers(v, f.trigger.encode()) if f.trigger else None
     opener = compile_names(f.trigger + f.prefix) if f.trigger and not auto else None
-    trigger_ids = [i for i, t in enumerate(TOKENS) if f.trigger and t == f.trigger.encode()]
-    return calls.TrieCallsGrammar(spec, first, following, arguments, [EOS, STOP], v.token_bytes, trigger_ids,
-                                  straddle, opener)
+    return calls.TrieCallsGrammar(spec, first, following, arguments, [EOS, STOP], opener)
 
 
 def text_tokens(s):
@@ -637,7 +634,6 @@ class EngineNamesTest(unittest.TestCase):
             for t in text_tokens('[{"name": "' + name + '", "parameters": '):
                 s = b.advance(s, t)
             self.assertEqual(b.member(s), i, name)
-        self.assertEqual(ctx.trigger_ids("<tool_call>"), [CALL])
 
 
 class StubXgrammar:
@@ -912,7 +908,7 @@ def engine_context(v):
 
     ctx = route.EngineContext.__new__(route.EngineContext)
     ctx.settings, ctx.n_vocab, ctx.cache = Settings(), v.n_vocab, SimpleNamespace(vocab=v)
-    ctx._lock, ctx._by_identity, ctx._triggers, ctx.routed = threading.Lock(), {}, {}, 0
+    ctx._lock, ctx._by_identity, ctx.routed = threading.Lock(), {}, 0
     ctx._latest, ctx.updates = {}, 0
     return ctx
 

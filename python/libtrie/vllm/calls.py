@@ -169,13 +169,11 @@ class TrieCallsGrammar(Grammar):  # type: ignore[misc,valid-type,unused-ignore]
     arguments of a tool and the format's close (``last``: no further call may follow); ``prefetch(tool, last)``:
     told when the name so far leaves one tool. The tool of a name is the member's value where the names carry their
     tools' indices (a registry's, kept by its updates), else its index in the list compiled; ``tools`` (per
-    automaton: first, following, opener) is a member → tool map only for name automata without values. ``token_bytes``, ``trigger_ids`` and ``straddle``
-    are not used (the engine computes the marker's tokens from the automata's vocabulary); they stay in the
-    signature for its callers."""
+    automaton: first, following, opener) is a member → tool map only for name automata without values. The engine
+    computes the marker's own tokens and the straddling ones from the automata's vocabulary."""
 
     def __init__(self, spec: CallSpec, first: Automaton, following: Optional[Automaton],
-                 arguments: Callable[[int, bool], Any], stops: Sequence[int], token_bytes: Any = None,
-                 trigger_ids: Sequence[int] = (), straddle: Any = None, opener: Optional[Automaton] = None,
+                 arguments: Callable[[int, bool], Any], stops: Sequence[int], opener: Optional[Automaton] = None,
                  prefetch: Optional[Callable[[int, bool], None]] = None,
                  tools: Sequence[Optional[Sequence[int]]] = ()) -> None:
         self.spec = spec

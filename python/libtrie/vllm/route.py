@@ -365,7 +365,6 @@ class EngineContext:
         self._latest: Dict[Any, Tuple[Any, Tuple[str, ...]]] = {}
         #: Registries updated by with_changes instead of compiled again.
         self.updates = 0
-        self._triggers: Dict[bytes, List[int]] = {}
 
     def registry(self, name: str) -> Any:
         """The registry ``name`` of the operator's set directory (:mod:`libtrie.registry`; read once per file
@@ -447,16 +446,6 @@ class EngineContext:
                     self._latest.pop(next(iter(self._latest)))
             while len(self._by_identity) > bound:
                 self._by_identity.pop(next(iter(self._by_identity)))
-
-    def trigger_ids(self, trigger: Optional[str]) -> List[int]:
-        """The ids of tokens whose text is exactly the marker (e.g. Qwen's ``<tool_call>``, a token of its own)."""
-        if not trigger:
-            return []
-        vocab, want = self.cache.vocab, trigger.encode()
-        hit = self._triggers.get(want)
-        if hit is None:
-            hit = self._triggers[want] = [t for t in range(vocab.n_vocab) if vocab.token_bytes(t) == want]
-        return hit
 
     @classmethod
     def of(cls, manager: Any) -> "EngineContext":
