@@ -4,7 +4,9 @@
 
 use super::handle::{arc_to_ptr, box_to_ptr, free_arc, free_box, try_clone_arc, try_mut, try_ref, Castable};
 use super::handle::{OwnershipArc, OwnershipBox};
-use super::{boundary, guard, null, put, slice, slice_mut, trie_automaton, trie_options, trie_status, trie_vocab};
+use super::{
+    boundary, check_out, guard, null, put, slice, slice_mut, trie_automaton, trie_options, trie_status, trie_vocab,
+};
 use crate::calls::{ArgFactory, ArgMatcher, CallsConfig, CallsMatcher, Format, Mode, Names, ToolCalls, FORMAT_NAMES};
 use crate::error::{Error, ErrorKind, Result};
 use crate::template::Render;
@@ -442,10 +444,7 @@ pub unsafe extern "C" fn trie_calls_new(
     out: *mut *mut trie_calls,
 ) -> trie_status {
     guard(|| {
-        if out.is_null() {
-            return Err(null("out"));
-        }
-        out.write(std::ptr::null_mut());
+        check_out(out)?;
         let v = try_clone_arc(vocab)?;
         let names = super::byte_strings(names, lens, n, "names", "lens")?;
         let (config, named) = read_config(config, read_format(format)?)?;
@@ -496,10 +495,7 @@ pub unsafe extern "C" fn trie_calls_from_automata(
     out: *mut *mut trie_calls,
 ) -> trie_status {
     guard(|| {
-        if out.is_null() {
-            return Err(null("out"));
-        }
-        out.write(std::ptr::null_mut());
+        check_out(out)?;
         let first = read_names(first, "first")?.ok_or_else(|| null("first.automaton"))?;
         let (following, opener) = (read_names(following, "following")?, read_names(opener, "opener")?);
         let (config, named) = read_config(config, read_format(format)?)?;
@@ -583,10 +579,7 @@ pub unsafe extern "C" fn trie_calls_matcher_new(
     out: *mut *mut trie_calls_matcher,
 ) -> trie_status {
     guard(|| {
-        if out.is_null() {
-            return Err(null("out"));
-        }
-        out.write(std::ptr::null_mut());
+        check_out(out)?;
         let c = try_clone_arc(calls)?;
         if callbacks.is_null() {
             return Err(null("callbacks"));
