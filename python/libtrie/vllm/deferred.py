@@ -38,6 +38,8 @@ __all__ = ["Plan", "plan", "is_deferred", "search_kind", "references", "SEARCH_N
 ENV_REGISTRY = "LIBTRIE_DEFERRED_REGISTRY"
 #: Results of one search (Anthropic returns 3 to 5).
 K = 5
+#: The longest query the search function's call may write (Anthropic bounds a pattern at 200 characters).
+MAX_QUERY = 200
 #: The function names of the search tools, and the form each reads.
 SEARCH_NAMES = {"tool_search_tool_bm25": "bm25", "tool_search_tool_regex": "regex"}
 _ARG = {"bm25": "query", "regex": "pattern"}
@@ -92,7 +94,8 @@ def search_function(kind: str, name: Optional[str] = None) -> Dict[str, Any]:
     arg = _ARG[kind]
     return {"type": "function", "function": {
         "name": name or next(n for n, k in SEARCH_NAMES.items() if k == kind), "description": _DESCRIPTION[kind],
-        "parameters": {"type": "object", "properties": {arg: {"type": "string"}}, "required": [arg]}}}
+        "parameters": {"type": "object", "properties": {arg: {"type": "string", "maxLength": MAX_QUERY}},
+                       "required": [arg], "additionalProperties": False}}}
 
 
 def search_parameters(kind: str) -> Dict[str, Any]:
