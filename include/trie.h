@@ -46,6 +46,21 @@
 
 
 /**
+ * Results of one search (Anthropic returns 3 to 5).
+ */
+#define SEARCH_K 5
+
+/**
+ * The longest query the search function's call may write (Anthropic bounds a pattern at 200 characters).
+ */
+#define MAX_QUERY 200
+
+/**
+ * The largest request text [`plan_json`] reads.
+ */
+#define MAX_REQUEST_BYTES (64 << 20)
+
+/**
  * The longest registry name, in bytes.
  */
 #define MAX_NAME_BYTES 128
@@ -2254,6 +2269,30 @@ enum trie_status trie_tool_search_query_json(const struct trie_tool_search *sear
                                              uint8_t *buf,
                                              size_t capacity,
                                              size_t *n);
+
+/**
+ * The request's side of deferred tools and tool search, once for every engine (see [`crate::calls::deferred`]):
+ * `request` (`len` bytes) is the chat request's JSON, of which `tools` and `messages` are read; `registry` (NULL:
+ * none) an operator's registry offered as deferred tools of every request. `*n` is the plan's length in bytes, 0
+ * when the request is to be left as it is (nothing deferred, no search tool, no `tool_reference`, no registry);
+ * else `buf` gets the plan, JSON text `{"tools": [...], "messages": [...], "loaded": [names], "search": {"name",
+ * "form"} or null}`: the tools the chat template renders (deferred ones left out, referenced or found ones and the
+ * search function in), the history as the model sees it (a search call with an empty result answered by libtrie's
+ * search, `tool_reference` items as text), or `TRIE_ERR_BUFFER_TOO_SMALL` with only `*n` written (call again with
+ * `*n` bytes: the same request gives the same plan). The caller keeps every tool of the request (deferred ones,
+ * the search tool with its one free-text argument) in the call's name set. Errors name the field: `request`,
+ * `request.tools[3]` (`TRIE_ERR_INVALID_ARGUMENT`), over 64 MiB (`TRIE_ERR_LIMIT_EXCEEDED`).
+ *
+ * # Safety
+ * `request` `len` readable bytes; `registry` NULL or live; `buf` NULL (with capacity 0) or `capacity` writable;
+ * `n` writable.
+ */
+enum trie_status trie_deferred_plan(const uint8_t *request,
+                                    size_t len,
+                                    const struct trie_registry *registry,
+                                    uint8_t *buf,
+                                    size_t capacity,
+                                    size_t *n);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -3,8 +3,8 @@
 
 use super::handle::{arc_to_ptr, free_arc, try_clone_arc, try_ref, Castable, OwnershipArc};
 use super::{boundary, check_out, guard, null, slice, slice_mut, trie_status};
-use crate::sets::search::{Mode, SearchLimits, ToolSearch};
 use crate::error::{Error, Result};
+use crate::sets::search::{Mode, SearchLimits, ToolSearch};
 use std::sync::Arc;
 
 /// The search index of one tool list. Opaque, immutable: any number of threads may query it at once. Reference
@@ -114,9 +114,10 @@ pub unsafe extern "C" fn trie_tool_search_name(
     guard(|| {
         super::out_view(name, len, ("name", "len"), || {
             let s = try_ref(search)?;
-            let n = s.names().get(i).ok_or_else(|| {
-                Error::invalid(format!("i: tool {i} of an index of {} tools", s.names().len()))
-            })?;
+            let n = s
+                .names()
+                .get(i)
+                .ok_or_else(|| Error::invalid(format!("i: tool {i} of an index of {} tools", s.names().len())))?;
             Ok((n.as_ptr(), n.len()))
         })
     })
@@ -222,6 +223,43 @@ pub unsafe extern "C" fn trie_tool_search_query_json(
     })
 }
 
+/// The request's side of deferred tools and tool search, once for every engine (see [`crate::calls::deferred`]):
+/// `request` (`len` bytes) is the chat request's JSON, of which `tools` and `messages` are read; `registry` (NULL:
+/// none) an operator's registry offered as deferred tools of every request. `*n` is the plan's length in bytes, 0
+/// when the request is to be left as it is (nothing deferred, no search tool, no `tool_reference`, no registry);
+/// else `buf` gets the plan, JSON text `{"tools": [...], "messages": [...], "loaded": [names], "search": {"name",
+/// "form"} or null}`: the tools the chat template renders (deferred ones left out, referenced or found ones and the
+/// search function in), the history as the model sees it (a search call with an empty result answered by libtrie's
+/// search, `tool_reference` items as text), or `TRIE_ERR_BUFFER_TOO_SMALL` with only `*n` written (call again with
+/// `*n` bytes: the same request gives the same plan). The caller keeps every tool of the request (deferred ones,
+/// the search tool with its one free-text argument) in the call's name set. Errors name the field: `request`,
+/// `request.tools[3]` (`TRIE_ERR_INVALID_ARGUMENT`), over 64 MiB (`TRIE_ERR_LIMIT_EXCEEDED`).
+///
+/// # Safety
+/// `request` `len` readable bytes; `registry` NULL or live; `buf` NULL (with capacity 0) or `capacity` writable;
+/// `n` writable.
+#[no_mangle]
+pub unsafe extern "C" fn trie_deferred_plan(
+    request: *const u8,
+    len: usize,
+    registry: *const super::registry::trie_registry,
+    buf: *mut u8,
+    capacity: usize,
+    n: *mut usize,
+) -> trie_status {
+    guard(|| {
+        if n.is_null() {
+            return Err(null("n"));
+        }
+        n.write(0);
+        let req = slice(request, len, "request")?;
+        let reg = if registry.is_null() { None } else { Some(try_ref(registry)?) };
+        let Some(text) = crate::calls::deferred::plan_json(req, reg)? else { return Ok(()) };
+        let out = slice_mut(buf, capacity, "buf")?;
+        super::copy_out(text.as_bytes(), out, n, |b| b, || format!("{} bytes of JSON", text.len()))
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -237,22 +275,57 @@ mod tests {
             assert_eq!(trie_tool_search_n_tools(s), 2);
             let (mut tools, mut scores, mut n) = ([9u32; 2], [0f64; 2], 0usize);
             let q = b"time please";
-            let st = trie_tool_search_query(s, TRIE_SEARCH_BM25, q.as_ptr(), q.len(), 2, tools.as_mut_ptr(),
-                                            scores.as_mut_ptr(), 2, &mut n);
+            let st = trie_tool_search_query(
+                s,
+                TRIE_SEARCH_BM25,
+                q.as_ptr(),
+                q.len(),
+                2,
+                tools.as_mut_ptr(),
+                scores.as_mut_ptr(),
+                2,
+                &mut n,
+            );
             assert_eq!((st, n, tools[0]), (TRIE_OK, 1, 1));
             assert!(scores[0] > 0.0);
             let p = b"^get_";
-            let st = trie_tool_search_query(s, TRIE_SEARCH_REGEX, p.as_ptr(), p.len(), 2, tools.as_mut_ptr(),
-                                            std::ptr::null_mut(), 1, &mut n);
+            let st = trie_tool_search_query(
+                s,
+                TRIE_SEARCH_REGEX,
+                p.as_ptr(),
+                p.len(),
+                2,
+                tools.as_mut_ptr(),
+                std::ptr::null_mut(),
+                1,
+                &mut n,
+            );
             assert_eq!((st, n), (TRIE_ERR_BUFFER_TOO_SMALL, 2));
             let mut buf = [0u8; 256];
-            let st = trie_tool_search_query_json(s, TRIE_SEARCH_REGEX, p.as_ptr(), p.len(), 5, buf.as_mut_ptr(),
-                                                 buf.len(), &mut n);
+            let st = trie_tool_search_query_json(
+                s,
+                TRIE_SEARCH_REGEX,
+                p.as_ptr(),
+                p.len(),
+                5,
+                buf.as_mut_ptr(),
+                buf.len(),
+                &mut n,
+            );
             assert_eq!(st, TRIE_OK);
             let v: serde_json::Value = serde_json::from_slice(&buf[..n]).unwrap();
             assert_eq!(v["tool_references"][1]["tool_name"], "get_time");
-            let st = trie_tool_search_query(s, 7, q.as_ptr(), q.len(), 2, tools.as_mut_ptr(), std::ptr::null_mut(),
-                                            2, &mut n);
+            let st = trie_tool_search_query(
+                s,
+                7,
+                q.as_ptr(),
+                q.len(),
+                2,
+                tools.as_mut_ptr(),
+                std::ptr::null_mut(),
+                2,
+                &mut n,
+            );
             assert_eq!(st, TRIE_ERR_INVALID_ARGUMENT);
             let (mut name, mut len) = (std::ptr::null(), 0usize);
             assert_eq!(trie_tool_search_name(s, 2, &mut name, &mut len), TRIE_ERR_INVALID_ARGUMENT);
@@ -262,6 +335,18 @@ mod tests {
             let r = trie_tool_search_retain(s);
             trie_tool_search_free(r);
             trie_tool_search_free(s);
+            let req = br#"{"tools": [{"name": "a", "defer_loading": true}, {"name": "b"}], "messages": []}"#;
+            assert_eq!(trie_deferred_plan(req.as_ptr(), req.len(), std::ptr::null(), std::ptr::null_mut(), 0,
+                                          &mut n), TRIE_ERR_BUFFER_TOO_SMALL);
+            let mut plan = vec![0u8; n];
+            assert_eq!(trie_deferred_plan(req.as_ptr(), req.len(), std::ptr::null(), plan.as_mut_ptr(), plan.len(),
+                                          &mut n), TRIE_OK);
+            let v: serde_json::Value = serde_json::from_slice(&plan[..n]).unwrap();
+            assert_eq!(v["tools"], serde_json::json!([{"name": "b"}]));
+            let plain = br#"{"tools": [{"name": "b"}]}"#;
+            assert_eq!(trie_deferred_plan(plain.as_ptr(), plain.len(), std::ptr::null(), std::ptr::null_mut(), 0,
+                                          &mut n), TRIE_OK);
+            assert_eq!(n, 0, "nothing to do");
             let mut s2 = std::ptr::null_mut();
             assert_eq!(trie_tool_search_new(std::ptr::null(), 5, &mut s2), TRIE_ERR_NULL_ARGUMENT);
             assert!(s2.is_null());

@@ -12,11 +12,11 @@
 use super::cache::Lru;
 use super::confine::{Confinement, FileKey, Opened};
 use super::recognize::{recognize_with, Limits, Recognition, Shape};
+use super::search::{tool_texts, SearchLimits, ToolSearch};
 use crate::error::{Error, ErrorKind, Result};
 use std::io::Read;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use super::search::{tool_texts, SearchLimits, ToolSearch};
 use std::sync::{Arc, OnceLock};
 
 /// The longest registry name, in bytes.
@@ -30,6 +30,7 @@ pub struct Registry {
     names: Vec<String>,
     parameters: Vec<String>,
     texts: Vec<String>,
+    descriptions: Vec<String>,
     search: OnceLock<std::result::Result<Arc<ToolSearch>, Error>>,
     identity: u128,
 }
@@ -43,6 +44,11 @@ impl Registry {
     /// The tools' `parameters` schemas (JSON text), by tool index.
     pub fn parameters(&self) -> &[String] {
         &self.parameters
+    }
+
+    /// The tools' descriptions ("" where a tool has none), by tool index.
+    pub fn descriptions(&self) -> &[String] {
+        &self.descriptions
     }
 
     /// The search index of the registry's tools (built on the first call, then shared: immutable).
@@ -152,12 +158,12 @@ impl RegistryCache {
         let parameters = set.payloads.unwrap_or_default();
         let found = tool_texts(text.as_bytes(), &registry_search_limits())
             .map_err(|e| Error::new(e.kind(), format!("{what}: {}", e.message())))?;
-        if found.len() != names.len() || found.iter().zip(&names).any(|((n, _), m)| n != m) {
+        if found.len() != names.len() || found.iter().zip(&names).any(|(t, m)| &t.name != m) {
             return Err(Error::invalid(format!("{what}: its tools are not read alike by the search (a bug)")));
         }
-        let texts = found.into_iter().map(|(_, t)| t).collect();
+        let (texts, descriptions) = found.into_iter().map(|t| (t.text, t.description)).unzip();
         let search = OnceLock::new();
-        Ok(Registry { names, parameters, texts, search, identity: identity_of(&opened.key) })
+        Ok(Registry { names, parameters, texts, descriptions, search, identity: identity_of(&opened.key) })
     }
 }
 

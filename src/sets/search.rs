@@ -160,14 +160,31 @@ fn too_many(field: &str, n: usize, max: usize) -> Error {
     Error::new(ErrorKind::LimitExceeded, format!("{field}: {n}, over the bound of {max}"))
 }
 
-/// Each tool's name and searchable text (its description, its parameters' names and descriptions, cut at
-/// `max_tool_text_bytes`) from a JSON tool list, as [`ToolSearch::from_json`] reads it (a registry keeps them).
-pub fn tool_texts(list: &[u8], limits: &SearchLimits) -> Result<Vec<(String, String)>> {
-    if list.len() > limits.max_list_bytes {
-        return Err(too_many("tools (bytes of the list)", list.len(), limits.max_list_bytes));
-    }
-    let items: Vec<Value> = serde_json::from_slice(list)
-        .map_err(|e| Error::invalid(format!("tools: not a JSON array of tool objects: {e}")))?;
+/// What a search reads of one tool.
+#[derive(Clone, Debug)]
+pub struct ToolText {
+    /// The tool's name.
+    pub name: String,
+    /// Its description ("" without one).
+    pub description: String,
+    /// Its searchable text: the description, its parameters' names and descriptions, cut at `max_tool_text_bytes`.
+    pub text: String,
+}
+
+/// Each tool's [`ToolText`] from a JSON tool list, as [`ToolSearch::from_json`] reads it (a registry keeps them).
+pub fn tool_texts(list: &[u8], limits: &SearchLimits) -> Result<Vec<ToolText>> {
+    let items: Vec<Value> = {
+        if list.len() > limits.max_list_bytes {
+            return Err(too_many("tools (bytes of the list)", list.len(), limits.max_list_bytes));
+        }
+        serde_json::from_slice(list)
+            .map_err(|e| Error::invalid(format!("tools: not a JSON array of tool objects: {e}")))?
+    };
+    tool_texts_of(&items, limits)
+}
+
+/// [`tool_texts`] of tools already parsed.
+pub fn tool_texts_of(items: &[Value], limits: &SearchLimits) -> Result<Vec<ToolText>> {
     if items.len() > limits.max_tools {
         return Err(too_many("tools", items.len(), limits.max_tools));
     }
@@ -194,11 +211,12 @@ pub fn tool_texts(list: &[u8], limits: &SearchLimits) -> Result<Vec<(String, Str
             Some(Value::String(s)) if !s.is_empty() => s.clone(),
             _ => return Err(Error::invalid(format!("tools[{i}]: no name (a non-empty string)"))),
         };
-        let mut text = text_of(function.get("description")).to_string();
+        let description = text_of(function.get("description")).to_string();
+        let mut text = description.clone();
         let schema = function.get("parameters").or_else(|| function.get("input_schema"));
         parameters_text(schema, &mut text, limits.max_tool_text_bytes, 0);
         cut(&mut text, limits.max_tool_text_bytes);
-        tools.push((name, text));
+        tools.push(ToolText { name, description, text });
     }
     Ok(tools)
 }
@@ -210,7 +228,8 @@ impl ToolSearch {
     /// tool-search tool itself) is refused: result indices are the list's. Errors name the tool: not a JSON array,
     /// a tool that is not an object or has no name, a name listed twice, over a bound.
     pub fn from_json(list: &[u8], limits: SearchLimits) -> Result<ToolSearch> {
-        ToolSearch::new(tool_texts(list, &limits)?, limits)
+        let tools = tool_texts(list, &limits)?.into_iter().map(|t| (t.name, t.text)).collect();
+        ToolSearch::new(tools, limits)
     }
 
     /// The index of `(name, text)` pairs (`text`: the description and whatever else a query should find).

@@ -61,7 +61,8 @@ def as_dict(tool: Any) -> Dict[str, Any]:
     if isinstance(tool, dict):
         return tool
     dump = getattr(tool, "model_dump", None)
-    return dump(exclude_none=True) if dump is not None else dict(vars(tool))
+    out: Dict[str, Any] = dump(exclude_none=True) if dump is not None else dict(vars(tool))
+    return out
 
 
 def _function(tool: Dict[str, Any]) -> Dict[str, Any]:
