@@ -173,6 +173,23 @@ class RegistryCache:
             lib.trie_registry_free(out)
         return ToolSearch.from_handle(index)
 
+    def deferred_plan(self, name: str, request: Any) -> Optional[Dict[str, Any]]:
+        """:func:`libtrie.search.deferred_plan` with the registry ``name`` offered as deferred tools (its search index
+        built once per file identity). Errors as for :meth:`get`."""
+        from .search import deferred_plan
+
+        check_name(name)
+        lib = _lib()
+        data = name.encode("utf-8")
+        out = vp()
+        st = lib.trie_registry_cache_get(self._h, data, len(data), ctypes.byref(out), None)
+        if st != 0:
+            raise _error(st)
+        try:
+            return deferred_plan(request, out)
+        finally:
+            lib.trie_registry_free(out)
+
     def check(self, name: str) -> bool:
         """What :meth:`get` checks before it reads (the name, the set directory, the file opened confined: no
         link, a regular file within the size bound), reading and recognizing nothing: for an API server's

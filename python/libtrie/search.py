@@ -18,7 +18,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 from . import Status, _check
 from ._native import Signatures, declared, sizep, u8p, u32p, vp
 
-__all__ = ["ToolSearch", "BM25", "REGEX", "MODES"]
+__all__ = ["ToolSearch", "BM25", "REGEX", "MODES", "deferred_plan"]
 
 #: ``trie_tool_search_query``'s modes.
 BM25, REGEX = 0, 1
@@ -34,6 +34,8 @@ _SIGNATURES: Signatures = {
                                 ctypes.POINTER(ctypes.c_double), ctypes.c_size_t, sizep], ctypes.c_int),
     "trie_tool_search_query_json": ([vp, ctypes.c_uint32, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_size_t,
                                      ctypes.c_char_p, ctypes.c_size_t, sizep], ctypes.c_int),
+    "trie_deferred_plan": ([ctypes.c_char_p, ctypes.c_size_t, vp, ctypes.c_char_p, ctypes.c_size_t, sizep],
+                           ctypes.c_int),
 }
 
 
@@ -121,3 +123,21 @@ class ToolSearch:
         _check(lib.trie_tool_search_query_json(self._h, m, q, len(q), k, buf, n.value, ctypes.byref(n)))
         result: Dict[str, Any] = json.loads(buf.raw[: n.value])
         return result
+
+
+def deferred_plan(request: Union[bytes, Dict[str, Any]], registry: Any = None) -> Optional[Dict[str, Any]]:
+    """The request's side of deferred tools and tool search (``trie_deferred_plan``): ``request`` is the chat
+    request (its ``tools`` and ``messages`` are read), ``registry`` a native registry handle offered as deferred
+    tools (:meth:`libtrie.registry.RegistryCache.deferred_plan` passes it). ``None`` when the request is to be left
+    as it is; else ``{"tools": [...], "messages": [...], "loaded": [...], "search": {"name", "form"} or None}``."""
+    data = request if isinstance(request, bytes) else json.dumps(request).encode("utf-8", "surrogatepass")
+    lib, n = _lib(), ctypes.c_size_t()
+    st = lib.trie_deferred_plan(data, len(data), registry, None, 0, ctypes.byref(n))
+    if st == 0 and n.value == 0:
+        return None
+    if st != Status.BUFFER_TOO_SMALL:
+        _check(st)
+    buf = ctypes.create_string_buffer(n.value)
+    _check(lib.trie_deferred_plan(data, len(data), registry, buf, n.value, ctypes.byref(n)))
+    plan: Dict[str, Any] = json.loads(buf.raw[: n.value])
+    return plan

@@ -93,5 +93,24 @@ class ToolSearchTest(unittest.TestCase):
         self.assertEqual(s.names_of("group5", 3), ["tool_00005", "tool_00102", "tool_00199"], "ties in list order")
 
 
+    def test_a_registry_is_searched(self):
+        import shutil
+        import tempfile
+
+        from libtrie.registry import RegistryCache
+
+        d = Path(tempfile.mkdtemp(prefix="libtrie-search-"))
+        self.addCleanup(shutil.rmtree, d)
+        (d / "catalog.json").write_text(json.dumps(TOOLS))
+        cache = RegistryCache(str(d))
+        s = cache.search("catalog")
+        self.assertEqual(len(s), 4)
+        self.assertEqual(s.names_of("stock price", 1), ["stock.price"])
+        self.assertEqual(cache.search("catalog").search("city", 3), s.search("city", 3))
+        with self.assertRaises(Exception) as ctx:
+            cache.search("missing")
+        self.assertIn("missing", str(ctx.exception))
+
+
 if __name__ == "__main__":
     unittest.main()

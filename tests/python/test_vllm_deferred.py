@@ -42,6 +42,10 @@ def names(prompt):
     return [t["function"]["name"] for t in prompt]
 
 
+def plan(ts, messages):
+    return deferred.request_plan(ts, messages)
+
+
 USER = [{"role": "user", "content": "What does AAPL cost?"}]
 
 
@@ -100,11 +104,11 @@ class Env:
 
 class PlanTest(unittest.TestCase):
     def test_deferred_tools_leave_the_prompt_and_stay_callable(self):
-        p = deferred.plan(tools(), USER)
-        self.assertEqual(names(p.prompt), ["get_weather"], "tool-level and function-level defer_loading")
-        self.assertEqual(p.messages, USER)
-        self.assertEqual((p.loaded, p.search), ([], None))
-        self.assertIsNone(deferred.plan(tools()[:1], USER), "nothing deferred: the request is left as it is")
+        p = plan(tools(), USER)
+        self.assertEqual(names(p["tools"]), ["get_weather"], "tool-level and function-level defer_loading")
+        self.assertEqual(p["messages"], USER)
+        self.assertEqual((p["loaded"], p["search"]), ([], None))
+        self.assertIsNone(plan(tools()[:1], USER), "nothing deferred: the request is left as it is")
         fake_vllm(self)
         r = request(tools())
         self.assertTrue(frontend.adjust(Hermes(), r, Settings()))
@@ -121,56 +125,57 @@ class PlanTest(unittest.TestCase):
             {"role": "user", "content": [{"type": "text", "text": "and the time?"},
                                          {"type": "tool_search_tool_search_result", "tool_references": [
                                              {"type": "tool_reference", "tool_name": "get_time"}]}]}]
-        p = deferred.plan(tools(), history)
-        self.assertEqual(p.loaded, ["stock_price", "get_time"])
-        self.assertEqual(names(p.prompt), ["get_weather", "stock_price", "get_time"])
-        self.assertNotIn("defer_loading", json.dumps(p.prompt), "the template sees plain tools")
-        self.assertEqual(p.messages[2]["content"], "Tools found and now available: stock_price")
-        self.assertEqual(p.messages[3]["content"], "and the time?\nTools found and now available: get_time")
-        self.assertIs(p.messages[1], history[1])
+        p = plan(tools(), history)
+        self.assertEqual(p["loaded"], ["stock_price", "get_time"])
+        self.assertEqual(names(p["tools"]), ["get_weather", "stock_price", "get_time"])
+        self.assertNotIn("defer_loading", json.dumps(p["tools"]), "the template sees plain tools")
+        self.assertEqual(p["messages"][2]["content"], "Tools found and now available: stock_price")
+        self.assertEqual(p["messages"][3]["content"], "and the time?\nTools found and now available: get_time")
+        self.assertEqual(p["messages"][1], history[1])
 
     def test_the_search_tool_is_served_by_libtrie(self):
         ts = tools() + [{"type": "function", "function": {"name": "tool_search_tool_bm25"}}]
-        searcher = deferred._searcher(ts, None, Settings())
-        self.assertEqual(searcher("bm25", "stock price", 5), ["stock_price"], "the request's deferred tools")
-        self.assertEqual(searcher("regex", "^get_", 5), ["get_time"], "deferred only: get_weather is in the prompt")
         # Turn 1: the model sees the search function with its one argument, not the deferred tools.
-        p = deferred.plan(ts, USER, searcher)
-        self.assertEqual(names(p.prompt), ["get_weather", "tool_search_tool_bm25"])
-        self.assertEqual(p.prompt[1]["function"]["parameters"]["required"], ["query"])
-        self.assertEqual(p.search, ("bm25", "tool_search_tool_bm25"))
+        p = plan(ts, USER)
+        self.assertEqual(names(p["tools"]), ["get_weather", "tool_search_tool_bm25"])
+        self.assertEqual(p["tools"][1]["function"]["parameters"]["required"], ["query"])
+        self.assertEqual(p["search"], {"name": "tool_search_tool_bm25", "form": "bm25"})
         # Its call is constrained like any call: in the name set, with the query as free text.
         fake_vllm(self)
         r = request(ts)
         frontend.adjust(Hermes(), r, Settings())
         spec = calls.parse_spec(r.structured_outputs.structural_tag)
-        self.assertEqual(json.loads(spec.schemas[3]), deferred.search_parameters("bm25"))
+        self.assertEqual(spec.names[3], "tool_search_tool_bm25")
+        self.assertEqual(json.loads(spec.schemas[3]), p["tools"][1]["function"]["parameters"])
         # Turn 2: the client sent the call back with an empty result: libtrie answers it and loads what it found.
-        call = {"role": "assistant", "tool_calls": [{"id": "s1", "type": "function", "function": {
+        call = {"role": "assistant", "content": "", "tool_calls": [{"id": "s1", "type": "function", "function": {
             "name": "tool_search_tool_bm25", "arguments": json.dumps({"query": "stock ticker price"})}}]}
         for tail in ([], [{"role": "tool", "tool_call_id": "s1", "content": ""}]):
-            p = deferred.plan(ts, USER + [call] + tail, searcher)
-            self.assertEqual(p.loaded, ["stock_price"])
-            self.assertEqual(names(p.prompt), ["get_weather", "stock_price", "tool_search_tool_bm25"])
-            self.assertEqual(p.messages[-1], {"role": "tool", "tool_call_id": "s1",
-                                              "content": "Tools found and now available: stock_price"})
-            self.assertEqual(len(p.messages), 3)
-        # The API types name the search tool too.
-        self.assertEqual(deferred.search_kind({"type": "tool_search"}), "bm25")
-        self.assertEqual(deferred.search_kind({"type": "tool_search_tool_regex_20251119",
-                                               "name": "tool_search_tool_regex"}), "regex")
-        self.assertIsNone(deferred.search_kind(tools()[0]))
-        p = deferred.plan(tools() + [{"type": "tool_search_tool_regex_20251119", "name": "tool_search_tool_regex"}],
-                          USER, searcher)
-        self.assertEqual(names(p.prompt), ["get_weather", "tool_search_tool_regex"])
-        self.assertEqual(p.prompt[1]["function"]["parameters"]["required"], ["pattern"])
+            p = plan(ts, USER + [call] + tail)
+            self.assertEqual(p["loaded"], ["stock_price"])
+            self.assertEqual(names(p["tools"]), ["get_weather", "stock_price", "tool_search_tool_bm25"])
+            self.assertEqual(p["messages"][-1], {"role": "tool", "tool_call_id": "s1",
+                                                 "content": "Tools found and now available: stock_price"})
+            self.assertEqual(len(p["messages"]), 3)
+        # The regex form, by Anthropic's type: deferred tools only (get_weather is in the prompt).
+        ts = tools() + [{"type": "tool_search_tool_regex_20251119", "name": "tool_search_tool_regex"}]
+        call["tool_calls"][0]["function"] = {"name": "tool_search_tool_regex", "arguments": '{"pattern": "^get_"}'}
+        p = plan(ts, USER + [call])
+        self.assertEqual(names(p["tools"]), ["get_weather", "get_time", "tool_search_tool_regex"])
+        self.assertEqual(p["tools"][2]["function"]["parameters"]["required"], ["pattern"])
+        r = request(ts)
+        frontend.adjust(Hermes(), r, Settings())
+        spec = calls.parse_spec(r.structured_outputs.structural_tag)
+        self.assertEqual(spec.names[-1], "tool_search_tool_regex", "a search tool of its own type is callable too")
 
-    def test_a_bad_pattern_is_a_400_naming_the_field(self):
+    def test_a_bad_pattern_is_answered_and_a_bad_request_refused(self):
         ts = tools() + [{"type": "function", "function": {"name": "tool_search_tool_regex"}}]
-        call = {"role": "assistant", "tool_calls": [{"id": "s1", "type": "function", "function": {
+        call = {"role": "assistant", "content": "", "tool_calls": [{"id": "s1", "type": "function", "function": {
             "name": "tool_search_tool_regex", "arguments": json.dumps({"pattern": "a(b"})}}]}
-        with self.assertRaisesRegex(ValueError, "tool search: pattern: not a regular expression"):
-            deferred.apply(request(ts), USER + [call], [], Settings())
+        messages, _ = deferred.apply(request(ts), USER + [call], [], Settings())
+        self.assertTrue(messages[-1]["content"].startswith("The search failed: pattern: not a regular expression"))
+        with self.assertRaisesRegex(ValueError, r"request.tools\[0\]: not a JSON object"):
+            deferred.request_plan([3], USER)
 
 
 class RegistryTest(unittest.TestCase):
@@ -192,11 +197,12 @@ class RegistryTest(unittest.TestCase):
     def test_the_registry_is_searched_loaded_and_callable(self):
         settings = Settings(set_dir=str(self.dir))
         ts = tools()[:1] + [{"type": "function", "function": {"name": "tool_search_tool_bm25"}}]
-        call = {"role": "assistant", "tool_calls": [{"id": "s1", "type": "function", "function": {
+        call = {"role": "assistant", "content": "", "tool_calls": [{"id": "s1", "type": "function", "function": {
             "name": "tool_search_tool_bm25", "arguments": json.dumps({"query": "convert euros to dollars money"})}}]}
         with Env(LIBTRIE_DEFERRED_REGISTRY="catalog"):
             messages, prompt = deferred.apply(request(ts), USER + [call], [], settings)
             self.assertEqual(names(prompt), ["get_weather", "tool_search_tool_bm25", "convert_currency"])
+            self.assertEqual(prompt[2]["function"]["description"], "Convert money between currencies")
             self.assertEqual(messages[-1]["content"], "Tools found and now available: convert_currency")
             _, prompt = deferred.apply(request(ts), USER, [], settings)
             self.assertEqual(names(prompt), ["get_weather", "tool_search_tool_bm25"], "no registry tool in the prompt")

@@ -51,7 +51,7 @@ def registries(settings: Settings) -> Any:
 
 def tools_of(request: Any) -> List[Tuple[str, Any]]:
     """``(name, parameters)`` of each function tool of a chat request (OpenAI ``tools``), deferred ones
-    (``defer_loading``) included: they are callable; a search tool's call takes its one free-text argument."""
+    (``defer_loading``) included: they are callable."""
     out: List[Tuple[str, Any]] = []
     for t in request.tools or ():
         fn = getattr(t, "function", None)
@@ -61,8 +61,6 @@ def tools_of(request: Any) -> List[Tuple[str, Any]]:
             continue
         name = fn.get("name") if isinstance(fn, dict) else getattr(fn, "name", None)
         params = fn.get("parameters") if isinstance(fn, dict) else getattr(fn, "parameters", None)
-        if name in deferred.SEARCH_NAMES and not (params or {}).get("properties"):
-            params = deferred.search_parameters(deferred.SEARCH_NAMES[name])  # its one free-text argument
         out.append((name if isinstance(name, str) else "", params if params is not None else {"type": "object"}))
     return out
 
@@ -122,10 +120,14 @@ def adjust(parser: Any, request: Any, settings: Optional[Settings] = None, repla
     tools = tools_of(request)
     named = (getattr(request, "vllm_xargs", None) or {}).get(REGISTRY_KEY)
     registry = named or deferred.deferred_registry()
-    # Deferred tools offered by the operator, a search tool, or deferred tools of the request next to a registry:
-    # the request's own tools are callable besides the registry's.
-    extend = registry is not None and (named is None or any(deferred.is_deferred(t) or deferred.search_kind(t)
-                                                            for t in request.tools or ()))
+    # Deferred tools or a search tool (the native plan, without the history: no search runs): a search tool's call
+    # takes its one free-text argument, and next to a registry the request's own tools are callable too.
+    plan = deferred.request_plan(request.tools, [])
+    found = deferred.search_tool(plan)
+    if found is not None:  # in place, or added (a search tool of a type of its own: not a function of the list)
+        tools = [(n, found[1]) if n == found[0] else (n, p) for n, p in tools]
+        tools += [found] if found[0] not in {n for n, _ in tools} else []
+    extend = registry is not None and (named is None or plan is not None)
     if registry is None and settings.max_inline_strings and len(tools) > settings.max_inline_strings:
         return False  # over the operator's inline bounds: vLLM's own path, as without libtrie (no 400 for its size)
     if registry is not None:
