@@ -28,7 +28,8 @@ pub const SEARCH_K: usize = 5;
 /// The longest query the search function's call may write (Anthropic bounds a pattern at 200 characters).
 pub const MAX_QUERY: usize = 200;
 /// The function names of the search tools, and the form each reads.
-pub const SEARCH_NAMES: [(&str, Mode); 2] = [("tool_search_tool_bm25", Mode::Bm25), ("tool_search_tool_regex", Mode::Regex)];
+pub const SEARCH_NAMES: [(&str, Mode); 2] =
+    [("tool_search_tool_bm25", Mode::Bm25), ("tool_search_tool_regex", Mode::Regex)];
 /// The largest request text [`plan_json`] reads.
 pub const MAX_REQUEST_BYTES: usize = 64 << 20;
 
@@ -45,7 +46,8 @@ fn name_of(tool: &Value) -> &str {
 
 /// Whether a tool has `"defer_loading": true`, at the tool level or in `function`.
 pub fn is_deferred(tool: &Value) -> bool {
-    tool.get("defer_loading") == Some(&Value::Bool(true)) || function(tool).get("defer_loading") == Some(&Value::Bool(true))
+    tool.get("defer_loading") == Some(&Value::Bool(true))
+        || function(tool).get("defer_loading") == Some(&Value::Bool(true))
 }
 
 /// The search form of a tool-search tool, `None` for any other tool.
@@ -336,8 +338,8 @@ pub fn plan_json(request: &[u8], registry: Option<&Registry>) -> Result<Option<S
             format!("request: {} bytes, over the bound of {MAX_REQUEST_BYTES}", request.len()),
         ));
     }
-    let v: Value = serde_json::from_slice(request)
-        .map_err(|e| Error::invalid(format!("request: not a JSON object: {e}")))?;
+    let v: Value =
+        serde_json::from_slice(request).map_err(|e| Error::invalid(format!("request: not a JSON object: {e}")))?;
     let Some(o) = v.as_object() else { return Err(Error::invalid("request: not a JSON object")) };
     let list = |field: &str| -> Result<&[Value]> {
         match o.get(field) {

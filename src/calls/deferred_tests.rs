@@ -64,8 +64,11 @@ fn a_search_call_is_answered() {
         assert_eq!(p["loaded"], json!(["get_time"]), "deferred tools only");
         assert_eq!(names(&p), ["get_weather", "get_time", "tool_search_tool_regex"]);
         assert_eq!(p["messages"].as_array().unwrap().len(), 3);
-        assert_eq!(p["messages"][2], json!({"role": "tool", "tool_call_id": "s1",
-                                            "content": "Tools found and now available: get_time"}));
+        assert_eq!(
+            p["messages"][2],
+            json!({"role": "tool", "tool_call_id": "s1",
+                                            "content": "Tools found and now available: get_time"})
+        );
     }
     let mut h = user();
     h.push(call(r#"{"pattern": "a(b"}"#));
@@ -73,7 +76,10 @@ fn a_search_call_is_answered() {
     let text = p["messages"][2]["content"].as_str().unwrap();
     assert!(text.starts_with("The search failed: pattern: not a regular expression"), "{text}");
     assert_eq!(search_kind(&json!({"type": "tool_search"})), Some(Mode::Bm25));
-    assert_eq!(search_kind(&json!({"type": "function", "function": {"name": "tool_search_tool_bm25"}})), Some(Mode::Bm25));
+    assert_eq!(
+        search_kind(&json!({"type": "function", "function": {"name": "tool_search_tool_bm25"}})),
+        Some(Mode::Bm25)
+    );
     assert_eq!(search_kind(&tools()[0]), None);
 }
 

@@ -336,16 +336,22 @@ mod tests {
             trie_tool_search_free(r);
             trie_tool_search_free(s);
             let req = br#"{"tools": [{"name": "a", "defer_loading": true}, {"name": "b"}], "messages": []}"#;
-            assert_eq!(trie_deferred_plan(req.as_ptr(), req.len(), std::ptr::null(), std::ptr::null_mut(), 0,
-                                          &mut n), TRIE_ERR_BUFFER_TOO_SMALL);
+            assert_eq!(
+                trie_deferred_plan(req.as_ptr(), req.len(), std::ptr::null(), std::ptr::null_mut(), 0, &mut n),
+                TRIE_ERR_BUFFER_TOO_SMALL
+            );
             let mut plan = vec![0u8; n];
-            assert_eq!(trie_deferred_plan(req.as_ptr(), req.len(), std::ptr::null(), plan.as_mut_ptr(), plan.len(),
-                                          &mut n), TRIE_OK);
+            assert_eq!(
+                trie_deferred_plan(req.as_ptr(), req.len(), std::ptr::null(), plan.as_mut_ptr(), plan.len(), &mut n),
+                TRIE_OK
+            );
             let v: serde_json::Value = serde_json::from_slice(&plan[..n]).unwrap();
             assert_eq!(v["tools"], serde_json::json!([{"name": "b"}]));
             let plain = br#"{"tools": [{"name": "b"}]}"#;
-            assert_eq!(trie_deferred_plan(plain.as_ptr(), plain.len(), std::ptr::null(), std::ptr::null_mut(), 0,
-                                          &mut n), TRIE_OK);
+            assert_eq!(
+                trie_deferred_plan(plain.as_ptr(), plain.len(), std::ptr::null(), std::ptr::null_mut(), 0, &mut n),
+                TRIE_OK
+            );
             assert_eq!(n, 0, "nothing to do");
             let mut s2 = std::ptr::null_mut();
             assert_eq!(trie_tool_search_new(std::ptr::null(), 5, &mut s2), TRIE_ERR_NULL_ARGUMENT);

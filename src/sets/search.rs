@@ -122,7 +122,7 @@ pub fn tokens(text: &str) -> Vec<String> {
 }
 
 /// A string field of a JSON object, "" when absent or not a string.
-fn text_of<'a>(v: Option<&'a Value>) -> &'a str {
+fn text_of(v: Option<&Value>) -> &str {
     v.and_then(Value::as_str).unwrap_or("")
 }
 

@@ -261,13 +261,14 @@ class ToolServerTest(unittest.TestCase):
 
         questions = ["What is the weather in Paris?", "What time is it in Tokyo?", "Call tool 3 with 5.",
                      "Weather in Lima, please.", "Run tool 6."]
-        before, exact, sizes = self.served(), 0, []
+        before, exact, sizes, called = self.served(), 0, [], []
         for q in questions:
             c, n = chat(tools(True), [{"role": "user", "content": q}])
             got = self.check_tool_calls(c, schemas)
             self.assertEqual(len(got), 1)
             exact += 1
             sizes.append(n)
+            called.append(got[0]["function"]["name"])
         full = chat(tools(False), [{"role": "user", "content": questions[0]}])[1]
         self.assertLess(max(sizes), full / 3, "the deferred tools are not in the prompt")
         # A tool_reference in the history (vLLM's shape) loads get_weather into the prompt.
@@ -280,12 +281,12 @@ class ToolServerTest(unittest.TestCase):
         schemas["tool_search_tool_bm25"] = {"type": "object", "properties": {"query": {"type": "string", "maxLength": 200}},
                                             "required": ["query"], "additionalProperties": False}
         c, with_ref = chat(tools(True) + search_tool, ask + turn + ref)
-        self.check_tool_calls(c, schemas)
+        called.append(self.check_tool_calls(c, schemas)[0]["function"]["name"])
         exact += 1
         # The same search with an empty result: libtrie's search answers it and loads what it found.
         c, searched = chat(tools(True) + search_tool, ask + turn + [{"role": "tool", "tool_call_id": "call_1",
                                                                      "content": ""}])
-        self.check_tool_calls(c, schemas)
+        called.append(self.check_tool_calls(c, schemas)[0]["function"]["name"])
         exact += 1
         bare = chat(tools(True) + search_tool, ask)[1]
         self.assertGreater(with_ref, bare + 20, "the referenced tool's schema is in the prompt")
@@ -293,7 +294,7 @@ class ToolServerTest(unittest.TestCase):
         self.assertEqual(self.served() - before, len(questions) + 4)
         print(f"\n    defer_loading alone: {exact} of {len(questions) + 2} calls exact; prompt tokens {max(sizes)} "
               f"deferred vs {full} in the prompt; {bare} → {with_ref} with a tool_reference, {searched} after a "
-              "search answered by libtrie", file=sys.stderr)
+              "search answered by libtrie; called {called}", file=sys.stderr)
 
 if __name__ == "__main__":
     unittest.main()
