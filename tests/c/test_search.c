@@ -92,6 +92,20 @@ int main(void) {
     CHECK(trie_tool_search_new((const uint8_t *)dup, strlen(dup), &bad) == TRIE_ERR_INVALID_ARGUMENT && bad == NULL);
     CHECK(strstr(trie_last_error(), "same name") != NULL);
 
+    /* the request's side of defer_loading: the deferred tool leaves the prompt, the plan's size asked first */
+    const char *req = "{\"tools\": [{\"type\": \"function\", \"defer_loading\": true, \"function\": {\"name\": "
+                      "\"a\"}}, {\"type\": \"function\", \"function\": {\"name\": \"b\"}}], \"messages\": []}";
+    CHECK(trie_deferred_plan((const uint8_t *)req, strlen(req), NULL, NULL, 0, &n) == TRIE_ERR_BUFFER_TOO_SMALL);
+    need = n;
+    CHECK(need < sizeof buf);
+    CHECK(trie_deferred_plan((const uint8_t *)req, strlen(req), NULL, (uint8_t *)buf, need, &n) == TRIE_OK);
+    buf[n] = 0;
+    CHECK(strstr(buf, "\"tools\":[{\"function\":{\"name\":\"b\"},\"type\":\"function\"}]") != NULL);
+    const char *plain = "{\"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"b\"}}]}";
+    CHECK(trie_deferred_plan((const uint8_t *)plain, strlen(plain), NULL, NULL, 0, &n) == TRIE_OK && n == 0);
+    CHECK(trie_deferred_plan((const uint8_t *)"[]", 2, NULL, NULL, 0, &n) == TRIE_ERR_INVALID_ARGUMENT);
+    CHECK(strncmp(trie_last_error(), "request:", 8) == 0);
+
     /* one index, several threads */
     pthread_t th[4];
     for (int i = 0; i < 4; i++) CHECK(pthread_create(&th[i], NULL, worker, s) == 0);
