@@ -46,9 +46,34 @@
 
 
 /**
+ * Results of one search (Anthropic returns 3 to 5).
+ */
+#define SEARCH_K 5
+
+/**
+ * The longest query the search function's call may write (Anthropic bounds a pattern at 200 characters).
+ */
+#define MAX_QUERY 200
+
+/**
+ * The largest request text [`plan_json`] reads.
+ */
+#define MAX_REQUEST_BYTES (64 << 20)
+
+/**
  * The longest registry name, in bytes.
  */
 #define MAX_NAME_BYTES 128
+
+/**
+ * BM25's term-frequency saturation.
+ */
+#define BM25_K1 1.2
+
+/**
+ * BM25's length normalisation.
+ */
+#define BM25_B 0.75
 
 /**
  * Major version of libtrie (the `0` of `0.3.0`).
@@ -212,6 +237,19 @@
 #define TRIE_CALLS_PHASE_DONE 4
 
 /**
+ * [`trie_tool_search_query`]'s `mode`: words ranked by BM25 over names, descriptions and parameters' text
+ * (Anthropic's `tool_search_tool_bm25`, OpenAI's `tool_search`).
+ */
+#define TRIE_SEARCH_BM25 0
+
+/**
+ * [`trie_tool_search_query`]'s `mode`: a regular expression (the `regex` crate's syntax; `(?i)` for
+ * case-insensitive) matched anywhere in a name (score 2) or else in the other text (score 1) (Anthropic's
+ * `tool_search_tool_regex`).
+ */
+#define TRIE_SEARCH_REGEX 1
+
+/**
  * The result of a call. The numbers are stable and never renumbered; new codes may be added at the end.
  * Details of the last failure on the calling thread: [`trie_last_error`].
  */
@@ -333,6 +371,12 @@ typedef struct trie_registry_cache trie_registry_cache;
  * compiled once; the others wait for it). Free with [`trie_set_cache_free`] once no call is in flight.
  */
 typedef struct trie_set_cache trie_set_cache;
+
+/**
+ * The search index of one tool list. Opaque, immutable: any number of threads may query it at once. Reference
+ * counted: [`trie_tool_search_retain`], [`trie_tool_search_free`].
+ */
+typedef struct trie_tool_search trie_tool_search;
 
 /**
  * A token vocabulary. Opaque, immutable once built: it may be used from any number of threads at once.
@@ -2123,6 +2167,132 @@ enum trie_status trie_possible_values(const struct trie_automaton *automaton,
                                       uint64_t *values,
                                       size_t capacity,
                                       size_t *n_values);
+
+/**
+ * Builds the search index of a JSON tool list (`len` bytes, UTF-8): the OpenAI `tools` shape
+ * (`[{"type": "function", "function": {"name", "description", "parameters"}}]`), or tools without the `function`
+ * wrapper (`{"name", "description", "parameters" | "input_schema"}`). Tool `i` of the list is tool `i` of every
+ * result. Bounds: 1,000,000 tools, 1 GiB of list, 16 KiB of searchable text per tool (cut there). Errors:
+ * `TRIE_ERR_INVALID_ARGUMENT` naming the tool (`tools[3]: no name`, a name listed twice, a tool of another type
+ * than `function`), `TRIE_ERR_LIMIT_EXCEEDED` over a bound. `*out` is a new reference (NULL on failure).
+ *
+ * # Safety
+ * `tools_json` `len` readable bytes (NULL with 0: an error, not JSON); `out` writable.
+ */
+enum trie_status trie_tool_search_new(const uint8_t *tools_json,
+                                      size_t len,
+                                      struct trie_tool_search **out);
+
+/**
+ * The search index of a registry's tools (`trie_registry_cache_get`): tool `i` is the registry's tool `i`. Built
+ * on the first call for a registry (then shared, immutable); `*out` is a new reference (NULL on failure).
+ *
+ * # Safety
+ * `registry` NULL or live; `out` writable.
+ */
+enum trie_status trie_registry_search(const struct trie_registry *registry,
+                                      struct trie_tool_search **out);
+
+/**
+ * Adds a reference to `search` and returns it (NULL for NULL).
+ *
+ * # Safety
+ * `search` NULL or live.
+ */
+const struct trie_tool_search *trie_tool_search_retain(const struct trie_tool_search *search);
+
+/**
+ * Drops a reference to `search` (NULL: nothing).
+ *
+ * # Safety
+ * `search` NULL or live, each reference freed once.
+ */
+void trie_tool_search_free(const struct trie_tool_search *search);
+
+/**
+ * The number of tools of the index (0 for NULL).
+ *
+ * # Safety
+ * `search` NULL or live.
+ */
+size_t trie_tool_search_n_tools(const struct trie_tool_search *search);
+
+/**
+ * A view of tool `i`'s name (UTF-8, `*len` bytes, no NUL), valid while `search` lives.
+ * `TRIE_ERR_INVALID_ARGUMENT` for `i` out of range.
+ *
+ * # Safety
+ * `search` NULL or live; `name` and `len` writable.
+ */
+enum trie_status trie_tool_search_name(const struct trie_tool_search *search,
+                                       size_t i,
+                                       const uint8_t **name,
+                                       size_t *len);
+
+/**
+ * The top `k` tools (1 to 1,000) of `search` for `query` (`len` bytes of UTF-8: words for `TRIE_SEARCH_BM25`,
+ * at most 4,096 bytes and 64 distinct words; a pattern for `TRIE_SEARCH_REGEX`, at most 1,024 bytes, compiled
+ * within 1 MiB), best first, ties in list order; tools that do not match are left out. `*n` is the number of
+ * results; `tools[j]` gets the j-th result's tool index and `scores[j]` (NULL: not written) its score; a
+ * `capacity` below `*n` is `TRIE_ERR_BUFFER_TOO_SMALL` with only `*n` written (a capacity of `k` always fits).
+ * Errors name the field: `mode`, `k`, `query` / `pattern` (`TRIE_ERR_INVALID_ARGUMENT`: empty, not UTF-8, not a
+ * regex; `TRIE_ERR_LIMIT_EXCEEDED`: over a bound).
+ *
+ * # Safety
+ * `search` live; `query` `len` readable bytes; `tools` NULL (with capacity 0) or `capacity` writable; `scores`
+ * NULL or `capacity` writable; `n` writable.
+ */
+enum trie_status trie_tool_search_query(const struct trie_tool_search *search,
+                                        uint32_t mode,
+                                        const uint8_t *query,
+                                        size_t len,
+                                        size_t k,
+                                        uint32_t *tools,
+                                        double *scores,
+                                        size_t capacity,
+                                        size_t *n);
+
+/**
+ * [`trie_tool_search_query`] with the result as Anthropic's search result block, JSON text (UTF-8, no NUL):
+ * `{"type": "tool_search_tool_search_result", "tool_references": [{"type": "tool_reference", "tool_name":
+ * NAME}, ...]}`, best first. `*n` is its length in bytes; `buf` gets it, or `TRIE_ERR_BUFFER_TOO_SMALL` with only
+ * `*n` written (call again with `*n` bytes).
+ *
+ * # Safety
+ * As [`trie_tool_search_query`]; `buf` NULL (with capacity 0) or `capacity` writable.
+ */
+enum trie_status trie_tool_search_query_json(const struct trie_tool_search *search,
+                                             uint32_t mode,
+                                             const uint8_t *query,
+                                             size_t len,
+                                             size_t k,
+                                             uint8_t *buf,
+                                             size_t capacity,
+                                             size_t *n);
+
+/**
+ * The request's side of deferred tools and tool search, once for every engine (see [`crate::calls::deferred`]):
+ * `request` (`len` bytes) is the chat request's JSON, of which `tools` and `messages` are read; `registry` (NULL:
+ * none) an operator's registry offered as deferred tools of every request. `*n` is the plan's length in bytes, 0
+ * when the request is to be left as it is (nothing deferred, no search tool, no `tool_reference`, no registry);
+ * else `buf` gets the plan, JSON text `{"tools": [...], "messages": [...], "loaded": [names], "search": {"name",
+ * "form"} or null}`: the tools the chat template renders (deferred ones left out, referenced or found ones and the
+ * search function in), the history as the model sees it (a search call with an empty result answered by libtrie's
+ * search, `tool_reference` items as text), or `TRIE_ERR_BUFFER_TOO_SMALL` with only `*n` written (call again with
+ * `*n` bytes: the same request gives the same plan). The caller keeps every tool of the request (deferred ones,
+ * the search tool with its one free-text argument) in the call's name set. Errors name the field: `request`,
+ * `request.tools[3]` (`TRIE_ERR_INVALID_ARGUMENT`), over 64 MiB (`TRIE_ERR_LIMIT_EXCEEDED`).
+ *
+ * # Safety
+ * `request` `len` readable bytes; `registry` NULL or live; `buf` NULL (with capacity 0) or `capacity` writable;
+ * `n` writable.
+ */
+enum trie_status trie_deferred_plan(const uint8_t *request,
+                                    size_t len,
+                                    const struct trie_registry *registry,
+                                    uint8_t *buf,
+                                    size_t capacity,
+                                    size_t *n);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -39,6 +39,8 @@ mod incremental;
 mod recognize;
 #[path = "robustness.rs"]
 mod robustness;
+#[path = "search.rs"]
+mod search;
 #[path = "template.rs"]
 mod template;
 #[path = "values.rs"]

@@ -39,6 +39,7 @@ _SIGNATURES: Dict[str, Tuple[List[Any], Any]] = {
     "trie_registry_tool": ([vp, ctypes.c_size_t, ctypes.POINTER(u8p), sizep, ctypes.POINTER(u8p), sizep],
                            ctypes.c_int),
     "trie_registry_identity": ([vp, ctypes.c_char_p], ctypes.c_int),
+    "trie_registry_search": ([vp, ctypes.POINTER(vp)], ctypes.c_int),
 }
 def _lib() -> ctypes.CDLL:
     return declared(_SIGNATURES, "registries")
@@ -149,6 +150,45 @@ class RegistryCache:
             while len(self._copies) > self._capacity:
                 self._copies.pop(next(iter(self._copies)))
         return reg
+
+    def search(self, name: str) -> Any:
+        """The :class:`~libtrie.search.ToolSearch` index of the registry ``name`` (its tools' names, descriptions
+        and parameters' text; built by the native registry once per file identity, then shared). Errors as for
+        :meth:`get`."""
+        from .search import ToolSearch
+
+        check_name(name)
+        lib = _lib()
+        data = name.encode("utf-8")
+        out = vp()
+        st = lib.trie_registry_cache_get(self._h, data, len(data), ctypes.byref(out), None)
+        if st != 0:
+            raise _error(st)
+        try:
+            index = vp()
+            st = lib.trie_registry_search(out, ctypes.byref(index))
+            if st != 0:
+                raise _error(st)
+        finally:
+            lib.trie_registry_free(out)
+        return ToolSearch.from_handle(index)
+
+    def deferred_plan(self, name: str, request: Any) -> Optional[Dict[str, Any]]:
+        """:func:`libtrie.search.deferred_plan` with the registry ``name`` offered as deferred tools (its search index
+        built once per file identity). Errors as for :meth:`get`."""
+        from .search import deferred_plan
+
+        check_name(name)
+        lib = _lib()
+        data = name.encode("utf-8")
+        out = vp()
+        st = lib.trie_registry_cache_get(self._h, data, len(data), ctypes.byref(out), None)
+        if st != 0:
+            raise _error(st)
+        try:
+            return deferred_plan(request, out)
+        finally:
+            lib.trie_registry_free(out)
 
     def check(self, name: str) -> bool:
         """What :meth:`get` checks before it reads (the name, the set directory, the file opened confined: no

@@ -25,6 +25,7 @@ use crate::vocab::{TokenId, Vocabulary};
 use crate::{Automaton, CompileOptions, State};
 use std::sync::Arc;
 
+pub mod deferred;
 mod marker;
 mod matcher;
 

@@ -353,6 +353,8 @@ mod calls;
 mod compiled;
 mod values;
 
+mod search;
+
 use boundary::*;
 pub use calls::*;
 pub use compile::*;
@@ -362,6 +364,7 @@ pub use draft::*;
 use handle::*;
 pub use info::*;
 pub use lazy::*;
+pub use search::*;
 pub use sets::*;
 pub use template::*;
 pub use values::*;

@@ -15,6 +15,7 @@ mod front;
 mod options;
 mod read;
 mod registry;
+pub mod search;
 mod spec;
 
 pub use compiled::{CompiledDir, Counters as CompiledCounters, Source as CompiledSource};

@@ -12,20 +12,26 @@
 use super::cache::Lru;
 use super::confine::{Confinement, FileKey, Opened};
 use super::recognize::{recognize_with, Limits, Recognition, Shape};
+use super::search::{tool_texts, SearchLimits, ToolSearch};
 use crate::error::{Error, ErrorKind, Result};
 use std::io::Read;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 /// The longest registry name, in bytes.
 pub const MAX_NAME_BYTES: usize = 128;
 
-/// A registry, read and recognized: its tools' names (distinct) and parameters schemas (JSON text).
+/// A registry, read and recognized: its tools' names (distinct) and parameters schemas (JSON text), and what a
+/// tool search reads of each tool (its description and parameters' text, at most 16 KiB each), indexed on the first
+/// [`Registry::search`].
 #[derive(Debug)]
 pub struct Registry {
     names: Vec<String>,
     parameters: Vec<String>,
+    texts: Vec<String>,
+    descriptions: Vec<String>,
+    search: OnceLock<std::result::Result<Arc<ToolSearch>, Error>>,
     identity: u128,
 }
 
@@ -38,6 +44,20 @@ impl Registry {
     /// The tools' `parameters` schemas (JSON text), by tool index.
     pub fn parameters(&self) -> &[String] {
         &self.parameters
+    }
+
+    /// The tools' descriptions ("" where a tool has none), by tool index.
+    pub fn descriptions(&self) -> &[String] {
+        &self.descriptions
+    }
+
+    /// The search index of the registry's tools (built on the first call, then shared: immutable).
+    pub fn search(&self) -> Result<Arc<ToolSearch>> {
+        let built = self.search.get_or_init(|| {
+            let tools = self.names.iter().cloned().zip(self.texts.iter().cloned()).collect();
+            ToolSearch::new(tools, registry_search_limits()).map(Arc::new)
+        });
+        built.clone()
     }
 
     /// A digest of the file's identity (device, inode, size, modification time with nanoseconds): a changed file
@@ -134,10 +154,22 @@ impl RegistryCache {
                 return Err(Error::invalid(format!("{what} is not a list of functions: {reason}")));
             }
         };
-        let names = set.members.into_iter().map(|m| String::from_utf8_lossy(&m).into_owned()).collect();
+        let names: Vec<String> = set.members.into_iter().map(|m| String::from_utf8_lossy(&m).into_owned()).collect();
         let parameters = set.payloads.unwrap_or_default();
-        Ok(Registry { names, parameters, identity: identity_of(&opened.key) })
+        let found = tool_texts(text.as_bytes(), &registry_search_limits())
+            .map_err(|e| Error::new(e.kind(), format!("{what}: {}", e.message())))?;
+        if found.len() != names.len() || found.iter().zip(&names).any(|(t, m)| &t.name != m) {
+            return Err(Error::invalid(format!("{what}: its tools are not read alike by the search (a bug)")));
+        }
+        let (texts, descriptions) = found.into_iter().map(|t| (t.text, t.description)).unzip();
+        let search = OnceLock::new();
+        Ok(Registry { names, parameters, texts, descriptions, search, identity: identity_of(&opened.key) })
     }
+}
+
+/// A registry's search bounds: the file's size bounds it already (no bound on the tools but 32-bit indices).
+fn registry_search_limits() -> SearchLimits {
+    SearchLimits { max_tools: u32::MAX as usize, max_list_bytes: usize::MAX, ..SearchLimits::default() }
 }
 
 /// A registry name: 1 to [`MAX_NAME_BYTES`] characters of `[A-Za-z0-9_.-]`, not starting with `.` (so no

@@ -157,3 +157,24 @@ fn concurrent_requests_read_a_registry_once() {
     });
     assert_eq!(reads, 1);
 }
+
+#[test]
+fn a_registry_is_searched_by_descriptions() {
+    let d = dir("search");
+    std::fs::write(
+        d.root.join("described.json"),
+        r#"[{"type": "function", "function": {"name": "get_time", "description": "The time in a zone"}},
+            {"name": "add", "description": "Add two numbers", "parameters": {"type": "object",
+             "properties": {"a": {"type": "integer", "description": "first summand"}}}}]"#,
+    )
+    .unwrap();
+    let cache = RegistryCache::new(Some(&d.root), 1 << 20, 0, 4).unwrap();
+    let r = cache.get("described").unwrap().registry;
+    let s = r.search().unwrap();
+    assert!(Arc::ptr_eq(&s, &r.search().unwrap()), "built once");
+    assert_eq!(s.names(), r.names());
+    let top = |q: &str| s.search(super::super::search::Mode::Bm25, q, 1).unwrap()[0].tool;
+    assert_eq!(top("what time is it in Tokyo"), 0);
+    assert_eq!(top("sum of numbers"), 1);
+    assert_eq!(top("summand"), 1, "a parameter's description");
+}

@@ -747,6 +747,30 @@ class ArgumentPrefetchTest(unittest.TestCase):
         self.assertEqual(self.compiler.arg_compiles, 4)
 
 
+    def test_a_registry_extended_by_the_request_tools(self):
+        """Deferred tools offered by a registry (``extend``): the request's own tools the registry lacks (its search
+        tool, a session's tools) are callable next to the registry's, each by its own schema; without ``extend``
+        only the registry's names are."""
+        v = vocab()
+        reg = SimpleNamespace(names=("tool_000", "tool_001", "tool_002"),
+                              parameters=tuple(self.schema(i) for i in range(3)), identity=b"r1")
+        ctx = engine_context(v)
+        ctx.compiler, ctx.registry = self.compiler, lambda name: reg
+        request = SimpleNamespace(request_id="r", sampling_params=SimpleNamespace(all_stop_token_ids=[EOS]))
+        own = [("tool_001", {}), ("extra_9", json.loads(self.schema(9)))]
+        feed = CallsGrammarTest.feed.__get__(self)
+        self.mask = CallsGrammarTest.mask.__get__(self)
+        tag = calls.build_tag("json", False, False, own, registry="reg", extend=True)
+        g = route._calls_grammar(ctx, request, "STRUCTURAL_TAG", tag)
+        feed(g, text_tokens('[{"name": "extra_9", "parameters": {"a9": 1}}]') + [EOS])
+        self.assertTrue(g.is_terminated())
+        g = route._calls_grammar(ctx, request, "STRUCTURAL_TAG", tag)
+        feed(g, text_tokens('[{"name": "tool_001", "parameters": {"a1": 1}}]') + [EOS])
+        self.assertTrue(g.is_terminated(), "a tool of both: the registry's schema")
+        g = route._calls_grammar(ctx, request, "STRUCTURAL_TAG", calls.build_tag("json", False, False, own, "reg"))
+        feed(g, text_tokens('[{"name": "'))
+        self.assertFalse(g.accept_tokens("r", text_tokens("e")), "without extend: the registry's names only")
+
     def test_a_changed_registry_is_updated_and_each_name_keeps_its_tool(self):
         v = vocab()
         ctx = engine_context(v)

@@ -88,7 +88,8 @@ class ToolServerTest(unittest.TestCase):
         cls.server = subprocess.Popen(
             [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(MODEL), "--host", "127.0.0.1",
              "--port", str(cls.port), "--enforce-eager", "--max-model-len", "1024", "--max-num-seqs", "4",
-             "--seed", "0", "--enable-auto-tool-choice", "--tool-call-parser", "hermes"],  # no --scheduler-cls
+             "--seed", "0", "--enable-auto-tool-choice", "--tool-call-parser", "hermes",
+             "--trust-request-chat-template"],  # no --scheduler-cls; a request's template: the deferred-tools test
             env=env, stdout=cls.log, stderr=subprocess.STDOUT)
         deadline = time.time() + 400
         while time.time() < deadline:
@@ -229,6 +230,71 @@ class ToolServerTest(unittest.TestCase):
         c = self.chat_required([{"type": "function", "function": {"name": "ping"}}], False)
         self.assertEqual(self.check_tool_calls(c, {"ping": {"type": "object"}})[0]["function"]["name"], "ping")
 
+
+    def test_defer_loading_alone(self):
+        """A client that uses only the API's fields (``defer_loading``, a search tool, ``tool_reference``; no libtrie
+        field): every call is exact (a tool of the request, its arguments valid for its schema), the deferred tools
+        are not in the prompt, a reference or a search answered by libtrie loads them. The request's chat template
+        renders the tools (SmolLM2's own renders none), so the prompt's size shows what is in it."""
+        catalog = [(f"tool_{i:05d}", t["function"]["parameters"]) for i, t in enumerate(registry_tools(8))] + TOOLS
+        descr = {"get_weather": "The weather in a city", "get_time": "The time in a time zone"}
+
+        def tools(defer):
+            return [{"type": "function", "defer_loading": defer,
+                     "function": {"name": n, "description": descr.get(n, f"tool number {n[-1]}"), "parameters": p}}
+                    for n, p in catalog]
+
+        schemas = dict(catalog)
+        template = ("{%- if tools %}<|im_start|>system\nTools:\n{% for t in tools %}{{ t | tojson }}\n{% endfor %}"
+                    "<|im_end|>\n{% endif %}{% for m in messages %}<|im_start|>{{ m['role'] }}\n"
+                    "{{ m['content'] or '' }}<|im_end|>\n{% endfor %}<|im_start|>assistant\n")
+
+        def chat(tools_, messages, max_tokens=120):
+            body = {"messages": messages, "tools": tools_, "tool_choice": "required", "parallel_tool_calls": False,
+                    "max_tokens": max_tokens, "chat_template": template}
+            req = urllib.request.Request(f"http://127.0.0.1:{self.port}/v1/chat/completions",
+                                         json.dumps({"model": str(MODEL), "temperature": 0, **body}).encode(),
+                                         {"Content-Type": "application/json"})
+            with urllib.request.urlopen(req, timeout=600) as r:
+                out = json.load(r)
+            return out["choices"][0], out["usage"]["prompt_tokens"]
+
+        questions = ["What is the weather in Paris?", "What time is it in Tokyo?", "Call tool 3 with 5.",
+                     "Weather in Lima, please.", "Run tool 6."]
+        before, exact, sizes, called = self.served(), 0, [], []
+        for q in questions:
+            c, n = chat(tools(True), [{"role": "user", "content": q}])
+            got = self.check_tool_calls(c, schemas)
+            self.assertEqual(len(got), 1)
+            exact += 1
+            sizes.append(n)
+            called.append(got[0]["function"]["name"])
+        full = chat(tools(False), [{"role": "user", "content": questions[0]}])[1]
+        self.assertLess(max(sizes), full / 3, "the deferred tools are not in the prompt")
+        # A tool_reference in the history (vLLM's shape) loads get_weather into the prompt.
+        ask = [{"role": "user", "content": questions[0]}]
+        turn = [{"role": "assistant", "content": "", "tool_calls": [{"id": "call_1", "type": "function", "function": {
+            "name": "tool_search_tool_bm25", "arguments": json.dumps({"query": "weather city"})}}]}]
+        ref = [{"role": "tool", "tool_call_id": "call_1",
+                "content": [{"type": "tool_reference", "name": "get_weather"}]}]
+        search_tool = [{"type": "function", "function": {"name": "tool_search_tool_bm25"}}]
+        schemas["tool_search_tool_bm25"] = {"type": "object", "properties": {"query": {"type": "string", "maxLength": 200}},
+                                            "required": ["query"], "additionalProperties": False}
+        c, with_ref = chat(tools(True) + search_tool, ask + turn + ref)
+        called.append(self.check_tool_calls(c, schemas)[0]["function"]["name"])
+        exact += 1
+        # The same search with an empty result: libtrie's search answers it and loads what it found.
+        c, searched = chat(tools(True) + search_tool, ask + turn + [{"role": "tool", "tool_call_id": "call_1",
+                                                                     "content": ""}])
+        called.append(self.check_tool_calls(c, schemas)[0]["function"]["name"])
+        exact += 1
+        bare = chat(tools(True) + search_tool, ask)[1]
+        self.assertGreater(with_ref, bare + 20, "the referenced tool's schema is in the prompt")
+        self.assertGreater(searched, bare + 20, "the tool found is in the prompt")
+        self.assertEqual(self.served() - before, len(questions) + 4)
+        print(f"\n    defer_loading alone: {exact} of {len(questions) + 2} calls exact; prompt tokens {max(sizes)} "
+              f"deferred vs {full} in the prompt; {bare} → {with_ref} with a tool_reference, {searched} after a "
+              "search answered by libtrie; called {called}", file=sys.stderr)
 
 if __name__ == "__main__":
     unittest.main()

@@ -82,6 +82,9 @@ class CallSpec:
     names: Tuple[str, ...]
     schemas: Tuple[str, ...]
     registry: Optional[str] = None
+    #: With a registry: the request's tools that the registry lacks are callable too (deferred tools offered by the
+    #: operator's registry, with the request's own tools and its search tool).
+    extend: bool = False
 
 
 def _schema_text(schema: Any) -> str:
@@ -96,9 +99,10 @@ def _schema_text(schema: Any) -> str:
 
 
 def build_tag(fmt: str, auto: bool, parallel: bool, tools: Sequence[Tuple[str, Any]],
-              registry: Optional[str] = None) -> str:
+              registry: Optional[str] = None, extend: bool = False) -> str:
     """The structural tag of a request (the frontend's side): ``tools`` is ``(name, parameters)`` pairs (the
-    request's tools; with a registry, those listed in the prompt). Raises ``ValueError`` (an HTTP 400) for a
+    request's tools; with a registry, those listed in the prompt, and with ``extend`` callable too where the registry
+    lacks them). Raises ``ValueError`` (an HTTP 400) for a
     duplicate or empty name, or parameters that are not an object."""
     f = FORMATS[fmt]
     names = [n for n, _ in tools]
@@ -114,8 +118,10 @@ def build_tag(fmt: str, auto: bool, parallel: bool, tools: Sequence[Tuple[str, A
     shown = [json.dumps(n) if f.render == "json_string" else n for n in names]
     structures = [{"begin": (f.trigger or "") + f.prefix + n + f.suffix, "schema": json.loads(s),
                    "end": f.close + f.last} for n, s in zip(shown, schemas)]
-    tag = {"type": "structural_tag", "structures": structures, "triggers": [trigger],
+    tag: Dict[str, Any] = {"type": "structural_tag", "structures": structures, "triggers": [trigger],
            KEY: {"format": fmt, "auto": auto, "parallel": parallel, "names": names, "registry": registry}}
+    if extend and registry is not None:
+        tag[KEY]["extend"] = True
     return json.dumps(tag)
 
 
@@ -147,7 +153,8 @@ def parse_spec(spec: str, max_bytes: Optional[int] = None) -> Optional[CallSpec]
     if len(set(names)) != len(names) or not all(isinstance(n, str) and n for n in names):
         raise ValueError("tools: tool names must be distinct non-empty strings")
     schemas = tuple(_schema_text(s.get("schema") if isinstance(s, dict) else None) for s in structures)
-    return CallSpec(fmt, bool(meta.get("auto")), bool(meta.get("parallel")), tuple(names), schemas, registry)
+    return CallSpec(fmt, bool(meta.get("auto")), bool(meta.get("parallel")), tuple(names), schemas, registry,
+                    bool(meta.get("extend")))
 
 
 # ---- the grammar: the native engine ---------------------------------------------------------------------------------

@@ -8,9 +8,10 @@ request (``ToolParser.adjust_request``), then :func:`adjust` writes what libtrie
   opens with a call; ``parallel_tool_calls=false``: one call, then only the end;
 - ``tool_choice="required"`` with a parser that reads vLLM's JSON list (``supports_required_and_named``):
   ``[{"name": ..., "parameters": ...}]``, one call or (parallel) several, each by its own tool's schema;
-- ``vllm_xargs={"libtrie_registry": NAME}`` with either: the names (and argument schemas) of the operator's
-  registry ``NAME.json`` of ``LIBTRIE_SET_DIR`` instead of the request's tools (which stay in the prompt: list the
-  candidates there). A named ``tool_choice`` is left to vLLM (one tool's schema).
+- tools with ``defer_loading`` (:mod:`libtrie.vllm.deferred`: left out of the prompt) are callable like the others;
+- ``vllm_xargs={"libtrie_registry": NAME}`` (or the operator's ``LIBTRIE_DEFERRED_REGISTRY=NAME`` for every request)
+  with either: the names (and argument schemas) of the operator's registry ``NAME.json`` of ``LIBTRIE_SET_DIR``, and
+  the request's own tools that are not in it. A named ``tool_choice`` is left to vLLM (one tool's schema).
 
 Refusals are ``ValueError`` naming the field (the caller makes them vLLM's HTTP 400): a duplicate or empty tool
 name, parameters that are not an object, a bad or missing registry. More tools or a larger tag than the operator's
@@ -25,7 +26,7 @@ from typing import Any, List, Optional, Tuple
 
 from .. import Status, TrieError, front
 from ..sets import SetError, Settings
-from . import calls
+from . import calls, deferred
 from .tools import MAX_SCHEMAS
 
 __all__ = ["adjust", "tools_of", "REGISTRY_KEY", "registries"]
@@ -49,7 +50,8 @@ def registries(settings: Settings) -> Any:
 
 
 def tools_of(request: Any) -> List[Tuple[str, Any]]:
-    """``(name, parameters)`` of each function tool of a chat request (OpenAI ``tools``)."""
+    """``(name, parameters)`` of each function tool of a chat request (OpenAI ``tools``), deferred ones
+    (``defer_loading``) included: they are callable."""
     out: List[Tuple[str, Any]] = []
     for t in request.tools or ():
         fn = getattr(t, "function", None)
@@ -116,7 +118,16 @@ def adjust(parser: Any, request: Any, settings: Optional[Settings] = None, repla
         return False
     settings = settings or Settings.from_env()
     tools = tools_of(request)
-    registry = (getattr(request, "vllm_xargs", None) or {}).get(REGISTRY_KEY)
+    named = (getattr(request, "vllm_xargs", None) or {}).get(REGISTRY_KEY)
+    registry = named or deferred.deferred_registry()
+    # Deferred tools or a search tool (the native plan, without the history: no search runs): a search tool's call
+    # takes its one free-text argument, and next to a registry the request's own tools are callable too.
+    plan = deferred.request_plan(request.tools, [])
+    found = deferred.search_tool(plan)
+    if found is not None:  # in place, or added (a search tool of a type of its own: not a function of the list)
+        tools = [(n, found[1]) if n == found[0] else (n, p) for n, p in tools]
+        tools += [found] if found[0] not in {n for n, _ in tools} else []
+    extend = registry is not None and (named is None or plan is not None)
     if registry is None and settings.max_inline_strings and len(tools) > settings.max_inline_strings:
         return False  # over the operator's inline bounds: vLLM's own path, as without libtrie (no 400 for its size)
     if registry is not None:
@@ -127,7 +138,7 @@ def adjust(parser: Any, request: Any, settings: Optional[Settings] = None, repla
     if registry is None and len({json.dumps(p, sort_keys=True) for _, p in tools}) > MAX_SCHEMAS:
         return False  # vLLM's backend compiles them (as before routing); a registry has no such bound
     parallel = getattr(request, "parallel_tool_calls", True) is not False
-    tag = calls.build_tag(fmt, getattr(request, "tool_choice", None) != "required", parallel, tools, registry)
+    tag = calls.build_tag(fmt, getattr(request, "tool_choice", None) != "required", parallel, tools, registry, extend)
     bound = front.limits(settings).max_text_bytes
     if registry is None and bound is not None and len(tag.encode("utf-8", "surrogatepass")) > bound:
         return False  # over the operator's inline bounds: vLLM's own path (a registry serves larger catalogs)

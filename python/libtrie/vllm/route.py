@@ -33,11 +33,12 @@ Three places, one switch (``LIBTRIE_VLLM_ROUTE=1`` in the server's environment):
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import threading
 from collections import OrderedDict
-from typing import Any, Dict, List, NamedTuple, Optional, Tuple
+from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 from .. import Recognized, TrieError
 from .. import front
@@ -206,6 +207,9 @@ def register() -> None:
     bx.XgrammarBackend.compile_grammar = compile_choice_as_grammar
     _route_engine_core()
     _route_tool_parsers(Refused)
+    from . import deferred
+
+    deferred.install(Refused)  # defer_loading, tool search, tool_reference: before the prompt is rendered
 
 
 def _route_tool_parsers(refused: type) -> None:
@@ -365,6 +369,8 @@ class EngineContext:
         self._latest: Dict[Any, Tuple[Any, Tuple[str, ...]]] = {}
         #: Registries updated by with_changes instead of compiled again.
         self.updates = 0
+        #: Per registry identity: its names as a set (what a request adds to it).
+        self._name_sets: Dict[Any, Any] = {}
 
     def registry(self, name: str) -> Any:
         """The registry ``name`` of the operator's set directory (:mod:`libtrie.registry`; read once per file
@@ -446,6 +452,19 @@ class EngineContext:
                     self._latest.pop(next(iter(self._latest)))
             while len(self._by_identity) > bound:
                 self._by_identity.pop(next(iter(self._by_identity)))
+
+    def outside(self, reg: Any, names: Sequence[str]) -> List[int]:
+        """The indices of ``names`` that are not tools of the registry ``reg`` (its name set kept per identity)."""
+        with self._lock:
+            if not hasattr(self, "_name_sets"):
+                self._name_sets = {}
+            known = self._name_sets.get(reg.identity)
+            if known is None:
+                known = frozenset(reg.names)
+                self._name_sets[reg.identity] = known
+                while len(self._name_sets) > 4:
+                    self._name_sets.pop(next(iter(self._name_sets)))
+        return [i for i, n in enumerate(names) if n not in known]
 
     @classmethod
     def of(cls, manager: Any) -> "EngineContext":
@@ -529,6 +548,12 @@ def _calls_grammar(ctx: EngineContext, request: Any, request_type: str, spec: st
         reg = ctx.registry(cs.registry)
         names, schemas, identity = reg.names, reg.parameters, reg.identity
         what = f"registry {cs.registry!r}, {len(reg.names)} tools"
+        extra = ctx.outside(reg, cs.names) if cs.extend else []
+        if extra:  # the request's own tools that the registry lacks (a search tool, a session's tools): callable too
+            names = tuple(names) + tuple(cs.names[i] for i in extra)
+            schemas = tuple(schemas) + tuple(cs.schemas[i] for i in extra)
+            identity = identity + hashlib.sha256(json.dumps([cs.names[i] for i in extra]).encode()).digest()[:16]
+            what += f" and {len(extra)} of the request"
     fmt = calls.FORMATS[cs.format]
     first = ctx.names(names, fmt.prefix, fmt.suffix, identity, fmt.render, cs.registry)
     following = (ctx.names(names, fmt.next_prefix, fmt.suffix, identity, fmt.render, cs.registry)
