@@ -71,6 +71,9 @@ int main(int argc, char ** argv) {
             auto pk = std::make_tuple(key, tmpl, choice, parallel);
             auto it = parsers.find(pk);
             if (it == parsers.end()) {
+                if (parsers.size() >= 16) {  // a bounded cache: the calls come grouped by tool list
+                    parsers.clear();
+                }
                 auto t = templates.find(tmpl);
                 if (t == templates.end()) {
                     t = templates.emplace(tmpl, common_chat_templates_init(nullptr, read_file(dir + "/" + tmpl), "<s>", "</s>")).first;
