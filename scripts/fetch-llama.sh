@@ -7,7 +7,8 @@
 # Result (idempotent, stamped):
 #   $TRIE_CACHE/llama.cpp/src      the llama.cpp source tree (llama.cpp/ is $TRIE_LLAMA_ROOT when set)
 #   $TRIE_CACHE/llama.cpp/build    the CMake build tree
-#   $TRIE_CACHE/llama.cpp/install  the install prefix (include/llama.h, lib/libllama.so, lib/cmake/llama)
+#   $TRIE_CACHE/llama.cpp/install  the install prefix (include/llama.h, lib/libllama.so, lib/libllama-common.so,
+#                                  lib/cmake/llama)
 #   $TRIE_CACHE/venv               a Python venv holding pinned cmake and ninja from PyPI
 #
 # CPU code is built for a portable ISA, never for the build machine (-march=native), with the flags defined once in
@@ -24,6 +25,8 @@
 #              else llama.cpp's portable list), TRIE_LLAMA_CUDA_FLAGS (more -D flags for a CUDA build),
 #              TRIE_LLAMA_ROOT (default $TRIE_CACHE/llama.cpp: where src/, build/, install/ go; the CUDA build
 #              of scripts/cuda/build-llama-cuda.sh uses its own, so it never replaces the CPU build), TRIE_FORCE=1 rebuilds.
+# Targets: llama, and llama-common (common/: the chat templates and the chat parser, common_chat_parse, that
+# tests/calls-proof/llama_chat_driver.cpp links, so that tool calls are read back by llama.cpp's own parser).
 # Prints the install prefix as the last line of stdout.
 set -euo pipefail
 
@@ -57,7 +60,7 @@ cmake_args=(-G Ninja -DCMAKE_MAKE_PROGRAM="$NINJA"
   -DCMAKE_INSTALL_LIBDIR=lib
   -DBUILD_SHARED_LIBS=ON
   -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF
-  -DLLAMA_BUILD_COMMON=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_TOOLS=OFF
+  -DLLAMA_BUILD_COMMON=ON -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_TOOLS=OFF
   -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF
   "${cpu_flags[@]}" "${cuda_flags[@]}")
 if [[ "$PRINT_ARGS" == 1 ]]; then
@@ -66,12 +69,12 @@ if [[ "$PRINT_ARGS" == 1 ]]; then
 fi
 
 want_stamp() {
-  printf 'llama-cpp-python=%s commit=%s sha256=%s cuda=%s cmake=%s %s\n' \
+  printf 'llama-cpp-python=%s commit=%s sha256=%s cuda=%s cmake=%s targets=llama,llama-common %s\n' \
     "$LCP_VERSION" "$LLAMA_COMMIT" "$LCP_SHA256" "$CUDA" "$CMAKE_VERSION" "$(llama_flags_stamp)"
 }
 
 if [[ "${TRIE_FORCE:-0}" != 1 && -f "$STAMP" && "$(cat "$STAMP")" == "$(want_stamp)" \
-      && -f "$PREFIX/include/llama.h" ]]; then
+      && -f "$PREFIX/include/llama.h" && -f "$PREFIX/lib/libllama-common.so" ]]; then
   log "llama.cpp $LLAMA_COMMIT already built in $PREFIX (cuda=$CUDA, ${cpu_flags[*]})"
   echo "$PREFIX"
   exit 0
@@ -102,10 +105,10 @@ log "configuring (cmake $CMAKE_VERSION, ninja, Release, shared, cuda=$CUDA, CPU:
 "$CMAKE" -S "$SRC" -B "$BUILD" "${cmake_args[@]}" --log-level=WARNING >"$LLAMA_ROOT/configure.log" 2>&1 \
   || { log "configure failed; see $LLAMA_ROOT/configure.log"; tail -30 "$LLAMA_ROOT/configure.log" >&2; exit 1; }
 
-log "building target llama with $JOBS jobs (about 6 minutes on 2 cores for CPU; much longer with CUDA)"
+log "building targets llama and llama-common with $JOBS jobs (about 9 minutes on 2 cores for CPU; much longer with CUDA)"
 start=$(date +%s)
 # Ninja prints one "[n/N] ..." line per step; keep the progress visible but short.
-if ! "$CMAKE" --build "$BUILD" --target llama -j "$JOBS" 2>&1 \
+if ! "$CMAKE" --build "$BUILD" --target llama llama-common -j "$JOBS" 2>&1 \
   | tee "$LLAMA_ROOT/build.log" \
   | { grep --line-buffered -E '^\[[0-9]+/[0-9]+\]|error' || true; } \
   | sed -u -E 's/^(\[[0-9]+\/[0-9]+\]) [A-Za-z ]+ (.*\/)?([^/ ]+)$/\1 \3/' >&2; then

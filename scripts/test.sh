@@ -98,6 +98,11 @@ if [[ "${TRIE_SKIP_LLAMA:-0}" != 1 ]]; then
     after llama.cpp after model tests/llama/run.sh
   stage "differential harness: llama.cpp's grammar parser and matcher" env TRIE_DIFF_LLAMA=1 TRIE_SKIP_CARGO=1 \
     scripts/test-differential.sh --seed 2 --cases 1500 --families grammar,grammar-dialect,grammar-near,grammar-hostile,grammar-space
+  # Every served call proven: the tool-call engine's calls on real vocabularies, read back by llama.cpp's own chat
+  # parser (the same llama.cpp build) and checked with jsonschema against the tool list or registry version each
+  # request saw; then defect 1 of issue 36 put back in the harness must fail it (tests/calls-proof/README.md).
+  stage "whole tool calls read by llama.cpp's chat parser, arguments by jsonschema (tests/calls-proof)" \
+    env TRIE_PROOF_WALKS=1500 scripts/test-calls-proof.sh
 fi
 # Last: its wheel build (setuptools-rust: `cargo rustc --crate-type cdylib`) replaces the library's compiled copy that
 # the stages above share, so any cargo command after it would compile the library again. The wheel is installed into
