@@ -77,7 +77,7 @@ def fake_vllm(test):
 
 def request(ts, **kw):
     base = dict(tools=ts, tool_choice="required", parallel_tool_calls=False, structured_outputs=None,
-                response_format=None, vllm_xargs=None)
+                response_format=None, vllm_xargs=None, messages=USER)
     base.update(kw)
     return SimpleNamespace(**base)
 
@@ -176,6 +176,9 @@ class PlanTest(unittest.TestCase):
         self.assertTrue(messages[-1]["content"].startswith("The search failed: pattern: not a regular expression"))
         with self.assertRaisesRegex(ValueError, r"request.tools\[0\]: not a JSON object"):
             deferred.request_plan([3], USER)
+        # Not a chat request (the Responses API: no messages): left alone.
+        responses = SimpleNamespace(tools=ts, vllm_xargs=None, input="hi")
+        self.assertEqual(deferred.apply(responses, USER + [call], [{"x": 1}], Settings()), (USER + [call], [{"x": 1}]))
 
 
 class RegistryTest(unittest.TestCase):
