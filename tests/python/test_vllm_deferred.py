@@ -219,6 +219,9 @@ class RegistryTest(unittest.TestCase):
         self.assertTrue(frontend.adjust(Hermes(), r, settings))
         spec = calls.parse_spec(r.structured_outputs.structural_tag)
         self.assertEqual((spec.registry, spec.extend), ("catalog", False))
+        with Env(LIBTRIE_DEFERRED_REGISTRY="absent"):
+            with self.assertRaisesRegex(ValueError, r"LIBTRIE_DEFERRED_REGISTRY \(the server's\): .*absent"):
+                frontend.adjust(Hermes(), request(tools()[:1]), settings)
         # Without the variable: nothing of the registry.
         self.assertEqual(deferred.apply(request(tools()[:1]), USER, [{"x": 1}], settings), (USER, [{"x": 1}]))
 
