@@ -313,7 +313,9 @@ impl ToolSearch {
             return Err(too_many("query (distinct words)", terms.len(), self.limits.max_query_terms));
         }
         let n = self.names.len() as f64;
-        let mut scores: HashMap<u32, f64> = HashMap::new();
+        // Dense scores (every contribution is positive: a tool's first one marks it touched).
+        let mut scores = vec![0f64; self.names.len()];
+        let mut touched: Vec<u32> = Vec::new();
         for term in &terms {
             let Some(list) = self.postings.get(term) else { continue };
             let df = list.len() as f64;
@@ -322,10 +324,14 @@ impl ToolSearch {
                 let tf = f64::from(tf);
                 let dl = f64::from(self.lengths[tool as usize]);
                 let norm = BM25_K1 * (1.0 - BM25_B + BM25_B * dl / self.average_length.max(f64::MIN_POSITIVE));
-                *scores.entry(tool).or_default() += idf * tf * (BM25_K1 + 1.0) / (tf + norm);
+                let score = &mut scores[tool as usize];
+                if *score == 0.0 {
+                    touched.push(tool);
+                }
+                *score += idf * tf * (BM25_K1 + 1.0) / (tf + norm);
             }
         }
-        Ok(scores.into_iter().filter(|&(_, s)| s > 0.0).map(|(t, score)| Hit { tool: t as usize, score }).collect())
+        Ok(touched.into_iter().map(|t| Hit { tool: t as usize, score: scores[t as usize] }).collect())
     }
 
     fn regex(&self, pattern: &str) -> Result<Vec<Hit>> {

@@ -77,7 +77,7 @@ def fake_vllm(test):
 
 def request(ts, **kw):
     base = dict(tools=ts, tool_choice="required", parallel_tool_calls=False, structured_outputs=None,
-                response_format=None, vllm_xargs=None)
+                response_format=None, vllm_xargs=None, messages=USER)
     base.update(kw)
     return SimpleNamespace(**base)
 
@@ -176,6 +176,9 @@ class PlanTest(unittest.TestCase):
         self.assertTrue(messages[-1]["content"].startswith("The search failed: pattern: not a regular expression"))
         with self.assertRaisesRegex(ValueError, r"request.tools\[0\]: not a JSON object"):
             deferred.request_plan([3], USER)
+        # Not a chat request (the Responses API: no messages): left alone.
+        responses = SimpleNamespace(tools=ts, vllm_xargs=None, input="hi")
+        self.assertEqual(deferred.apply(responses, USER + [call], [{"x": 1}], Settings()), (USER + [call], [{"x": 1}]))
 
 
 class RegistryTest(unittest.TestCase):
@@ -216,6 +219,9 @@ class RegistryTest(unittest.TestCase):
         self.assertTrue(frontend.adjust(Hermes(), r, settings))
         spec = calls.parse_spec(r.structured_outputs.structural_tag)
         self.assertEqual((spec.registry, spec.extend), ("catalog", False))
+        with Env(LIBTRIE_DEFERRED_REGISTRY="absent"):
+            with self.assertRaisesRegex(ValueError, r"LIBTRIE_DEFERRED_REGISTRY \(the server's\): .*absent"):
+                frontend.adjust(Hermes(), request(tools()[:1]), settings)
         # Without the variable: nothing of the registry.
         self.assertEqual(deferred.apply(request(tools()[:1]), USER, [{"x": 1}], settings), (USER, [{"x": 1}]))
 

@@ -294,7 +294,7 @@ class ToolServerTest(unittest.TestCase):
         self.assertEqual(self.served() - before, len(questions) + 4)
         print(f"\n    defer_loading alone: {exact} of {len(questions) + 2} calls exact; prompt tokens {max(sizes)} "
               f"deferred vs {full} in the prompt; {bare} → {with_ref} with a tool_reference, {searched} after a "
-              "search answered by libtrie; called {called}", file=sys.stderr)
+              f"search answered by libtrie; called {called}", file=sys.stderr)
 
 if __name__ == "__main__":
     unittest.main()

@@ -54,6 +54,9 @@ Requests are untrusted input. Operator settings (environment of the vLLM server)
   compiled once and shared.
 - ``LIBTRIE_MAX_STATES`` / ``LIBTRIE_MAX_BYTES``: memory bounds of one compile (0 or unset: the library's own);
   a set beyond them fails with ``LIMIT_EXCEEDED``.
+- ``LIBTRIE_DEFERRED_REGISTRY``: a registry of the set directory offered as deferred tools (``defer_loading``) of
+  every chat request with tools: callable, found by the tool-search tool, never in the prompt unless found or
+  referenced (:mod:`libtrie.vllm.deferred`).
 - ``LIBTRIE_COMPILE_THREADS`` (default 1): concurrent compiles of the scheduler; ``LIBTRIE_CACHE_SIZE`` (default 64):
   compiled sets kept (least recently used go first; a set still in use by a request is never compiled twice).
 - ``LIBTRIE_CACHE_DIR``: a folder (the operator's, writable) where the vocabulary and the compiled sets of set files

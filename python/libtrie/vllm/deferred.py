@@ -95,8 +95,8 @@ def apply(request: Any, messages: Sequence[Any], tool_dicts: Optional[List[Dict[
     from ..sets import Settings
     from .frontend import REGISTRY_KEY
 
-    if not getattr(request, "tools", None):
-        return messages, tool_dicts
+    if not getattr(request, "tools", None) or not hasattr(request, "messages"):
+        return messages, tool_dicts  # no tools, or not a chat request (the Responses API renders its own tools)
     settings = settings or Settings.from_env()
     named = (getattr(request, "vllm_xargs", None) or {}).get(REGISTRY_KEY)
     offered = deferred_registry() if named is None or named == deferred_registry() else None

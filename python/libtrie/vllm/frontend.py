@@ -134,7 +134,8 @@ def adjust(parser: Any, request: Any, settings: Optional[Settings] = None, repla
         try:  # checked, not read (the event loop serves every client; the engine core reads the registry)
             registries(settings).check(registry)
         except (TrieError, ValueError) as e:
-            raise SetError(Status.INVALID_ARGUMENT, f"vllm_xargs.{REGISTRY_KEY}: {getattr(e, 'message', e)}") from None
+            field = f"vllm_xargs.{REGISTRY_KEY}" if named is not None else deferred.ENV_REGISTRY + " (the server's)"
+            raise SetError(Status.INVALID_ARGUMENT, f"{field}: {getattr(e, 'message', e)}") from None
     if registry is None and len({json.dumps(p, sort_keys=True) for _, p in tools}) > MAX_SCHEMAS:
         return False  # vLLM's backend compiles them (as before routing); a registry has no such bound
     parallel = getattr(request, "parallel_tool_calls", True) is not False
