@@ -23,6 +23,11 @@ pub trait ArgMatcher {
     fn is_completed(&mut self) -> Option<bool> {
         None
     }
+    /// The matcher as [`std::any::Any`], for an integration that hands its own matcher object back to its caller
+    /// ([`CallsMatcher::current_arguments`]); `None` by default.
+    fn as_any(&self) -> Option<&dyn std::any::Any> {
+        None
+    }
 }
 
 /// Makes the argument matcher of each call.
@@ -178,6 +183,28 @@ impl CallsMatcher {
     /// Tokens accepted (and not rolled back) since the start.
     pub fn n_accepted(&self) -> usize {
         self.history.len() - 1
+    }
+
+    /// The argument matcher of the current call while its arguments are decoded ([`Phase::Args`]), else `None`:
+    /// where the sequence's mask is exactly that matcher's, an integration may apply its matcher itself (llama.cpp
+    /// checks a sampled token against a grammar without masking the whole vocabulary).
+    pub fn current_arguments(&self) -> Option<&dyn ArgMatcher> {
+        let cur = self.cur();
+        if cur.phase != Phase::Args {
+            return None;
+        }
+        cur.matcher.and_then(|m| self.matchers.get(m as usize)).map(|b| b.as_ref())
+    }
+
+    /// The tokens forced from here, at most `max_tokens`: in a name, the name automaton's forced run (the
+    /// format's fixed text, the rest of the only name left, the suffix; [`crate::Automaton::draft`]); empty in
+    /// every other phase (what an argument matcher or free text writes is not forced here).
+    pub fn draft(&self, max_tokens: usize) -> Vec<TokenId> {
+        let cur = self.cur();
+        if cur.phase != Phase::Name {
+            return Vec::new();
+        }
+        self.calls.names(cur.which).automaton.draft(cur.state, max_tokens).tokens
     }
 
     /// Why the last token was rejected when the argument factory failed for it (else `None`).
