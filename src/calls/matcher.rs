@@ -77,6 +77,8 @@ struct Pos {
     took: bool,
     /// Bytes of the marker at the end of the output (`Free`).
     pending: u32,
+    /// Between the calls of a [`Mode::Required`] answer (`Free`): only whitespace, then the marker.
+    gap: bool,
     /// The start of a required call with a marker: the marker's own token is allowed too.
     opening: bool,
     /// Calls completed.
@@ -122,6 +124,7 @@ impl CallsMatcher {
                 matcher: None,
                 took: false,
                 pending: 0,
+                gap: false,
                 opening: false,
                 calls: 0,
                 tool: None,
@@ -144,6 +147,7 @@ impl CallsMatcher {
             matcher,
             took: false,
             pending: 0,
+            gap: false,
             opening: false,
             calls,
             tool: None,
@@ -290,6 +294,16 @@ impl CallsMatcher {
                 let m = cur.matcher.expect("an argument position has its matcher") as usize;
                 self.matchers[m].fill_bitmask(row)?;
             }
+            Phase::Free if cur.gap => {
+                row.fill(0);
+                let trigger = c.config.format.trigger.as_deref().unwrap_or_default();
+                for t in 0..c.vocab.n_listed() as TokenId {
+                    if gap_allows(trigger, cur.pending as usize, c.vocab.token_bytes(t)) {
+                        row[(t >> 5) as usize] |= 1u32 << (t & 31);
+                    }
+                }
+                set_bits(&c.stops, row);
+            }
             Phase::Free => {
                 // Every listed token (padding ids past the tokenizer's list stay masked).
                 let listed = c.vocab.n_listed();
@@ -333,6 +347,9 @@ impl CallsMatcher {
                 // The marker's own token goes through the text too: after a part of a marker that overlaps itself
                 // ("<" of "<<"), it would finish the marker and go on past it.
                 let trigger = c.config.format.trigger.as_deref().unwrap_or_default();
+                if cur.gap && !gap_allows(trigger, cur.pending as usize, c.vocab.token_bytes(t)) {
+                    return None;
+                }
                 let text = [&trigger[..cur.pending as usize], c.vocab.token_bytes(t)].concat();
                 match find(&text, trigger) {
                     Some(i) if i + trigger.len() < text.len() => None, // the marker and more in one token
@@ -415,6 +432,14 @@ impl CallsMatcher {
             }
             return Pos { took: true, ..self.name(Which::Following, pos.matcher, calls) };
         }
-        Pos { phase: Phase::Free, pending: 0, calls, ..pos }
+        // a further call from free text (auto), or after whitespace only (required: the answer is its calls)
+        Pos { phase: Phase::Free, pending: 0, gap: c.config.mode == Mode::Required, calls, ..pos }
     }
+}
+
+/// Between the calls of a required answer: whether a token of `bytes` keeps the text whitespace followed by a
+/// part of the marker (`pending` of its bytes already written; whitespace only before the marker begins).
+fn gap_allows(trigger: &[u8], pending: usize, bytes: &[u8]) -> bool {
+    let skip = if pending == 0 { bytes.iter().take_while(|b| b.is_ascii_whitespace()).count() } else { 0 };
+    !bytes.is_empty() && trigger[pending.min(trigger.len())..].starts_with(&bytes[skip..])
 }

@@ -41,7 +41,8 @@ impl Castable for trie_calls_matcher {
 
 /// [`trie_calls_config::mode`]: free text until the marker opens a call (`tool_choice="auto"`).
 pub const TRIE_CALLS_AUTO: u32 = 0;
-/// [`trie_calls_config::mode`]: the output starts with a call (`tool_choice="required"`).
+/// [`trie_calls_config::mode`]: the output starts with a call (`tool_choice="required"`); parallel calls written
+/// in free text are separated by whitespace only.
 pub const TRIE_CALLS_REQUIRED: u32 = 1;
 /// [`trie_calls_config::mode`]: a call of the one tool `named_tool` ([`trie_calls_new`] only).
 pub const TRIE_CALLS_NAMED: u32 = 2;
