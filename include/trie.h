@@ -177,7 +177,8 @@
 #define TRIE_CALLS_AUTO 0
 
 /**
- * [`trie_calls_config::mode`]: the output starts with a call (`tool_choice="required"`).
+ * [`trie_calls_config::mode`]: the output starts with a call (`tool_choice="required"`); parallel calls written
+ * in free text are separated by whitespace only.
  */
 #define TRIE_CALLS_REQUIRED 1
 
