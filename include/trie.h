@@ -202,7 +202,8 @@
 #define TRIE_CALLS_AUTO 0
 
 /**
- * [`trie_calls_config::mode`]: the output starts with a call (`tool_choice="required"`).
+ * [`trie_calls_config::mode`]: the output starts with a call (`tool_choice="required"`); parallel calls written
+ * in free text are separated by whitespace only.
  */
 #define TRIE_CALLS_REQUIRED 1
 
@@ -744,11 +745,14 @@ typedef struct trie_calls_names {
  * be NULL. Callbacks run on the thread of the `trie_calls_*` call that needs them, never after
  * [`trie_calls_matcher_free`] returns. Versioned like [`trie_options`].
  *
- * A llama.cpp grammar sampler fits as follows: `make` builds `llama_sampler_init_grammar` of the tool's GBNF (the
- * arguments and the format's close); `accept` checks the token against the grammar (apply on a one-token
- * candidate array) then `llama_sampler_accept`; `fill` applies the grammar to the whole vocabulary and sets the
- * bits of the tokens left; `rollback` restores a clone kept per accepted token (`llama_sampler_clone`); `completed`
- * is NULL (the engine asks whether a stop token would be accepted).
+ * A llama.cpp grammar sampler fits as follows (llama-server's adapter, integrations/llama-server/
+ * llama-libtrie-tools.cpp): `make` builds `llama_sampler_init_grammar` of the tool's GBNF (the arguments and the
+ * format's close); `accept` checks the token against the grammar (apply on a one-token candidate array) then
+ * `llama_sampler_accept`; `fill` applies the grammar to the whole vocabulary and sets the bits of the tokens left;
+ * `rollback` rebuilds the grammar from a clone made at the call's start and replays the tokens kept;
+ * `completed` applies the grammar to one end-of-generation token (allowed: the grammar is complete). While the
+ * sequence is in its arguments, [`trie_calls_current_arguments`] gives the grammar back so that the sampler can
+ * check a sampled token against it alone (llama.cpp's rejection sampling) instead of filling a whole row.
  */
 typedef struct trie_calls_callbacks {
     /**
@@ -2030,6 +2034,32 @@ bool trie_calls_is_terminated(const struct trie_calls_matcher *matcher);
  * `matcher` live; `info` writable.
  */
 enum trie_status trie_calls_info_of(const struct trie_calls_matcher *matcher, struct trie_calls_info *info);
+
+/**
+ * The forced token run from here, at most `capacity` tokens, into `tokens`: in a tool's name, the name
+ * automaton's forced run (the format's fixed text, the rest of the only name left, the suffix: what a serving
+ * engine may propose as a speculative draft or decode in one batch); 0 tokens in every other phase. `*n_tokens`
+ * is their number (0 on failure).
+ *
+ * # Safety
+ * `matcher` live; `tokens` NULL (with `capacity` 0) or `capacity` writable ids; `n_tokens` writable.
+ */
+enum trie_status trie_calls_draft(const struct trie_calls_matcher *matcher,
+                                  int32_t *tokens,
+                                  size_t capacity,
+                                  size_t *n_tokens);
+
+/**
+ * The argument matcher of the current call (the pointer `callbacks.make` returned for it) while the sequence is
+ * in `TRIE_CALLS_PHASE_ARGS`, else NULL (also for a NULL or dead-looking handle). There the sequence's mask is
+ * exactly that matcher's, so an engine may apply its own matcher directly (llama.cpp's rejection sampling checks
+ * the sampled token against the grammar before masking the whole vocabulary). The pointer stays owned by the
+ * sequence: valid until the next call that changes it.
+ *
+ * # Safety
+ * `matcher` NULL or live.
+ */
+void *trie_calls_current_arguments(const struct trie_calls_matcher *matcher);
 
 /**
  * Opens the compiled directory `path` (NUL-terminated UTF-8), creating it (mode 0700, parents included) if it

@@ -211,6 +211,10 @@ fn parse(f: &Format, mode: Mode, parallel: bool, out: &[u8]) -> std::result::Res
                 } else {
                     pos
                 };
+                // a required answer is its calls: whitespace only between them
+                if mode == Mode::Required && !out[pos..at].iter().all(|b| b.is_ascii_whitespace()) {
+                    return Err(format!("text between required calls: {:?}", String::from_utf8_lossy(&out[pos..at])));
+                }
                 pos = at;
                 eat(&mut pos, t, "trigger")?;
             } else if !calls.is_empty() {
@@ -579,4 +583,44 @@ fn caller_built_automata_and_their_member_to_tool_maps() {
     let bare = trie::Automaton::compile(vocab.clone(), &["x"], &CompileOptions::default()).unwrap();
     let e = ToolCalls::from_names(vocab, config, trie::calls::Names::new(Arc::new(bare)), None, None).unwrap_err();
     assert!(e.message().contains("end open"), "{e}");
+}
+
+#[test]
+fn required_parallel_calls_are_separated_by_whitespace_only() {
+    let (vocab, stops) = vocab();
+    let case = Case {
+        vocab: vocab.clone(),
+        stops,
+        format: Format::named("hermes").unwrap(),
+        mode: Mode::Required,
+        parallel: true,
+        names: vec!["get_weather".into(), "get_time".into()],
+        named: None,
+    };
+    let engine = case.engine();
+    let (mut m, _) = case.matcher(&engine, true);
+    let words = vocab.mask_words();
+    let id = |s: &str| (0..vocab.n_vocab() as TokenId).find(|&t| vocab.token_bytes(t) == s.as_bytes()).unwrap();
+    for &b in format!("<tool_call>\n{{\"name\": \"get_time\", \"arguments\": {}}}\n</tool_call>", args_of(1)).as_bytes()
+    {
+        assert!(m.accept_token(b as TokenId));
+    }
+    assert_eq!((m.phase(), m.calls_so_far()), (Phase::Free, 1));
+    let between = allowed(&mask(&mut m, words));
+    for ok in [id("<tool_call>"), b'\n' as TokenId, b' ' as TokenId, b'<' as TokenId, stops[0], stops[1]] {
+        assert!(between.contains(&ok), "{ok} may follow a required call");
+    }
+    for no in [b'H' as TokenId, b't' as TokenId, id(">\n{")] {
+        assert!(!between.contains(&no) && !m.accept_token(no), "{no}: no free text between required calls");
+    }
+    for &b in b"\n <tool_c" {
+        assert!(m.accept_token(b as TokenId));
+    }
+    assert!(!m.accept_token(b' ' as TokenId), "no whitespace inside the marker");
+    let next = allowed(&mask(&mut m, words));
+    assert_eq!(next, vec![b'a' as TokenId, stops[0], stops[1]], "the marker's next byte, or a stop token");
+    for &b in b"all>" {
+        assert!(m.accept_token(b as TokenId));
+    }
+    assert_eq!(m.phase(), Phase::Name);
 }

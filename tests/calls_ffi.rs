@@ -305,3 +305,51 @@ fn every_pointer_size_and_field_is_checked() {
     assert_eq!((st, n), (TRIE_ERR_BUFFER_TOO_SMALL, 1));
     unsafe { trie_vocab_free(v) };
 }
+
+fn draft(m: *const trie_calls_matcher, capacity: usize) -> Vec<u8> {
+    let mut out = vec![-1i32; capacity];
+    let mut n = 99;
+    assert_eq!(unsafe { trie_calls_draft(m, out.as_mut_ptr(), capacity, &mut n) }, TRIE_OK, "{}", last_error());
+    let text = |t: i32| match t {
+        CALL => b"<tool_call>".to_vec(),
+        STRADDLE => b">\n{".to_vec(),
+        _ => vec![u8::try_from(t).expect("a byte token or one of the two above")],
+    };
+    out[..n].iter().flat_map(|&t| text(t)).collect()
+}
+
+#[test]
+fn the_forced_run_and_the_current_argument_matcher() {
+    let v = vocab();
+    let (st, calls) = engine(v, &["get_weather", "get_time"], TRIE_CALLS_REQUIRED, false);
+    assert_eq!(st, TRIE_OK, "{}", last_error());
+    unsafe { trie_vocab_free(v) };
+    let mut u =
+        User { args: vec![b"{\"city\": \"Paris\"}".to_vec(), b"{\"tz\": \"UTC\"}".to_vec()], ..User::default() };
+    let cb = callbacks(&mut u);
+    let mut m = null_mut();
+    assert_eq!(unsafe { trie_calls_matcher_new(calls, &cb, &mut m) }, TRIE_OK, "{}", last_error());
+    unsafe { trie_calls_free(calls) };
+    // required with a marker: the marker's text and the prefix are forced, then the names part
+    assert_eq!(draft(m, 64), b"<tool_call>\n{\"name\": \"get_".to_vec());
+    assert_eq!(draft(m, 2), b"<tool_call>\n".to_vec(), "cut at the capacity (the marker's own token first)");
+    assert!(unsafe { trie_calls_current_arguments(m) }.is_null(), "no argument matcher before the name");
+    feed(m, b"<tool_call>\n{\"name\": \"get_w");
+    assert_eq!(draft(m, 64), b"eather\", \"arguments\": ".to_vec(), "the only name left and the suffix");
+    feed(m, b"eather\", \"arguments\": ");
+    assert_eq!(info(m).phase, TRIE_CALLS_PHASE_ARGS);
+    assert_eq!(draft(m, 64), b"".to_vec(), "the arguments are the matcher's, not forced here");
+    let cur = unsafe { trie_calls_current_arguments(m) };
+    assert!(!cur.is_null());
+    assert_eq!(unsafe { matcher(cur) }.text, b"{\"city\": \"Paris\"}}\n</tool_call>".to_vec(), "tool 0's matcher");
+    feed(m, b"{\"city\": \"Paris\"}}\n</tool_call>");
+    assert_eq!(info(m).phase, TRIE_CALLS_PHASE_END);
+    assert!(unsafe { trie_calls_current_arguments(m) }.is_null(), "after the call");
+    assert!(unsafe { trie_calls_current_arguments(null()) }.is_null());
+    let mut n = 7;
+    assert_eq!(unsafe { trie_calls_draft(m, null_mut(), 0, &mut n) }, TRIE_OK);
+    assert_eq!(n, 0);
+    assert_eq!(unsafe { trie_calls_draft(m, null_mut(), 0, null_mut()) }, TRIE_ERR_NULL_ARGUMENT);
+    assert_eq!(unsafe { trie_calls_draft(null(), null_mut(), 0, &mut n) }, TRIE_ERR_NULL_ARGUMENT);
+    unsafe { trie_calls_matcher_free(m) };
+}

@@ -28,14 +28,14 @@ int32_t common_libtrie_jump_forward();
 const llama_sampler * common_sampler_libtrie_stage(const common_sampler * gsmpl);
 
 // The forced run of a libtrie stage from its current state, at most `n_max` tokens, into `out` (cleared first):
-// a plain stage (a set), a segment stage in its set (a tool call's name and the call's fixed text around it), the
-// current call of a parallel-calls stage. Empty where nothing is forced, where the stage waits for its trigger or has
-// handed over to a grammar, after the end, for a stage that failed, and for anything that is not a libtrie stage.
+// a plain stage (a set), a tool-call stage in a tool's name (the call's fixed text around it, the rest of the only
+// name left: libtrie's trie_calls_draft). Empty where nothing is forced, in free content and a tool's arguments,
+// after the end, for a stage that failed, and for anything that is not a libtrie stage.
 // Returns !out.empty().
 bool common_libtrie_stage_draft(const llama_sampler * stage, int32_t n_max, std::vector<llama_token> & out);
 
 // Cuts `draft` (a draft model's or an n-gram draft) to its longest prefix the stage's set accepts from the current
-// state (trie_validate_draft): tokens the set rejects would be rejected by the verification anyway. Leaves the
-// draft as it is where the stage cannot tell (waiting for a trigger, handed over to a grammar). Returns the number
+// state (trie_validate_draft, trie_calls_validate): tokens the set rejects would be rejected by the verification
+// anyway. Leaves the draft as it is in free content and a tool's arguments (the verification decides). Returns the number
 // of tokens cut.
 size_t common_libtrie_stage_trim(const llama_sampler * stage, std::vector<llama_token> & draft);

@@ -15,9 +15,11 @@
 #include <stdexcept>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 struct llama_vocab;
 struct llama_sampler;
+typedef int32_t llama_token;
 
 namespace llama_libtrie {
 
@@ -25,9 +27,12 @@ namespace llama_libtrie {
 // std::invalid_argument when libtrie cannot use the vocabulary.
 std::shared_ptr<set_cache> sets_of(const common_params_libtrie & opts, const llama_vocab * vocab);
 
-// The segment stage of a parallel-calls stage's current call ("trie-tools", llama-libtrie-tools.cpp), or nullptr
-// between calls and for any other sampler (llama-libtrie-draft.cpp).
-const llama_sampler * tools_current_segment(const llama_sampler * smpl);
+// A tool-call stage ("trie-tools", llama-libtrie-tools.cpp) for llama-libtrie-draft.cpp: tools_draft puts the
+// engine's forced run from the stage's position (trie_calls_draft: in a tool's name) into `out` (at most `n_max`
+// tokens; false, empty, for any other sampler); tools_trim cuts `draft` to the prefix the engine accepts
+// (trie_calls_validate) where the stage can tell (a name, the end), returning the number of tokens cut.
+bool   tools_draft(const llama_sampler * smpl, int32_t n_max, std::vector<llama_token> & out);
+size_t tools_trim(const llama_sampler * smpl, std::vector<llama_token> & draft);
 
 // Routing on (common_libtrie_set_route; --trie-no-route turns it off).
 extern std::atomic<bool> g_route;

@@ -1,29 +1,27 @@
-// llama-libtrie-tools.cpp - tool calls through libtrie (see llama-libtrie.h, "Tool calls").
-//
-// Output: section_start ["\n"] {"name": NAME, "arguments": ARGS}["\n" section_end], end-of-generation. With
-// "auto" (lazy, JSON-native templates with a section marker) the stage first waits for section_start (llama.cpp's
-// lazy-grammar trigger, as a word and, when it is one token, as that token) and constrains nothing before it.
-//   - NAME: a segment of an open template (trie_compile_template, TRIE_END_OPEN) over the tools' names: the
-//     output names exactly one of them; no crossing tokens are offered, so the hand-over happens at the token
-//     boundary right after `, "arguments": ` (the segment stage's contract with offer = NULL);
-//   - ARGS and the rest: the chosen tool's grammar only, built with llama.cpp's grammar builder (build_grammar:
-//     the tool's "parameters" added with add_schema, the call's closing text with add_rule, which pick unique rule
-//     names), for every tool when the tools are compiled: a tool whose parameters are not an object schema, or
-//     that llama.cpp's converter refuses (a dangling $ref, an unsupported keyword), refuses the request (or the
-//     registry), never a call cut short.
-// Parallel calls ("parallel_tool_calls": true, a template with both markers): after a call's "\n" section_end, the
-// response ends or another call follows ("\n" section_start "\n" {"name": ...), each name from the set and each
-// argument object by its own tool's grammar; otherwise exactly one call (enforced by the stage). After the name,
-// common_sampler checks the argument grammar after sampling (common_libtrie_stage_check_after), as its own grammar.
-// Sources of tools: the request's "tools" (recognized within the inline limits) or an operator registry, the
-// file NAME.json of the set directory (libtrie's trie_registry_*: confined like a set file, looked up by the
-// file's identity before it is read, bounded by --trie-max-file-bytes), compiled once and kept in an LRU
-// (--trie-cache-size) like a named set.
+// llama-libtrie-tools.cpp - tool calls through libtrie (see llama-libtrie.h, "Tool calls"): an adapter over
+// libtrie's tool-call engine (trie_calls_*, include/trie.h), which decides the whole answer: the free content
+// before a call ("auto": until the template's section marker, its text or its own token; the tokens that would
+// finish the marker and go on past it are masked), the marker, the tool's name from a trie, the hand-over to that
+// tool's arguments, the close, the next call ("parallel_tool_calls": true with both markers) or only
+// end-of-generation, and which tool a name is. This file supplies what is llama.cpp's own:
+//   - the request side: which requests libtrie serves (common_libtrie_chat_tools), the tools (the request's
+//     "tools", recognized within the inline limits, or an operator registry, the file NAME.json of the set
+//     directory: libtrie's trie_registry_*, confined like a set file, looked up by the file's identity before it
+//     is read, bounded by --trie-max-file-bytes), compiled once and kept in an LRU (--trie-cache-size, make() off
+//     its mutex);
+//   - the argument matcher of a tool (the engine's callbacks): llama.cpp's grammar of the tool's "parameters"
+//     (json-schema-to-grammar's builder) followed by the format's close, built for every tool when the tools are
+//     prepared: a tool whose parameters are not an object schema, or that llama.cpp's converter refuses, refuses
+//     the request (or the registry), never a call cut short;
+//   - the llama.cpp sampler stage ("trie-tools") over one sequence of the engine: its mask, its accepted tokens,
+//     its clone (a new sequence replaying the tokens), the engine's forced run as a speculative draft.
+// Call format: section_start "\n" {"name": NAME, "arguments": ARGS} "\n" section_end (the template's JSON-native
+// markers, trimmed), or the bare {"name": NAME, "arguments": ARGS} where the template has none.
 //
 // "trie_tools" is internal: the chat endpoint writes it with a per-process secret, and a value without it (a
 // client's) is refused.
 //
-// Lifetime: a stage's `user` is the common_libtrie_tools it was made for; the request's sampling parameters
+// Lifetime: a stage's callbacks get the common_libtrie_tools it was made for; the request's sampling parameters
 // (common_params_sampling::trie_tools, copied into every common_sampler and its clones) keep it alive.
 
 #include "llama-libtrie-internal.h"
@@ -34,7 +32,9 @@
 #include "json.h"
 #include "log.h"
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <random>
@@ -43,18 +43,25 @@
 
 using json = common_json;
 
-struct common_libtrie_tools {
-    std::shared_ptr<const trie_automaton> automaton;    // the names' segments, open
-    std::vector<std::string>              names;        // by member index
-    std::vector<std::string>              parameters;   // JSON schema text, by member index
-    std::string                           section_end;  // "" or e.g. "</tool_call>"
-    std::string                           trigger;      // lazy ("auto"): section_start, the stage waits for it; "" eager
-    const llama_vocab *                   vocab = nullptr;  // part of the cache key
-    // parallel_tool_calls: true (a template with section markers): after a call's section_end, end-of-generation or
-    // another call, "\n" section_start "\n" {"name": ... (this automaton, the same names); nullptr: one call
-    std::shared_ptr<const trie_automaton> again;
+namespace {
 
-    std::vector<std::string>              grammars;     // by member index: the GBNF of what follows the name
+// A tool list recognized, with every tool's argument grammar: what the chat endpoint checks before the template
+// sees the tools, and what common_libtrie_tools_resolve compiles for a vocabulary (the same object, from an LRU).
+// Tool i (the engine's tool index) is names[i].
+struct prepared_tools {
+    std::vector<std::string> names;
+    std::vector<std::string> parameters;  // JSON schema text
+    std::vector<std::string> grammars;    // argument_grammar of each
+};
+
+}  // namespace
+
+struct common_libtrie_tools {
+    std::shared_ptr<const trie_calls>     engine;    // libtrie's tool-call engine of this list, format and mode
+    std::shared_ptr<const prepared_tools> prepared;  // the argument grammars by tool index
+    const llama_vocab *                   vocab = nullptr;  // part of the cache key
+    llama_token                           eog   = -1;       // asks a grammar whether it is complete
+    size_t                                n_names = 0;      // served (1 for a named tool)
 };
 
 namespace {
@@ -170,42 +177,6 @@ std::string argument_grammar(const std::string & tool, const std::string & param
         refuse(what + "llama.cpp cannot constrain its arguments: " + e.what());
     }
 }
-
-// Fail closed: a stage that allows only end-of-generation (libtrie's set of the empty string): the call is cut
-// short, never invalid. NULL only if even that cannot be allocated.
-llama_sampler * end_here(const common_libtrie_tools * t) {
-    trie_vocab *    v     = trie_automaton_vocab(t->automaton.get());
-    const uint8_t * empty = (const uint8_t *) "";
-    const size_t    zero  = 0;
-    trie_automaton * a    = nullptr;
-    llama_sampler *  s    = nullptr;
-    if (v && trie_compile(v, &empty, &zero, 1, nullptr, &a) == TRIE_OK) {
-        s = trie_llama_sampler_init(a);
-    }
-    trie_automaton_free(a);
-    trie_vocab_free(v);
-    return s;
-}
-
-llama_sampler * next_of(void * user, size_t member, const uint8_t * overflow, size_t len) {
-    const auto * t = (const common_libtrie_tools *) user;
-    (void) overflow;  // offer = NULL: no crossing token, so no overflow
-    const std::string & g = member < t->grammars.size() && len == 0 ? t->grammars[member] : std::string();
-    llama_sampler *     s = g.empty() ? nullptr : llama_sampler_init_grammar(t->vocab, g.c_str(), "root");
-    if (s == nullptr) {
-        LOG_ERR("libtrie: no argument grammar for tool %zu; the call ends here\n", member);
-        return end_here(t);
-    }
-    return s;
-}
-
-// A tool list recognized, with every tool's argument grammar: what the chat endpoint checks before the template
-// sees the tools, and what common_libtrie_tools_resolve compiles for a vocabulary (the same object, from an LRU).
-struct prepared_tools {
-    std::vector<std::string> names;       // by member index
-    std::vector<std::string> parameters;  // JSON schema text
-    std::vector<std::string> grammars;    // argument_grammar of each
-};
 
 llama_libtrie::lru<prepared_tools> g_prepared;
 
@@ -392,64 +363,68 @@ std::shared_ptr<const common_libtrie_tools> common_libtrie_tools_resolve(const c
     bool made = false;
     const auto t0 = std::chrono::steady_clock::now();
     auto tools = g_tools.get(key, opts.cache_size, [&]() -> std::shared_ptr<const common_libtrie_tools> {
-        auto t = std::make_shared<common_libtrie_tools>();
-        t->vocab       = vocab;
-        t->section_end = section_end;
-        t->trigger     = lazy ? section_start : std::string();
-        for (size_t i = 0; i < prepared->names.size(); ++i) {
-            if (!only.empty() && prepared->names[i] != only) {
-                continue;
-            }
-            t->names.push_back(prepared->names[i]);
-            t->parameters.push_back(prepared->parameters[i]);
-            t->grammars.push_back(prepared->grammars[i]);
+        auto t      = std::make_shared<common_libtrie_tools>();
+        t->vocab    = vocab;
+        t->prepared = prepared;
+        size_t named = SIZE_MAX;
+        for (size_t i = 0; i < prepared->names.size() && !only.empty(); ++i) {
+            named = prepared->names[i] == only ? i : named;
         }
-        if (t->names.empty()) {
+        if (!only.empty() && named == SIZE_MAX) {
             refuse("\"tool_choice\" names the tool '" + only + "', which is not one of the tools");
         }
-        // the name's segment: section_start ["\n"] {"name": NAME, "arguments":   (open: the arguments follow);
-        // lazy: the stage waits for section_start, the segment begins after it
-        std::string prefix = section_start.empty() ? "" : (lazy ? "" : section_start) + "\n";
-        prefix += "{\"name\": ";
-        const std::string suffix = ", \"arguments\": ";
-        trie_template tt;
-        trie_template_init(&tt);
-        tt.prefix     = (const uint8_t *) prefix.data();
-        tt.prefix_len = prefix.size();
-        tt.suffix     = (const uint8_t *) suffix.data();
-        tt.suffix_len = suffix.size();
-        tt.render     = TRIE_RENDER_JSON_STRING;
-        tt.end        = TRIE_END_OPEN;
+        t->n_names = only.empty() ? prepared->names.size() : 1;
         std::vector<const uint8_t *> ptrs;
         std::vector<size_t>          lens;
-        for (const auto & s : t->names) {
-            ptrs.push_back((const uint8_t *) s.data());
-            lens.push_back(s.size());
+        for (const auto & n : prepared->names) {
+            ptrs.push_back((const uint8_t *) n.data());
+            lens.push_back(n.size());
         }
+        // the call as llama.cpp's parser reads it back: section_start "\n" {"name": NAME, "arguments": ARGS}
+        // "\n" section_end; the argument grammars end with the close (argument_grammar)
+        const std::string prefix = section_start.empty() ? "{\"name\": " : "\n{\"name\": ";
+        const std::string suffix = ", \"arguments\": ";
+        const std::string close  = section_end.empty() ? "}" : "}\n" + section_end;
+        trie_calls_format f;
+        trie_calls_format_init(&f, nullptr);
+        f.has_trigger = !section_start.empty();
+        f.trigger     = (const uint8_t *) section_start.data();
+        f.trigger_len = section_start.size();
+        f.prefix      = (const uint8_t *) prefix.data();
+        f.prefix_len  = prefix.size();
+        f.suffix      = (const uint8_t *) suffix.data();
+        f.suffix_len  = suffix.size();
+        f.close       = (const uint8_t *) close.data();
+        f.close_len   = close.size();
+        f.render      = TRIE_RENDER_JSON_STRING;
+        std::vector<int32_t> stops;  // every end-of-generation id ends the answer
+        for (llama_token id = 0, n = llama_vocab_n_tokens(vocab); id < n; ++id) {
+            if (llama_vocab_is_eog(vocab, id)) {
+                stops.push_back(id);
+            }
+        }
+        t->eog = stops.empty() ? -1 : stops[0];
+        trie_calls_config c;
+        trie_calls_config_init(&c);
+        c.mode       = !only.empty() ? TRIE_CALLS_NAMED : lazy ? TRIE_CALLS_AUTO : TRIE_CALLS_REQUIRED;
+        c.named_tool = named == SIZE_MAX ? 0 : named;
+        c.parallel   = parallel;
+        c.stops      = stops.data();
+        c.n_stops    = stops.size();
         trie_options o;
         trie_options_init(&o);
         o.max_states = opts.max_states;
         o.max_bytes  = opts.max_bytes;
-        auto compile = [&](const std::string & pre) {
-            tt.prefix     = (const uint8_t *) pre.data();
-            tt.prefix_len = pre.size();
-            trie_automaton * a = nullptr;
-            if (llama_libtrie::compile_template(opts, sets->vocab, ptrs.data(), lens.data(), ptrs.size(), &tt, &o, &a) !=
-                TRIE_OK) {
-                refuse("libtrie cannot serve these tool names: " + llama_libtrie::last_error());
-            }
-            return std::shared_ptr<const trie_automaton>(
-                a, [](const trie_automaton * p) { trie_automaton_free(const_cast<trie_automaton *>(p)); });
-        };
-        t->automaton = compile(prefix);
-        if (parallel) {  // the next call, after "\n" section_end
-            t->again = compile("\n" + section_start + "\n{\"name\": ");
+        trie_calls * e = nullptr;
+        if (trie_calls_new(sets->vocab, ptrs.data(), lens.data(), ptrs.size(), &f, &c, &o, &e) != TRIE_OK) {
+            refuse("libtrie cannot serve these tool names: " + llama_libtrie::last_error());
         }
+        t->engine = std::shared_ptr<const trie_calls>(e, trie_calls_free);
         return t;
     }, &made);
     if (made) {
         const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-        LOG_INF("libtrie: compiled %zu tool names%s%s%s in %.1f ms\n", tools->names.size(),
+        LOG_INF("libtrie: compiled %zu tool names%s%s%s in %.1f ms\n", tools->n_names,
                 registry.empty() ? "" : " of the registry ", registry.c_str(), parallel ? " (parallel calls)" : "", ms);
     }
     return tools;
@@ -457,114 +432,197 @@ std::shared_ptr<const common_libtrie_tools> common_libtrie_tools_resolve(const c
 
 namespace {
 
-llama_sampler * first_call(const common_libtrie_tools * tools);
+// ---- the argument matcher of a call: the tool's llama.cpp grammar (the engine's callbacks) --------------------
 
-// ---- parallel calls ("trie-tools": a segment stage per call) ----------------------------------------------------
-// The current call's segment stage (`inner`) constrains the call; once the text it handed over to (the arguments
-// and the closing text) ends with "\n" section_end, the call is complete and the next stage is a segment over
-// `again` ("\n" section_start "\n" {"name": NAME, "arguments": ...), whose first token may also be
-// end-of-generation (`open`: until the next call's first token, end-of-generation keeps its logit).
-struct calls_ctx {
-    const common_libtrie_tools * tools;   // kept alive by the request's sampling parameters
-    trie_vocab *                 vocab;   // own reference: token bytes
-    llama_sampler *              inner;   // own
-    bool                         open;    // between calls: end-of-generation or another call
-    std::string                  tail;    // the current call's text after its name (only its last bytes matter)
-    std::string                  end;     // "\n" section_end
-    std::vector<float>           saved;   // scratch: end-of-generation logits while `open`
+struct arg_matcher {
+    llama_sampler *          start;   // the grammar at the call's start: a rollback replays `tokens` on a clone
+    llama_sampler *          cur;
+    std::vector<llama_token> tokens;  // accepted
 };
 
-llama_sampler * next_call(const common_libtrie_tools * tools) {
-    trie_llama_segment_params p{};
-    p.trigger       = nullptr;
-    p.trigger_token = -1;
-    p.offer         = nullptr;
-    p.next          = next_of;
-    p.user          = const_cast<common_libtrie_tools *>(tools);
-    return trie_llama_segment_init(tools->again.get(), &p);
+bool grammar_allows(llama_sampler * grammar, llama_token token) {
+    llama_token_data       d = { token, 1.0f, 0.0f };
+    llama_token_data_array a = { &d, 1, -1, false };
+    llama_sampler_apply(grammar, &a);
+    return d.logit != -INFINITY;
+}
+
+void * arg_make(void * user, size_t tool, bool) {
+    const auto * t = (const common_libtrie_tools *) user;
+    if (tool >= t->prepared->grammars.size()) {
+        return nullptr;
+    }
+    llama_sampler * start = llama_sampler_init_grammar(t->vocab, t->prepared->grammars[tool].c_str(), "root");
+    llama_sampler * cur   = start ? llama_sampler_clone(start) : nullptr;
+    if (cur == nullptr) {
+        LOG_ERR("libtrie: llama.cpp cannot build the argument grammar of the tool '%s'\n", t->prepared->names[tool].c_str());
+        llama_sampler_free(start);
+        return nullptr;  // the engine rejects the token that completed the name
+    }
+    return new arg_matcher{ start, cur, {} };
+}
+
+bool arg_accept(void *, void * m, int32_t token) {
+    auto * a = (arg_matcher *) m;
+    if (!grammar_allows(a->cur, token)) {
+        return false;  // llama_sampler_accept would abort on it
+    }
+    llama_sampler_accept(a->cur, token);
+    a->tokens.push_back(token);
+    return true;
+}
+
+bool arg_fill(void * user, void * m, uint32_t * row, size_t words) {
+    const auto *  t = (const common_libtrie_tools *) user;
+    const int32_t n = llama_vocab_n_tokens(t->vocab);
+    if ((size_t) n > words * 32) {
+        return false;
+    }
+    std::vector<llama_token_data> d((size_t) n);
+    for (int32_t i = 0; i < n; ++i) {
+        d[(size_t) i] = { i, 0.0f, 0.0f };
+    }
+    llama_token_data_array a = { d.data(), d.size(), -1, false };
+    llama_sampler_apply(((arg_matcher *) m)->cur, &a);
+    std::fill(row, row + words, 0u);
+    for (size_t i = 0; i < a.size; ++i) {
+        if (a.data[i].logit != -INFINITY) {
+            row[a.data[i].id >> 5] |= 1u << (a.data[i].id & 31);
+        }
+    }
+    return true;
+}
+
+void arg_rollback(void *, void * m, size_t n) {
+    auto * a = (arg_matcher *) m;
+    a->tokens.resize(a->tokens.size() - std::min(n, a->tokens.size()));
+    llama_sampler * cur = llama_sampler_clone(a->start);
+    if (cur == nullptr) {
+        LOG_ERR("libtrie: cannot roll back an argument grammar\n");
+        return;
+    }
+    for (llama_token t : a->tokens) {
+        llama_sampler_accept(cur, t);
+    }
+    llama_sampler_free(a->cur);
+    a->cur = cur;
+}
+
+int32_t arg_completed(void * user, void * m) {
+    const llama_token eog = ((const common_libtrie_tools *) user)->eog;
+    return eog < 0 ? -1 : grammar_allows(((arg_matcher *) m)->cur, eog) ? 1 : 0;
+}
+
+void arg_release(void *, void * m) {
+    auto * a = (arg_matcher *) m;
+    llama_sampler_free(a->cur);
+    llama_sampler_free(a->start);
+    delete a;
+}
+
+// ---- the sampler stage: one sequence of the engine ("trie-tools") ---------------------------------------------
+
+struct calls_ctx {
+    const common_libtrie_tools * tools;    // kept alive by the request's sampling parameters
+    trie_calls_matcher *         seq;      // own
+    std::vector<llama_token>     history;  // accepted: a clone replays them
+    bool                         failed;   // a token the engine refused: only end-of-generation from here
+    std::vector<uint32_t>        row;      // scratch
+};
+
+trie_calls_matcher * new_sequence(const common_libtrie_tools * t) {
+    trie_calls_callbacks cb{};
+    cb.struct_size        = sizeof cb;
+    cb.user               = const_cast<common_libtrie_tools *>(t);  // read only
+    cb.make               = arg_make;
+    cb.accept             = arg_accept;
+    cb.fill               = arg_fill;
+    cb.rollback           = arg_rollback;
+    cb.completed          = arg_completed;
+    cb.release            = arg_release;
+    trie_calls_matcher * m = nullptr;
+    if (trie_calls_matcher_new(t->engine.get(), &cb, &m) != TRIE_OK) {
+        LOG_ERR("libtrie: %s\n", llama_libtrie::last_error().c_str());
+        return nullptr;
+    }
+    return m;
+}
+
+void eog_only(const llama_vocab * vocab, llama_token_data_array * cur_p) {
+    for (size_t i = 0; i < cur_p->size; ++i) {
+        if (!llama_vocab_is_eog(vocab, cur_p->data[i].id)) {
+            cur_p->data[i].logit = -INFINITY;
+        }
+    }
 }
 
 const char * calls_name(const llama_sampler *) { return "trie-tools"; }
 
 void calls_accept(llama_sampler * smpl, llama_token token) {
     auto * c = (calls_ctx *) smpl->ctx;
-    if (c->open && llama_vocab_is_eog(c->tools->vocab, token)) {
-        return;  // the response ends after its last call
-    }
-    c->open = false;
-    const bool args = trie_llama_segment_phase(c->inner) == TRIE_LLAMA_HANDED_OVER;
-    llama_sampler_accept(c->inner, token);
-    if (!args) {
+    if (c->failed) {
         return;
     }
-    const uint8_t * b = nullptr;
-    size_t          n = 0;
-    if (trie_vocab_token(c->vocab, token, &b, &n) == TRIE_OK) {
-        c->tail.append((const char *) b, n);
-        if (c->tail.size() > 2 * c->end.size() + 64) {
-            c->tail.erase(0, c->tail.size() - c->end.size());
-        }
+    if (trie_calls_accept(c->seq, token) != TRIE_OK) {
+        LOG_ERR("libtrie: the tool calls do not allow token %d (%s); only end-of-generation from here\n", token,
+                llama_libtrie::last_error().c_str());
+        c->failed = true;
+        return;
     }
-    if (c->tail.size() >= c->end.size() && c->tail.compare(c->tail.size() - c->end.size(), c->end.size(), c->end) == 0) {
-        llama_sampler * next = next_call(c->tools);
-        if (next) {  // else the current stage goes on: it allows end-of-generation only
-            llama_sampler_free(c->inner);
-            c->inner = next;
-            c->open  = true;
-            c->tail.clear();
-        }
-    }
+    c->history.push_back(token);
 }
 
 void calls_apply(llama_sampler * smpl, llama_token_data_array * cur_p) {
     auto * c = (calls_ctx *) smpl->ctx;
-    if (!c->open) {
-        llama_sampler_apply(c->inner, cur_p);
-        return;
-    }
-    c->saved.resize(cur_p->size);
-    for (size_t i = 0; i < cur_p->size; ++i) {
-        c->saved[i] = cur_p->data[i].logit;
-    }
-    llama_sampler_apply(c->inner, cur_p);
-    for (size_t i = 0; i < cur_p->size; ++i) {
-        if (llama_vocab_is_eog(c->tools->vocab, cur_p->data[i].id)) {
-            cur_p->data[i].logit = c->saved[i];
+    if (!c->failed) {
+        // in a call's arguments the mask is the tool's grammar's: applied as llama.cpp applies a grammar (to the
+        // candidates given, one token under rejection sampling), not to a whole row
+        if (void * args = trie_calls_current_arguments(c->seq)) {
+            llama_sampler_apply(((arg_matcher *) args)->cur, cur_p);
+            return;
         }
+        const size_t n_vocab = (size_t) llama_vocab_n_tokens(c->tools->vocab);
+        c->row.resize((n_vocab + 31) / 32);
+        if (trie_calls_fill_bitmask(c->seq, c->row.data(), c->row.size()) == TRIE_OK) {
+            for (size_t i = 0; i < cur_p->size; ++i) {
+                const llama_token id = cur_p->data[i].id;
+                if (id < 0 || (size_t) id >= n_vocab || !((c->row[(size_t) id >> 5] >> (id & 31)) & 1)) {
+                    cur_p->data[i].logit = -INFINITY;
+                }
+            }
+            return;
+        }
+        LOG_ERR("libtrie: %s; only end-of-generation from here\n", llama_libtrie::last_error().c_str());
+        c->failed = true;
     }
+    eog_only(c->tools->vocab, cur_p);
 }
+
+llama_sampler * calls_init(const common_libtrie_tools * tools);
 
 void calls_reset(llama_sampler * smpl) {
     auto * c = (calls_ctx *) smpl->ctx;
-    llama_sampler * first = first_call(c->tools);
-    if (first) {
-        llama_sampler_free(c->inner);
-        c->inner = first;
-    } else {
-        llama_sampler_reset(c->inner);
-    }
-    c->open = false;
-    c->tail.clear();
+    c->failed = trie_calls_reset(c->seq) != TRIE_OK;
+    c->history.clear();
 }
 
-llama_sampler * calls_make(const common_libtrie_tools * tools, llama_sampler * inner);
-
 llama_sampler * calls_clone(const llama_sampler * smpl) {
-    const auto *    c     = (const calls_ctx *) smpl->ctx;
-    llama_sampler * inner = llama_sampler_clone(c->inner);
-    llama_sampler * copy  = inner ? calls_make(c->tools, inner) : nullptr;
+    const auto *    c    = (const calls_ctx *) smpl->ctx;
+    llama_sampler * copy = calls_init(c->tools);
     if (copy) {
-        auto * d = (calls_ctx *) copy->ctx;
-        d->open  = c->open;
-        d->tail  = c->tail;
+        auto * d   = (calls_ctx *) copy->ctx;
+        d->failed  = c->failed;
+        d->history = c->history;
+        for (llama_token t : c->history) {  // the same tokens, the same positions and argument grammars
+            d->failed = d->failed || trie_calls_accept(d->seq, t) != TRIE_OK;
+        }
     }
     return copy;
 }
 
 void calls_free(llama_sampler * smpl) {
     auto * c = (calls_ctx *) smpl->ctx;
-    llama_sampler_free(c->inner);
-    trie_vocab_free(c->vocab);
+    trie_calls_matcher_free(c->seq);
     delete c;
 }
 
@@ -582,49 +640,64 @@ llama_sampler_i * calls_iface() {
     return &iface;
 }
 
-// Takes `inner` (freed on failure).
-llama_sampler * calls_make(const common_libtrie_tools * tools, llama_sampler * inner) {
-    auto * c  = new calls_ctx{ tools, trie_automaton_vocab(tools->automaton.get()), inner, false, {}, "\n" + tools->section_end, {} };
-    if (!c->vocab) {
-        llama_sampler_free(inner);
-        delete c;
-        return nullptr;
-    }
-    return llama_sampler_init(calls_iface(), c);
+llama_sampler * calls_init(const common_libtrie_tools * tools) {
+    trie_calls_matcher * seq = new_sequence(tools);
+    return seq ? llama_sampler_init(calls_iface(), new calls_ctx{ tools, seq, {}, false, {} }) : nullptr;
 }
 
-llama_sampler * calls_init(const common_libtrie_tools * tools) {
-    llama_sampler * first = first_call(tools);
-    return first ? calls_make(tools, first) : nullptr;
+const calls_ctx * ctx_of(const llama_sampler * smpl) {
+    return smpl && smpl->iface == calls_iface() ? (const calls_ctx *) smpl->ctx : nullptr;
+}
+
+uint32_t phase_of(const calls_ctx * c) {
+    trie_calls_info info{};
+    return trie_calls_info_of(c->seq, &info) == TRIE_OK ? info.phase : TRIE_CALLS_PHASE_DONE;
 }
 
 }  // namespace
 
 // Used by common/sampling.cpp (patches/llama-server-libtrie.patch, declared there): whether the libtrie stage of a
-// tool call is checked after sampling, as common_sampler checks its grammar (a stage that waits for its trigger, or
-// whose call has handed over to a tool's argument grammar), or masks first (a tool's name, a set).
+// tool call is checked after sampling, as common_sampler checks its grammar (free content before a call, a tool's
+// arguments), or masks first (a tool's name, the end).
 bool common_libtrie_stage_check_after(const llama_sampler * smpl);
 bool common_libtrie_stage_check_after(const llama_sampler * smpl) {
-    const char * name = llama_sampler_name(smpl);
-    if (strcmp(name, "trie-tools") == 0) {
-        const auto * c = (const calls_ctx *) smpl->ctx;
-        smpl           = c->inner;
-        if (c->open) {
-            return false;
-        }
-        name = llama_sampler_name(smpl);
+    const calls_ctx * c = ctx_of(smpl);
+    if (c == nullptr || c->failed) {
+        return false;
     }
-    return strcmp(name, "trie-segment") == 0 && trie_llama_segment_phase(smpl) != TRIE_LLAMA_IN_SET;
+    const uint32_t phase = phase_of(c);
+    return phase == TRIE_CALLS_PHASE_FREE || phase == TRIE_CALLS_PHASE_ARGS;
 }
 
-// llama-libtrie-draft.cpp: the segment stage of a parallel-calls stage's current call, or nullptr between calls
-// (end-of-generation or another call) and for any other sampler.
-const llama_sampler * llama_libtrie::tools_current_segment(const llama_sampler * smpl) {
-    if (smpl == nullptr || std::strcmp(llama_sampler_name(smpl), "trie-tools") != 0) {
-        return nullptr;
+bool llama_libtrie::tools_draft(const llama_sampler * smpl, int32_t n_max, std::vector<llama_token> & out) {
+    const calls_ctx * c = ctx_of(smpl);
+    out.clear();
+    if (c == nullptr || c->failed || n_max <= 0) {
+        return false;
     }
-    const auto * c = (const calls_ctx *) smpl->ctx;
-    return c->open ? nullptr : c->inner;
+    out.resize((size_t) n_max);
+    size_t n = 0;
+    if (trie_calls_draft(c->seq, out.data(), out.size(), &n) != TRIE_OK) {
+        n = 0;
+    }
+    out.resize(n);
+    return n > 0;
+}
+
+size_t llama_libtrie::tools_trim(const llama_sampler * smpl, std::vector<llama_token> & draft) {
+    const calls_ctx * c = ctx_of(smpl);
+    // free content and a tool's arguments: the verification decides (a validation there would replay grammars)
+    if (c == nullptr || c->failed || draft.empty() || phase_of(c) == TRIE_CALLS_PHASE_FREE ||
+        phase_of(c) == TRIE_CALLS_PHASE_ARGS) {
+        return 0;
+    }
+    size_t n_ok = 0;
+    if (trie_calls_validate(c->seq, draft.data(), draft.size(), &n_ok) != TRIE_OK || n_ok >= draft.size()) {
+        return 0;
+    }
+    const size_t cut = draft.size() - n_ok;
+    draft.resize(n_ok);
+    return cut;
 }
 
 llama_sampler * common_libtrie_tools_sampler(const std::shared_ptr<const common_libtrie_tools> & tools,
@@ -632,31 +705,5 @@ llama_sampler * common_libtrie_tools_sampler(const std::shared_ptr<const common_
     if (!tools || vocab != tools->vocab) {
         return nullptr;
     }
-    if (tools->again) {
-        return calls_init(tools.get());
-    }
-    return first_call(tools.get());
+    return calls_init(tools.get());
 }
-
-namespace {
-
-// The segment stage of a generation's first call: eager, or waiting for the section marker ("auto").
-llama_sampler * first_call(const common_libtrie_tools * tools) {
-    const llama_vocab * vocab = tools->vocab;
-    trie_llama_segment_params p{};
-    p.trigger       = tools->trigger.empty() ? nullptr : tools->trigger.c_str();  // copied by the stage
-    p.trigger_token = -1;
-    if (!tools->trigger.empty()) {  // a marker that is one (special) token triggers by its id too
-        llama_token ids[4];
-        const int n = llama_tokenize(vocab, tools->trigger.c_str(), (int32_t) tools->trigger.size(), ids, 4, false, true);
-        if (n == 1) {
-            p.trigger_token = ids[0];
-        }
-    }
-    p.offer         = nullptr;  // hand over at token boundaries only
-    p.next          = next_of;
-    p.user          = const_cast<common_libtrie_tools *>(tools);  // read only
-    return trie_llama_segment_init(tools->automaton.get(), &p);
-}
-
-}  // namespace

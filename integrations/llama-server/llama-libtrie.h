@@ -125,10 +125,11 @@ bool common_libtrie_reasoning_first(const std::string & generation_prompt, const
 
 // ---- Tool calls (llama-libtrie-tools.cpp) ---------------------------------------------------------------------
 //
-// The tool name is a libtrie segment (trie_compile_template, TRIE_END_OPEN: prefix + JSON string + suffix), and
-// once it is complete the arguments follow that tool's grammar only (llama.cpp's json-schema-to-grammar of its
-// "parameters", built when the tool is chosen, cached), then the call's closing text. The tools come from the
-// request ("tools") or from an operator registry (a JSON file of the set directory, compiled once, cached).
+// libtrie's tool-call engine (trie_calls_*, the template's markers as its format) decides the answer: free content
+// ("auto"), the marker, the tool's name from a trie, the hand-over to that tool's arguments, the close, the next
+// call or the end. llama.cpp supplies each tool's argument matcher: the grammar of its "parameters"
+// (json-schema-to-grammar) followed by the call's closing text, built when the tools are checked. The tools come
+// from the request ("tools") or from an operator registry (a JSON file of the set directory, compiled once, cached).
 
 struct common_libtrie_tools;  // one compiled tool-call constraint (opaque, immutable, shared)
 
@@ -163,7 +164,7 @@ std::shared_ptr<const common_libtrie_tools> common_libtrie_tools_resolve(const c
                                                                          const llama_vocab *           vocab,
                                                                          const common_json &           value);
 
-// A new sampler stage for one generation (trie_llama_segment_init with the hand-over to the chosen tool's
-// argument grammar), or nullptr on allocation failure.
+// A new sampler stage for one generation ("trie-tools": one sequence of the engine, trie_calls_matcher_new), or
+// nullptr on failure.
 struct llama_sampler * common_libtrie_tools_sampler(const std::shared_ptr<const common_libtrie_tools> & tools,
                                                     const llama_vocab *                                 vocab);

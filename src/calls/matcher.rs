@@ -23,6 +23,11 @@ pub trait ArgMatcher {
     fn is_completed(&mut self) -> Option<bool> {
         None
     }
+    /// The matcher as [`std::any::Any`], for an integration that hands its own matcher object back to its caller
+    /// ([`CallsMatcher::current_arguments`]); `None` by default.
+    fn as_any(&self) -> Option<&dyn std::any::Any> {
+        None
+    }
 }
 
 /// Makes the argument matcher of each call.
@@ -72,6 +77,8 @@ struct Pos {
     took: bool,
     /// Bytes of the marker at the end of the output (`Free`).
     pending: u32,
+    /// Between the calls of a [`Mode::Required`] answer (`Free`): only whitespace, then the marker.
+    gap: bool,
     /// The start of a required call with a marker: the marker's own token is allowed too.
     opening: bool,
     /// Calls completed.
@@ -117,6 +124,7 @@ impl CallsMatcher {
                 matcher: None,
                 took: false,
                 pending: 0,
+                gap: false,
                 opening: false,
                 calls: 0,
                 tool: None,
@@ -139,6 +147,7 @@ impl CallsMatcher {
             matcher,
             took: false,
             pending: 0,
+            gap: false,
             opening: false,
             calls,
             tool: None,
@@ -178,6 +187,28 @@ impl CallsMatcher {
     /// Tokens accepted (and not rolled back) since the start.
     pub fn n_accepted(&self) -> usize {
         self.history.len() - 1
+    }
+
+    /// The argument matcher of the current call while its arguments are decoded ([`Phase::Args`]), else `None`:
+    /// where the sequence's mask is exactly that matcher's, an integration may apply its matcher itself (llama.cpp
+    /// checks a sampled token against a grammar without masking the whole vocabulary).
+    pub fn current_arguments(&self) -> Option<&dyn ArgMatcher> {
+        let cur = self.cur();
+        if cur.phase != Phase::Args {
+            return None;
+        }
+        cur.matcher.and_then(|m| self.matchers.get(m as usize)).map(|b| b.as_ref())
+    }
+
+    /// The tokens forced from here, at most `max_tokens`: in a name, the name automaton's forced run (the
+    /// format's fixed text, the rest of the only name left, the suffix; [`crate::Automaton::draft`]); empty in
+    /// every other phase (what an argument matcher or free text writes is not forced here).
+    pub fn draft(&self, max_tokens: usize) -> Vec<TokenId> {
+        let cur = self.cur();
+        if cur.phase != Phase::Name {
+            return Vec::new();
+        }
+        self.calls.names(cur.which).automaton.draft(cur.state, max_tokens).tokens
     }
 
     /// Why the last token was rejected when the argument factory failed for it (else `None`).
@@ -263,6 +294,16 @@ impl CallsMatcher {
                 let m = cur.matcher.expect("an argument position has its matcher") as usize;
                 self.matchers[m].fill_bitmask(row)?;
             }
+            Phase::Free if cur.gap => {
+                row.fill(0);
+                let trigger = c.config.format.trigger.as_deref().unwrap_or_default();
+                for t in 0..c.vocab.n_listed() as TokenId {
+                    if gap_allows(trigger, cur.pending as usize, c.vocab.token_bytes(t)) {
+                        row[(t >> 5) as usize] |= 1u32 << (t & 31);
+                    }
+                }
+                set_bits(&c.stops, row);
+            }
             Phase::Free => {
                 // Every listed token (padding ids past the tokenizer's list stay masked).
                 let listed = c.vocab.n_listed();
@@ -306,6 +347,9 @@ impl CallsMatcher {
                 // The marker's own token goes through the text too: after a part of a marker that overlaps itself
                 // ("<" of "<<"), it would finish the marker and go on past it.
                 let trigger = c.config.format.trigger.as_deref().unwrap_or_default();
+                if cur.gap && !gap_allows(trigger, cur.pending as usize, c.vocab.token_bytes(t)) {
+                    return None;
+                }
                 let text = [&trigger[..cur.pending as usize], c.vocab.token_bytes(t)].concat();
                 match find(&text, trigger) {
                     Some(i) if i + trigger.len() < text.len() => None, // the marker and more in one token
@@ -388,6 +432,14 @@ impl CallsMatcher {
             }
             return Pos { took: true, ..self.name(Which::Following, pos.matcher, calls) };
         }
-        Pos { phase: Phase::Free, pending: 0, calls, ..pos }
+        // a further call from free text (auto), or after whitespace only (required: the answer is its calls)
+        Pos { phase: Phase::Free, pending: 0, gap: c.config.mode == Mode::Required, calls, ..pos }
     }
+}
+
+/// Between the calls of a required answer: whether a token of `bytes` keeps the text whitespace followed by a
+/// part of the marker (`pending` of its bytes already written; whitespace only before the marker begins).
+fn gap_allows(trigger: &[u8], pending: usize, bytes: &[u8]) -> bool {
+    let skip = if pending == 0 { bytes.iter().take_while(|b| b.is_ascii_whitespace()).count() } else { 0 };
+    !bytes.is_empty() && trigger[pending.min(trigger.len())..].starts_with(&bytes[skip..])
 }

@@ -16,7 +16,9 @@
 //! it in one token (a call starts at a token boundary); the marker (its text, or its own token) opens a call.
 //! `name`: the name automaton (the format's prefix, the name, the suffix, left open). `args`: the tool's matcher,
 //! until it has read its whole grammar (the arguments and the format's close); then `end` (one call:
-//! `parallel` off), `name` again (the JSON list, after its separator), or `free` (more calls from free text).
+//! `parallel` off), `name` again (the JSON list, after its separator), or `free` (more calls from free text; under
+//! [`Mode::Required`] only whitespace, then the marker, or a stop token: a required answer is its calls, as the
+//! stock engines' required grammars have it).
 //! `end`: only the stop tokens. `done`: after a stop token.
 
 use crate::error::{Error, Result};
@@ -122,7 +124,8 @@ impl Format {
 pub enum Mode {
     /// `tool_choice="auto"`: free text until the marker opens a call; a stop token may end the answer at once.
     Auto,
-    /// `tool_choice="required"` (or a named tool: a list of one name): the output starts with a call.
+    /// `tool_choice="required"` (or a named tool: a list of one name): the output starts with a call; parallel calls
+    /// written in free text are separated by whitespace only.
     Required,
 }
 

@@ -41,7 +41,8 @@ impl Castable for trie_calls_matcher {
 
 /// [`trie_calls_config::mode`]: free text until the marker opens a call (`tool_choice="auto"`).
 pub const TRIE_CALLS_AUTO: u32 = 0;
-/// [`trie_calls_config::mode`]: the output starts with a call (`tool_choice="required"`).
+/// [`trie_calls_config::mode`]: the output starts with a call (`tool_choice="required"`); parallel calls written
+/// in free text are separated by whitespace only.
 pub const TRIE_CALLS_REQUIRED: u32 = 1;
 /// [`trie_calls_config::mode`]: a call of the one tool `named_tool` ([`trie_calls_new`] only).
 pub const TRIE_CALLS_NAMED: u32 = 2;
@@ -137,11 +138,14 @@ pub struct trie_calls_names {
 /// be NULL. Callbacks run on the thread of the `trie_calls_*` call that needs them, never after
 /// [`trie_calls_matcher_free`] returns. Versioned like [`trie_options`].
 ///
-/// A llama.cpp grammar sampler fits as follows: `make` builds `llama_sampler_init_grammar` of the tool's GBNF (the
-/// arguments and the format's close); `accept` checks the token against the grammar (apply on a one-token
-/// candidate array) then `llama_sampler_accept`; `fill` applies the grammar to the whole vocabulary and sets the
-/// bits of the tokens left; `rollback` restores a clone kept per accepted token (`llama_sampler_clone`); `completed`
-/// is NULL (the engine asks whether a stop token would be accepted).
+/// A llama.cpp grammar sampler fits as follows (llama-server's adapter, integrations/llama-server/
+/// llama-libtrie-tools.cpp): `make` builds `llama_sampler_init_grammar` of the tool's GBNF (the arguments and the
+/// format's close); `accept` checks the token against the grammar (apply on a one-token candidate array) then
+/// `llama_sampler_accept`; `fill` applies the grammar to the whole vocabulary and sets the bits of the tokens left;
+/// `rollback` rebuilds the grammar from a clone made at the call's start and replays the tokens kept;
+/// `completed` applies the grammar to one end-of-generation token (allowed: the grammar is complete). While the
+/// sequence is in its arguments, [`trie_calls_current_arguments`] gives the grammar back so that the sampler can
+/// check a sampled token against it alone (llama.cpp's rejection sampling) instead of filling a whole row.
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct trie_calls_callbacks {
@@ -234,6 +238,10 @@ impl ArgMatcher for CallbackMatcher {
 
     fn rollback(&mut self, n: usize) {
         unsafe { (self.cb.rollback.expect("checked at creation"))(self.cb.user, self.matcher, n) }
+    }
+
+    fn as_any(&self) -> Option<&dyn std::any::Any> {
+        Some(self)
     }
 
     fn is_completed(&mut self) -> Option<bool> {
@@ -734,5 +742,54 @@ pub unsafe extern "C" fn trie_calls_info_of(
             },
         );
         Ok(())
+    })
+}
+
+/// The forced token run from here, at most `capacity` tokens, into `tokens`: in a tool's name, the name
+/// automaton's forced run (the format's fixed text, the rest of the only name left, the suffix: what a serving
+/// engine may propose as a speculative draft or decode in one batch); 0 tokens in every other phase. `*n_tokens`
+/// is their number (0 on failure).
+///
+/// # Safety
+/// `matcher` live; `tokens` NULL (with `capacity` 0) or `capacity` writable ids; `n_tokens` writable.
+#[no_mangle]
+pub unsafe extern "C" fn trie_calls_draft(
+    matcher: *const trie_calls_matcher,
+    tokens: *mut i32,
+    capacity: usize,
+    n_tokens: *mut usize,
+) -> trie_status {
+    guard(|| {
+        if n_tokens.is_null() {
+            return Err(null("n_tokens"));
+        }
+        n_tokens.write(0);
+        let m = try_ref(matcher)?;
+        let buf = slice_mut(tokens, capacity, "tokens")?;
+        let d = m.draft(capacity);
+        for (dst, &t) in buf.iter_mut().zip(&d) {
+            *dst = t as i32;
+        }
+        n_tokens.write(d.len());
+        Ok(())
+    })
+}
+
+/// The argument matcher of the current call (the pointer `callbacks.make` returned for it) while the sequence is
+/// in `TRIE_CALLS_PHASE_ARGS`, else NULL (also for a NULL or dead-looking handle). There the sequence's mask is
+/// exactly that matcher's, so an engine may apply its own matcher directly (llama.cpp's rejection sampling checks
+/// the sampled token against the grammar before masking the whole vocabulary). The pointer stays owned by the
+/// sequence: valid until the next call that changes it.
+///
+/// # Safety
+/// `matcher` NULL or live.
+#[no_mangle]
+pub unsafe extern "C" fn trie_calls_current_arguments(matcher: *const trie_calls_matcher) -> *mut c_void {
+    boundary(|| {
+        let Ok(m) = try_ref(matcher) else { return std::ptr::null_mut() };
+        m.current_arguments()
+            .and_then(|a| a.as_any())
+            .and_then(|a| a.downcast_ref::<CallbackMatcher>())
+            .map_or(std::ptr::null_mut(), |c| c.matcher)
     })
 }

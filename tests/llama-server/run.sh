@@ -18,7 +18,8 @@
 # json_schema enum is left to llama.cpp, not forced into the reasoning block). The servers are stopped on exit. Prints "N passed, M failed" per part; exit status 1 when anything failed.
 #
 # Then (issue 29) tests/llama-server/check_calls.py on the Qwen2.5 server (a 10,000-tool registry, "auto" with and
-# without a call, parallel calls), and the README's registry example (data/registry/tools.json, tests/llama-server/check_registry.py) on a
+# without a call, parallel calls), (issue 36) tests/llama-server/check_registry_updates.py there (an unsorted
+# registry updated three times, every name checked against its own schema after each update), and the README's registry example (data/registry/tools.json, tests/llama-server/check_registry.py) on a
 # Qwen2.5 server with --trie-no-route: the registry is still libtrie's, "tools" are llama.cpp's; needs jsonschema.
 #
 # Then (issue 31) tests/llama-server/check_spec.py on a SmolLM2 server with a draft model (--model-draft, the same GGUF)
@@ -119,6 +120,10 @@ rc3=$?
 # issue 29: a 10,000-tool registry, "auto" with and without a call, parallel calls (2 and 3), jsonschema-checked
 python3 "$REPO/tests/llama-server/check_calls.py" --url "http://127.0.0.1:$PORT" --pid "$SERVER_PID" --sets "$SETS" \
   || rc3=1
+# issue 36, defect 1: an unsorted registry updated three times (add, remove, change a schema), every name called
+# after each update and its arguments checked (jsonschema) against its own schema
+python3 "$REPO/tests/llama-server/check_registry_updates.py" --url "http://127.0.0.1:$PORT" --pid "$SERVER_PID" \
+  --sets "$SETS" || rc3=1
 set -e
 if [[ "$rc3" != 0 ]]; then
   log "Qwen2.5 server log (last 40 lines):"
