@@ -128,6 +128,7 @@ class Vllm:
         self.manager = ToolParserManager
         self.names = {f: p for f, (p, _, _) in self.PARSERS.items()}
         self.parsers: Dict[str, Any] = {}
+        self.requests: Dict[Any, Any] = {}
 
     def parser(self, fmt: str) -> Any:
         if fmt not in self.parsers:
@@ -148,10 +149,14 @@ class Vllm:
         choice: Any = {"auto": "auto", "required": "required"}.get(c["tool_choice"])
         if choice is None:
             choice = {"type": "function", "function": {"name": c["named"]}}
-        req = ChatCompletionRequest(
-            model="m", messages=[{"role": "user", "content": "Call a tool."}],
-            tools=[{"type": "function", "function": {"name": t["name"], "parameters": t["parameters"]}}
-                   for t in tools], tool_choice=choice, parallel_tool_calls=c["parallel"])
+        key = (c["tools"], c["tool_choice"], c["named"], c["parallel"])
+        req = self.requests.get(key)
+        if req is None:  # one request object per tool list and choice (100,000 tools validate in seconds)
+            self.requests = {}
+            req = self.requests[key] = ChatCompletionRequest(
+                model="m", messages=[{"role": "user", "content": "Call a tool."}],
+                tools=[{"type": "function", "function": {"name": t["name"], "parameters": t["parameters"]}}
+                       for t in tools], tool_choice=choice, parallel_tool_calls=c["parallel"])
         try:
             info = parser.extract_tool_calls(c["output"], req)
         except Exception as e:  # noqa: BLE001 -- a parser that raises is a failure of (a), reported
