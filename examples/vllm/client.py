@@ -31,9 +31,11 @@ r = client.chat.completions.create(
     model=model, messages=[{"role": "user", "content": "Weather in Paris?"}],
     tools=[weather], tool_choice="required", parallel_tool_calls=False)  # or "auto", or a named tool
 # r.choices[0].message.tool_calls[0]: a tool of the list, its arguments fit its schema
+# docs:end tools
+# docs:begin registry
 # The operator's registry (LIBTRIE_SET_DIR/tools.json, any size): the name may be any tool of it.
 r = client.chat.completions.create(
     model=model, messages=[{"role": "user", "content": "Open a ticket"}], tools=[weather], tool_choice="required",
     extra_body={"vllm_xargs": {"libtrie_registry": "tools"}})  # llama-server: {"trie": {"registry": "tools"}}
-# docs:end tools
+# docs:end registry
 print(r.choices[0].message.tool_calls[0].function)
