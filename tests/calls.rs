@@ -203,17 +203,25 @@ fn parse(f: &Format, mode: Mode, parallel: bool, out: &[u8]) -> std::result::Res
         if !in_list {
             if let Some(t) = &f.trigger {
                 let free = mode == Mode::Auto || !calls.is_empty();
+                // after a call: whitespace only, then the next marker or the end (a required answer is its calls;
+                // a marker format's parsers read only calls once one is written); Llama 3's `{` keeps free text
+                let gap = !calls.is_empty() && (mode == Mode::Required || !t.starts_with(b"{"));
                 let at = if free {
                     match out[pos..].windows(t.len()).position(|w| w == t.as_slice()) {
                         Some(i) => pos + i,
-                        None => break, // the rest is free text
+                        None => {
+                            let rest = out[pos..].trim_ascii_start();
+                            if gap && !t.starts_with(rest) {
+                                return Err(format!("text after a call: {:?}", String::from_utf8_lossy(rest)));
+                            }
+                            break; // the rest is free text (before any call), or whitespace and a part of a marker
+                        }
                     }
                 } else {
                     pos
                 };
-                // a required answer is its calls: whitespace only between them
-                if mode == Mode::Required && !out[pos..at].iter().all(|b| b.is_ascii_whitespace()) {
-                    return Err(format!("text between required calls: {:?}", String::from_utf8_lossy(&out[pos..at])));
+                if gap && !out[pos..at].iter().all(|b| b.is_ascii_whitespace()) {
+                    return Err(format!("text between calls: {:?}", String::from_utf8_lossy(&out[pos..at])));
                 }
                 pos = at;
                 eat(&mut pos, t, "trigger")?;
@@ -583,6 +591,45 @@ fn caller_built_automata_and_their_member_to_tool_maps() {
     let bare = trie::Automaton::compile(vocab.clone(), &["x"], &CompileOptions::default()).unwrap();
     let e = ToolCalls::from_names(vocab, config, trie::calls::Names::new(Arc::new(bare)), None, None).unwrap_err();
     assert!(e.message().contains("end open"), "{e}");
+}
+
+#[test]
+fn after_an_auto_call_only_calls_follow_in_marker_formats() {
+    // llama.cpp constrains the rest of an `auto` answer to calls once its marker fired, and vLLM's hermes parser
+    // drops text after the first call: whitespace, the next marker or the end. Llama 3 JSON (`{` opens a call)
+    // keeps free text between calls, as vLLM's parser reads them.
+    let (vocab, stops) = vocab();
+    let words = vocab.mask_words();
+    for (format, call, gap) in [
+        (
+            "hermes",
+            format!("<tool_call>\n{{\"name\": \"get_time\", \"arguments\": {}}}\n</tool_call>", args_of(1)),
+            true,
+        ),
+        ("llama", format!("{{\"name\": \"get_time\", \"parameters\": {}}}", args_of(1)), false),
+    ] {
+        let case = Case {
+            vocab: vocab.clone(),
+            stops: stops.clone(),
+            format: Format::named(format).unwrap(),
+            mode: Mode::Auto,
+            parallel: true,
+            names: vec!["get_weather".into(), "get_time".into()],
+            named: None,
+        };
+        let engine = case.engine();
+        let (mut m, _) = case.matcher(&engine, true);
+        for &b in b"Sure. ".iter().chain(call.as_bytes()) {
+            assert!(m.accept_token(b as TokenId), "{format}: {}", b as char);
+        }
+        assert_eq!((m.phase(), m.calls_so_far()), (Phase::Free, 1), "{format}");
+        let after = allowed(&mask(&mut m, words));
+        for ok in [b'\n' as TokenId, b' ' as TokenId, stops[0]] {
+            assert!(after.contains(&ok), "{format}: {ok} may follow a call");
+        }
+        assert_eq!(!after.contains(&(b'H' as TokenId)), gap, "{format}: text after a call");
+        assert_eq!(m.accept_token(b'H' as TokenId), !gap, "{format}: text after a call");
+    }
 }
 
 #[test]

@@ -77,7 +77,8 @@ struct Pos {
     took: bool,
     /// Bytes of the marker at the end of the output (`Free`).
     pending: u32,
-    /// Between the calls of a [`Mode::Required`] answer (`Free`): only whitespace, then the marker.
+    /// After a call (`Free`) of a required answer or of a format with its own marker: only whitespace, then the
+    /// marker (or a stop).
     gap: bool,
     /// The start of a required call with a marker: the marker's own token is allowed too.
     opening: bool,
@@ -432,8 +433,12 @@ impl CallsMatcher {
             }
             return Pos { took: true, ..self.name(Which::Following, pos.matcher, calls) };
         }
-        // a further call from free text (auto), or after whitespace only (required: the answer is its calls)
-        Pos { phase: Phase::Free, pending: 0, gap: c.config.mode == Mode::Required, calls, ..pos }
+        // a further call after whitespace only, or the end: a required answer is its calls, and once a call is
+        // written the engines' parsers read only calls (llama.cpp's grammar constrains the rest of an `auto` answer
+        // to calls; vLLM's hermes/mistral parsers drop text after the first call); under `auto` with a trigger that
+        // is the call's own `{` (Llama 3 JSON), calls stay separated by free text as vLLM's parser reads them
+        let gap = c.config.mode == Mode::Required || fmt.trigger.as_ref().is_some_and(|t| !t.starts_with(b"{"));
+        Pos { phase: Phase::Free, pending: 0, gap, calls, ..pos }
     }
 }
 
