@@ -161,6 +161,7 @@ impl Automaton {
             member_bytes,
             Vec::new(),
             0,
+            Some(false),
         ))
     }
 }

@@ -123,6 +123,7 @@ pub(crate) fn freeze(
         trie.member_bytes,
         dropped,
         n_dropped_members,
+        options.derive_rows,
     ))
 }
 

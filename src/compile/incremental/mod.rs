@@ -396,6 +396,11 @@ impl Automaton {
         removed: &[usize],
         options: &CompileOptions,
     ) -> Result<Option<Automaton>> {
+        // The rows are copied from the old automaton's arrays: one that derives rows (large sets) is compiled
+        // again instead.
+        if self.has_derived() {
+            return Ok(None);
+        }
         let budget = Budget::new(options.max_bytes);
         let k_old = old.len();
         let k_new = k_old - removed.len() + adding.len();
@@ -443,6 +448,7 @@ impl Automaton {
             m.bytes,
             Vec::new(),
             0,
+            options.derive_rows,
         )))
     }
 }
