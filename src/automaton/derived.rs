@@ -34,6 +34,16 @@ pub(crate) fn derive_by_default(force: Option<bool>, n_explicit: usize) -> bool 
     force.unwrap_or(n_explicit >= DERIVE_MIN_EXPLICIT)
 }
 
+/// Which explicit states of an automaton being assembled keep no row.
+pub(crate) enum Derive {
+    /// Found from the rows (unary states: see the module doc), and their rows dropped: `Some(yes)` forces the
+    /// choice, `None` derives by size ([`derive_by_default`]).
+    ByRows(Option<bool>),
+    /// Given (bits and bytes, one per explicit state), their rows already empty: a compile whose alignment skipped
+    /// the unary nodes.
+    Given(Vec<u64>, Vec<u8>),
+}
+
 /// The single-byte tokens of a vocabulary: for each byte, the smallest text token id whose bytes are exactly that
 /// byte (`NONE` if none), and the same pairs sorted by token id.
 pub(crate) struct ByteTokens {

@@ -41,6 +41,7 @@ use allowed::AllowedRepr;
 pub use draft::{Draft, History};
 pub use persist::FileInfo;
 
+pub(crate) use derived::{derive_by_default, ByteTokens, Derive};
 pub use segments::Crossing;
 pub(crate) use segments::Segments;
 
@@ -339,7 +340,7 @@ pub(crate) struct Chains {
 
 impl Automaton {
     /// An automaton from its parts, with precomputed rows for the explicit states that allow many tokens, and
-    /// without the rows of unary states when `derive` (see `derived`; `None`: by size).
+    /// without the rows of unary states as `derive` says (see `derived`).
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn assemble(
         vocab: Arc<Vocabulary>,
@@ -349,7 +350,7 @@ impl Automaton {
         member_bytes: Vec<u8>,
         dropped: Vec<usize>,
         n_dropped_members: usize,
-        derive: Option<bool>,
+        derive: Derive,
     ) -> Automaton {
         let words = vocab.mask_words();
         let threshold = masks::dense_threshold(words);
@@ -362,10 +363,13 @@ impl Automaton {
             fill_sparse(&e.tokens[r], &mut dense_rows[i * words..(i + 1) * words]);
         }
         let byte_tokens = derived::ByteTokens::new(&vocab);
-        let (derived, unary_byte) = if derived::derive_by_default(derive, n) {
-            derived::derive_rows(&mut e, &byte_tokens, threshold)
-        } else {
-            (Vec::new(), Vec::new())
+        let (derived, unary_byte) = match derive {
+            Derive::ByRows(force) if derived::derive_by_default(force, n) => {
+                derived::derive_rows(&mut e, &byte_tokens, threshold)
+            }
+            Derive::ByRows(_) => (Vec::new(), Vec::new()),
+            Derive::Given(bits, _) if bits.iter().all(|&w| w == 0) => (Vec::new(), Vec::new()),
+            Derive::Given(bits, bytes) => (bits, bytes),
         };
         Automaton {
             vocab,

@@ -1,6 +1,8 @@
 //! The compile's last step: prune the alignment, number the states, lay out the flat arrays.
 
-use crate::automaton::{AlignmentMethod, Automaton, Chains, CompileOptions, Explicit, State};
+use crate::automaton::{
+    derive_by_default, AlignmentMethod, Automaton, ByteTokens, Chains, CompileOptions, Derive, Explicit, State,
+};
 use crate::compile::align::{align_aho_corasick, align_token_trie, Edges, Target, TargetKind};
 use crate::compile::string_trie::{StringTrie, NONE};
 use crate::error::{Error, ErrorKind, Result};
@@ -72,9 +74,15 @@ pub(crate) fn check_values_len(n_values: usize, n_strings: usize, what: &str) ->
 /// The alignment of `trie` with the vocabulary by the options' method.
 pub(crate) fn align(trie: &StringTrie, vocab: &Vocabulary, options: &CompileOptions, budget: &Budget) -> Result<Edges> {
     match options.alignment {
-        AlignmentMethod::TokenTrie => align_token_trie(trie, vocab, budget),
+        AlignmentMethod::TokenTrie => align_token_trie(trie, vocab, budget, derives(trie, vocab, options)),
         AlignmentMethod::AhoCorasick => align_aho_corasick(trie, vocab, budget),
     }
+}
+
+/// Whether the compile of `trie` derives the rows of its unary nodes instead of storing them (see
+/// `automaton/derived.rs`): on a vocabulary where every byte is a token, by the options or the trie's size.
+pub(crate) fn derives(trie: &StringTrie, vocab: &Vocabulary, options: &CompileOptions) -> bool {
+    derive_by_default(options.derive_rows, trie.n_nodes()) && ByteTokens::new(vocab).complete()
 }
 
 /// Prunes the alignment to live, reachable explicit nodes, numbers the states and lays out the flat arrays.
@@ -101,6 +109,10 @@ pub(crate) fn freeze(
         kept_nodes.push(node as u32);
     }
     let (offsets, tokens, targets) = transitions(&trie, &al, &kept_nodes, &state_of, &vocab, budget, open)?;
+    let derive = match al.skipped.as_deref() {
+        Some(skipped) => given_derived(&trie, skipped, &kept_nodes, &state_of),
+        None => Derive::ByRows(options.derive_rows),
+    };
     drop(al);
 
     // Accepting states, depths, and the single member below each explicit state.
@@ -123,8 +135,24 @@ pub(crate) fn freeze(
         trie.member_bytes,
         dropped,
         n_dropped_members,
-        options.derive_rows,
+        derive,
     ))
+}
+
+/// The derived states of an alignment that skipped the unary nodes: the kept skipped nodes whose child is kept
+/// (it is then the next state), with the child's byte.
+fn given_derived(trie: &StringTrie, skipped: &[bool], kept_nodes: &[u32], state_of: &[u32]) -> Derive {
+    let n = kept_nodes.len();
+    let mut bits = vec![0u64; n.div_ceil(64)];
+    let mut bytes = vec![0u8; n];
+    for (s, &node) in kept_nodes.iter().enumerate() {
+        let node = node as usize;
+        if skipped[node] && state_of.get(node + 1) == Some(&(s as u32 + 1)) {
+            bits[s / 64] |= 1 << (s % 64);
+            bytes[s] = trie.byte[node + 1];
+        }
+    }
+    Derive::Given(bits, bytes)
 }
 
 /// Pruning: `keep[n]` for the explicit nodes that are live (some member can be completed from them with tokens)
@@ -133,9 +161,11 @@ pub(crate) fn freeze(
 fn prune(trie: &StringTrie, al: &Edges) -> (Vec<bool>, Vec<bool>) {
     let n = trie.n_nodes();
     let n_chain = trie.n_chain_positions();
+    let skipped = |node: usize| al.skipped.as_ref().is_some_and(|s| s[node]);
     let mut live = vec![false; n];
     for node in (0..n).rev() {
-        live[node] = trie.end_member[node] != NONE
+        live[node] = (skipped(node) && live[node + 1])
+            || trie.end_member[node] != NONE
             || al.edges(node).any(|(_, t)| match t.kind() {
                 TargetKind::Chain(_) => true,
                 TargetKind::Node(t) => live[t as usize],
@@ -148,6 +178,9 @@ fn prune(trie: &StringTrie, al: &Edges) -> (Vec<bool>, Vec<bool>) {
     keep[0] = live[0];
     for node in 0..n {
         if keep[node] {
+            if skipped(node) && live[node + 1] {
+                keep[node + 1] = true;
+            }
             for (_, t) in al.edges(node) {
                 match t.kind() {
                     TargetKind::Chain(p) => entered[p as usize] = true,

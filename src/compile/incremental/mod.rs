@@ -43,7 +43,7 @@
 //! Per changed string: narrowing binary searches over the member list (in parallel), one walk, and the changed
 //! rows along its path (computed in parallel; the rows near the root are the large ones).
 
-use crate::automaton::{Automaton, Chains, CompileOptions, Explicit, State, Step};
+use crate::automaton::{Automaton, Chains, CompileOptions, Derive, Explicit, State, Step};
 use crate::compile::string_trie::NONE;
 use crate::error::{Error, ErrorKind, Result};
 use crate::util::budget::Budget;
@@ -448,7 +448,7 @@ impl Automaton {
             m.bytes,
             Vec::new(),
             0,
-            options.derive_rows,
+            Derive::ByRows(options.derive_rows),
         )))
     }
 }
