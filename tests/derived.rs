@@ -246,3 +246,23 @@ fn crafted_derived_files_are_errors_never_crashes() {
     let e = Automaton::from_bytes(v.clone(), &old).expect_err("refused");
     assert!(e.message().contains("need version 4"), "{e}");
 }
+
+/// Templated automata (closed, and open: crossings out of the last segment) answer alike in both layouts, crossings
+/// included (`path` of a templated automaton walks down derived states).
+#[test]
+fn templated_derived_rows_answer_as_stored_rows() {
+    let v = byte_vocab();
+    let names = prefixed_set(4, 150);
+    for end in [trie::End::Eog, trie::End::Open] {
+        let t = trie::Template::bare().prefix("<tool>").suffix("</tool>").end(end);
+        let stored = Automaton::compile_template(v.clone(), &names, &t, &options(false)).unwrap();
+        let derived = Automaton::compile_template(v.clone(), &names, &t, &options(true)).unwrap();
+        assert!(derived.allowed_total() < stored.allowed_total());
+        same_steps(&stored, &derived, 11, 1);
+        let lazy = Automaton::from_bytes_lazy(v.clone(), &derived.to_bytes()).unwrap();
+        for s in (0..stored.n_states() as u32).map(State) {
+            assert_eq!(stored.crossing(s), derived.crossing(s), "state {s:?}");
+            assert_eq!(stored.crossing(s), lazy.crossing(s), "state {s:?}");
+        }
+    }
+}
