@@ -120,6 +120,14 @@ fn derived_rows_on_a_byte_vocabulary() {
         assert_eq!(ac.unwrap().to_bytes(), derived.to_bytes(), "seed {seed}");
         let lazy = Automaton::from_bytes_lazy(v.clone(), &derived.to_bytes()).unwrap();
         same_steps(&stored, &lazy, seed, 1);
+        // The in-place update of the stored layout, its rows then derived: the compile of the changed list.
+        let (add, remove) = (["cab-zz", "@types/added"], [set[0].as_str()]);
+        let updated = stored.with_changes(&add, &remove, &options(true)).unwrap();
+        let mut list: Vec<&str> = set.iter().map(|s| s.as_str()).filter(|s| !remove.contains(s)).collect();
+        list.extend(add);
+        let want = Automaton::compile(v.clone(), &list, &options(true)).unwrap();
+        assert_eq!(updated.to_bytes(), want.to_bytes(), "seed {seed}");
+        same_steps(&want, &updated, seed, 1);
     }
     // A vocabulary without a token for every byte keeps every row.
     let mut tokens: Vec<Vec<u8>> = (b'a'..=b'z').map(|b| vec![b]).collect();
