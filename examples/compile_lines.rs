@@ -162,11 +162,49 @@ fn load_figures(vocab: &Arc<Vocabulary>, path: &str) -> String {
         e_ms.push(masks(&eager_a));
         l_ms.push(masks(&fresh));
     }
+    // Per state (the issue 38 targets): masks of the eagerly loaded automaton once every state was used, the
+    // first use of each state after a lazy load, and the steps of the decodes (Instant's own cost included).
+    let per_state = |a: &Automaton, row: &mut Vec<u32>| -> Vec<f64> {
+        let mut v: Vec<f64> = states
+            .iter()
+            .map(|&s| {
+                let t = Instant::now();
+                a.fill_bitmask(s, row).unwrap();
+                t.elapsed().as_secs_f64() * 1e6
+            })
+            .collect();
+        v.sort_by(f64::total_cmp);
+        v
+    };
+    let pct = |v: &[f64], p: f64| v[((v.len() - 1) as f64 * p).round() as usize];
+    let steady = per_state(&eager_a, &mut row);
+    let first_use = per_state(&Automaton::load_lazy(vocab.clone(), path).unwrap(), &mut row);
+    let mut steps: Vec<f64> = Vec::new();
+    for w in states.windows(2) {
+        if let Some(&t) =
+            eager_a.allowed(w[0]).iter().find(|&&t| eager_a.advance(w[0], t) == Ok(trie::Step::Next(w[1])))
+        {
+            let t0 = Instant::now();
+            std::hint::black_box(eager_a.advance(w[0], t).unwrap());
+            steps.push(t0.elapsed().as_secs_f64() * 1e9);
+        }
+    }
+    steps.sort_by(f64::total_cmp);
+    let per = format!(
+        "\"mask_us_p50\":{:.2},\"mask_us_p99\":{:.2},\"mask_us_max\":{:.2},\"first_use_us_p50\":{:.2},\"first_use_us_p99\":{:.2},\"advance_ns_p50\":{:.0},\"advance_ns_p99\":{:.0}",
+        pct(&steady, 0.5),
+        pct(&steady, 0.99),
+        pct(&steady, 1.0),
+        pct(&first_use, 0.5),
+        pct(&first_use, 0.99),
+        pct(&steps, 0.5),
+        pct(&steps, 0.99)
+    );
     let t = Instant::now();
     assert!(a.member_bytes(0).is_some());
     let whole_ms = ms(t);
     format!(
-        "\"file_bytes\":{file_bytes},\"file_version\":{version},\"load_ms\":{:.1},\"load_lazy_ms\":{:.2},\"lazy\":{is_lazy},\"decode_states\":{},\"lazy_masks_first_ms\":{first:.2},\"lazy_masks_again_ms\":{again:.2},\"masks_eager_ms\":{:.2},\"masks_lazy_ms\":{:.2},\"lazy_whole_check_ms\":{whole_ms:.1}",
+        "\"file_bytes\":{file_bytes},\"file_version\":{version},\"load_ms\":{:.1},\"load_lazy_ms\":{:.2},\"lazy\":{is_lazy},\"decode_states\":{},\"lazy_masks_first_ms\":{first:.2},\"lazy_masks_again_ms\":{again:.2},\"masks_eager_ms\":{:.2},\"masks_lazy_ms\":{:.2},\"lazy_whole_check_ms\":{whole_ms:.1},{per}",
         workloads::median(eager),
         workloads::median(lazy),
         states.len(),

@@ -20,8 +20,10 @@
 //! because they hold a section an older libtrie would ignore and must not: an automaton whose members carry
 //! values (a libtrie that reads only versions 1 and 2 refuses such a file instead of loading it without its
 //! values). Every other file is still written as version 2, byte for byte as before, so older libtries keep
-//! reading them. Versions 1, 2 and 3 are read; what a version-3 section means is checked by its owner (an
-//! automaton refuses a values section in a file of an older version).
+//! reading them. Version 4 is the same layout again, required by an automaton that keeps no rows for its unary
+//! states (`automaton/derived.rs`): an older libtrie would read their empty rows as dead ends. Versions 1 to 4
+//! are read; what a later version's section means is checked by its owner (an automaton refuses a values
+//! section, or derived rows, in a file of an older version).
 //!
 //! Invariants checked on reading (a failure is [`ErrorKind::MalformedFile`], never a crash): the magic, version,
 //! endianness and kind; the length; the checksum of everything after the header (a lazily opened file: of the
@@ -37,8 +39,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 const MAGIC: &[u8; 8] = b"LIBTRIE\0";
-/// The newest format this library reads and writes (see the module doc: it reads versions 1 to 3).
-pub(crate) const FORMAT_VERSION: u32 = 3;
+/// The newest format this library reads and writes (see the module doc: it reads versions 1 to 4).
+pub(crate) const FORMAT_VERSION: u32 = 4;
 /// The version written unless the file's owner requires a later one ([`Writer::require_version`]).
 pub(crate) const BASE_VERSION: u32 = 2;
 const OLDEST_VERSION: u32 = 1;
@@ -568,14 +570,14 @@ mod tests {
         let mut bad = v1.clone();
         bad[1000] ^= 1;
         assert!(Reader::from_bytes_lazy(&bad, Kind::Automaton).err().unwrap().message().contains("checksum"));
-        for version in [0u32, 4, 99] {
+        for version in [0u32, 5, 99] {
             let mut other = v2.clone();
             other[8..12].copy_from_slice(&version.to_ne_bytes());
             reseal(&mut other);
             let e = Reader::from_bytes(&other, Kind::Automaton).err().unwrap();
             assert_eq!(e.kind(), ErrorKind::MalformedFile);
             assert!(e.message().contains(&format!("format version {version}, but this libtrie")), "{e}");
-            assert!(e.message().contains("reads versions 1 to 3"), "{e}");
+            assert!(e.message().contains("reads versions 1 to 4"), "{e}");
         }
     }
 

@@ -66,22 +66,22 @@ pub fn compile_phases<S: AsRef<[u8]> + Sync>(
     p.trie_ms = t.elapsed().as_secs_f64() * 1e3;
     p.members = trie.n_members();
     p.explicit_nodes = trie.n_nodes();
-    let unary: Vec<u32> = (0..trie.n_nodes() as u32)
-        .filter(|&n| trie.end_member[n as usize] == crate::compile::string_trie::NONE && trie.children(n).count() == 1)
-        .filter(|&n| trie.hanging(n).is_empty())
-        .collect();
+    let unary: Vec<u32> = (0..trie.n_nodes() as u32).filter(|&n| trie.is_unary(n)).collect();
     p.unary_explicit_nodes = unary.len();
     p.chains = trie.chain_member.len();
     p.chain_positions = trie.n_chain_positions();
     p.peak_after_trie = peak_rss();
     let t = Instant::now();
     let edges = match options.alignment {
-        AlignmentMethod::TokenTrie => align_token_trie(&trie, &vocab, &budget)?,
+        AlignmentMethod::TokenTrie => {
+            align_token_trie(&trie, &vocab, &budget, crate::compile::freeze::derives(&trie, &vocab, options))?
+        }
         AlignmentMethod::AhoCorasick => align_aho_corasick(&trie, &vocab, &budget)?,
     };
     p.align_ms = t.elapsed().as_secs_f64() * 1e3;
     p.edges = edges.len();
     p.edges_into_chains = edges.targets().filter(|t| t.is_chain()).count();
+    // (0 when the unary nodes' rows are derived: the alignment skips them.)
     p.edges_from_unary = unary.iter().map(|&n| edges.edges(n as usize).count()).sum();
     p.peak_after_align = peak_rss();
     drop(unary);

@@ -19,6 +19,8 @@ mod calls_ffi;
 mod cli;
 #[path = "compiled_dir.rs"]
 mod compiled_dir;
+#[path = "derived.rs"]
+mod derived;
 #[path = "draft.rs"]
 mod draft;
 #[path = "ffi.rs"]

@@ -6,6 +6,14 @@
 //! checked to stay in bounds (its agreement with the token bytes rests on the checksum, see `Vocabulary::load`),
 //! so a set compiled against a crafted one must be safe to use, not right. Seeds (fuzz/seeds/load) are saved
 //! files of the vocabulary below, made by `cargo test --test integration file_format::write_fuzz_seeds -- --ignored`.
+//!
+//! The same bytes are also loaded lazily (`from_bytes_lazy`: every state checked on first use; under the fuzzer
+//! the block hashes are not checked either, so every input is a crafted file whose hashes were made valid again),
+//! and both ways over a byte-level vocabulary (every byte a token), whose large automata keep no rows for their
+//! unary states (`src/automaton/derived.rs`, format version 4; the `derived-*` seeds): a derived row is computed
+//! from the other states' rows, so a crafted file must give an error, or a wrong row at worst, never a panic,
+//! an out-of-bounds read or a hang. A lazily loaded automaton may refuse a state (`MalformedFile`) where an
+//! eager load refuses the file.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -26,7 +34,26 @@ pub fn vocab() -> Arc<Vocabulary> {
     .clone()
 }
 
+/// The seeds' byte-level vocabulary (tests/file_format.rs `byte_vocab`): every byte, "ab", "abc", "tool", an EOG.
+pub fn byte_vocab() -> Arc<Vocabulary> {
+    static V: OnceLock<Arc<Vocabulary>> = OnceLock::new();
+    V.get_or_init(|| {
+        let mut tokens: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).collect();
+        tokens.extend([b"ab".to_vec(), b"abc".to_vec(), b"tool".to_vec(), b"</s>".to_vec()]);
+        let mut kinds = vec![TokenKind::Normal; tokens.len()];
+        kinds[259] = TokenKind::Control;
+        Arc::new(Vocabulary::new(tokens, kinds, &[259], None).unwrap())
+    })
+    .clone()
+}
+
+/// Every reachable state (at most 2,000) queried; `consistent`: masks agree with allowed lists; `lazy`: a state
+/// may be refused as malformed.
 fn exercise(a: &Automaton, consistent: bool) {
+    walk(a, consistent, false)
+}
+
+fn walk(a: &Automaton, consistent: bool, lazy: bool) {
     let words = a.mask_words();
     let mut row = vec![0u32; words];
     let mut seen = HashSet::new();
@@ -36,7 +63,10 @@ fn exercise(a: &Automaton, consistent: bool) {
             continue;
         }
         let allowed = a.allowed(s);
-        a.fill_bitmask(s, &mut row).unwrap();
+        if let Err(e) = a.fill_bitmask(s, &mut row) {
+            assert!(lazy && e.kind() == trie::ErrorKind::MalformedFile, "{e}");
+            continue;
+        }
         let ones: usize = row.iter().map(|w| w.count_ones() as usize).sum();
         if consistent {
             assert_eq!(ones, allowed.len(), "mask and allowed list of state {s:?}");
@@ -60,7 +90,12 @@ fuzz_target!(|data: &[u8]| {
             exercise(&a, false);
         }
     }
-    if let Ok(a) = Automaton::from_bytes(vocab(), data) {
-        exercise(&a, true);
+    for v in [vocab(), byte_vocab()] {
+        if let Ok(a) = Automaton::from_bytes(v.clone(), data) {
+            exercise(&a, true);
+        }
+        if let Ok(a) = Automaton::from_bytes_lazy(v, data) {
+            walk(&a, true, true);
+        }
     }
 });

@@ -103,7 +103,12 @@ impl Lazy {
             && toks.last().map_or(true, |&t| (t as u64) < n_vocab)
             && targets.iter().all(|&t| t == State::FINISHED.0 || (t as u64) < n_states);
         let single = a.single_member[s];
+        let derived_ok = a.derived.is_empty()
+            || (v.verify(&a.derived[s / 64..s / 64 + 1])
+                && v.verify(&a.unary_byte[s..s + 1])
+                && (!a.is_derived(s) || a.derived_state_ok(s)));
         let ok = row_ok
+            && derived_ok
             && v.verify(&a.accepting[s / 64..s / 64 + 1])
             && v.verify(&a.depth[s..s + 1])
             && v.verify(&a.single_member[s..s + 1])
@@ -233,6 +238,7 @@ impl Automaton {
                 && a.targets.len() == a.tokens.len(),
             || "explicit state tables of inconsistent sizes".into(),
         )?;
+        ensure(a.derived_sizes_ok(), || "derived rows: tables of inconsistent sizes".into())?;
         let k = a.chain_member.len();
         ensure(a.chain_base.len() == k + 1 && a.chain_first_depth.len() == k, || "chain tables".into())?;
         ensure(v.verify(&a.chain_base[..1]) && v.verify(&a.chain_base[k..]), corrupt)?;

@@ -25,6 +25,11 @@ impl Automaton {
             return fill_sparse(self.vocab.eog_ids(), row);
         }
         match self.kind(state) {
+            Kind::Explicit(s) if self.is_derived(s) => {
+                row.fill(0);
+                let idx = &self.vocab.index;
+                self.derived_row(s, |code, _| set_bits(idx.code_tokens(&code), row));
+            }
             Kind::Explicit(s) => {
                 let allowed = &self.tokens[self.range(s)];
                 if allowed.len() >= self.dense_threshold() {

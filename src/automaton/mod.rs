@@ -27,6 +27,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 mod allowed;
+mod derived;
 mod draft;
 mod lazy;
 mod masks;
@@ -40,6 +41,7 @@ use allowed::AllowedRepr;
 pub use draft::{Draft, History};
 pub use persist::FileInfo;
 
+pub(crate) use derived::{derive_by_default, ByteTokens, Derive};
 pub use segments::Crossing;
 pub(crate) use segments::Segments;
 
@@ -95,6 +97,11 @@ pub struct CompileOptions {
     /// The most heap bytes the compile may allocate for the trie, the alignment and the automaton, checked
     /// before each large allocation: more is [`ErrorKind::LimitExceeded`] (never an abort). `None`: no bound.
     pub max_bytes: Option<usize>,
+    /// Whether the unary explicit states keep no row (derived on use from the trie below them): `None` (the
+    /// default) for automata of 262,144 explicit states or more, on vocabularies where every byte is a token.
+    /// For tests and measurements; the automaton behaves the same either way.
+    #[doc(hidden)]
+    pub derive_rows: Option<bool>,
 }
 
 impl CompileOptions {
@@ -124,6 +131,13 @@ impl CompileOptions {
     /// Sets [`CompileOptions::max_bytes`].
     pub fn max_bytes(mut self, n: usize) -> Self {
         self.max_bytes = Some(n);
+        self
+    }
+
+    /// Sets [`CompileOptions::derive_rows`].
+    #[doc(hidden)]
+    pub fn derive_rows(mut self, yes: bool) -> Self {
+        self.derive_rows = Some(yes);
         self
     }
 }
@@ -164,6 +178,12 @@ pub struct Automaton {
     pub(crate) depth: Array<u32>,
     /// The only member below each explicit state, or `NONE` when several remain.
     pub(crate) single_member: Array<u32>,
+    /// Bit `s` (of 64-bit words; empty when no state is): explicit state `s` keeps no row, its row is derived
+    /// from the trie below it (see `derived`), along its one byte `unary_byte[s]` into state `s + 1`.
+    pub(crate) derived: Array<u64>,
+    pub(crate) unary_byte: Array<u8>,
+    /// The vocabulary's single-byte tokens (for derived rows; not saved).
+    pub(crate) byte_tokens: derived::ByteTokens,
     /// Precomputed rows for explicit states with many allowed tokens: `dense_states` ascending, row `i` is
     /// `dense_rows[i * mask_words..(i + 1) * mask_words]`.
     pub(crate) dense_states: Array<u32>,
@@ -249,6 +269,8 @@ impl Automaton {
             + self.single_member.size_bytes()
             + self.dense_states.size_bytes()
             + self.dense_rows.size_bytes()
+            + self.derived.size_bytes()
+            + self.unary_byte.size_bytes()
             + self.chain_base.size_bytes()
             + self.chain_member.size_bytes()
             + self.chain_first_depth.size_bytes()
@@ -274,6 +296,8 @@ impl Automaton {
             ("single_member", self.single_member.size_bytes()),
             ("dense_states", self.dense_states.size_bytes()),
             ("dense_rows", self.dense_rows.size_bytes()),
+            ("derived", self.derived.size_bytes()),
+            ("unary_byte", self.unary_byte.size_bytes()),
             ("chain_base", self.chain_base.size_bytes()),
             ("chain_member", self.chain_member.size_bytes()),
             ("chain_first_depth", self.chain_first_depth.size_bytes()),
@@ -315,15 +339,18 @@ pub(crate) struct Chains {
 }
 
 impl Automaton {
-    /// An automaton from its parts, with precomputed rows for the explicit states that allow many tokens.
+    /// An automaton from its parts, with precomputed rows for the explicit states that allow many tokens, and
+    /// without the rows of unary states as `derive` says (see `derived`).
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn assemble(
         vocab: Arc<Vocabulary>,
-        e: Explicit,
+        mut e: Explicit,
         chains: Chains,
         member_offsets: Vec<u64>,
         member_bytes: Vec<u8>,
         dropped: Vec<usize>,
         n_dropped_members: usize,
+        derive: Derive,
     ) -> Automaton {
         let words = vocab.mask_words();
         let threshold = masks::dense_threshold(words);
@@ -335,6 +362,15 @@ impl Automaton {
             let r = e.offsets[s as usize] as usize..e.offsets[s as usize + 1] as usize;
             fill_sparse(&e.tokens[r], &mut dense_rows[i * words..(i + 1) * words]);
         }
+        let byte_tokens = derived::ByteTokens::new(&vocab);
+        let (derived, unary_byte) = match derive {
+            Derive::ByRows(force) if derived::derive_by_default(force, n) => {
+                derived::derive_rows(&mut e, &byte_tokens, threshold)
+            }
+            Derive::ByRows(_) => (Vec::new(), Vec::new()),
+            Derive::Given(bits, _) if bits.iter().all(|&w| w == 0) => (Vec::new(), Vec::new()),
+            Derive::Given(bits, bytes) => (bits, bytes),
+        };
         Automaton {
             vocab,
             offsets: e.offsets.into(),
@@ -345,6 +381,9 @@ impl Automaton {
             single_member: e.single_member.into(),
             dense_states: dense_states.into(),
             dense_rows: dense_rows.into(),
+            derived: derived.into(),
+            unary_byte: unary_byte.into(),
+            byte_tokens,
             chain_base: chains.base.into(),
             chain_member: chains.member.into(),
             chain_first_depth: chains.first_depth.into(),

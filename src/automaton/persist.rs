@@ -18,6 +18,12 @@ const A_CHAIN_DEPTH: u32 = 12;
 const A_MEMBER_OFFSETS: u32 = 13;
 const A_MEMBER_BYTES: u32 = 14;
 const A_DROPPED: u32 = 15;
+// (16 to 18: the template sections, `segments.rs`; 19: the member values, `values.rs`.)
+const A_DERIVED: u32 = 24;
+const A_UNARY_BYTE: u32 = 25;
+/// The format version of files with derived rows (sections `A_DERIVED`, `A_UNARY_BYTE`): older libtries, which
+/// would read their empty rows as dead ends, refuse them by their version.
+const DERIVED_VERSION: u32 = 4;
 
 /// The header of a saved automaton ([`Automaton::file_info`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -72,6 +78,11 @@ impl Automaton {
         w.section(A_MEMBER_OFFSETS, &self.member_offsets);
         w.section(A_MEMBER_BYTES, &self.member_bytes);
         w.section(A_DROPPED, &dropped);
+        if self.has_derived() {
+            w.section(A_DERIVED, &self.derived);
+            w.section(A_UNARY_BYTE, &self.unary_byte);
+            w.require_version(DERIVED_VERSION);
+        }
         if let Some(seg) = &self.segments {
             seg.write(&mut w);
         }
@@ -171,6 +182,9 @@ impl Automaton {
             single_member: r.array(A_SINGLE)?,
             dense_states: r.array(A_DENSE_STATES)?,
             dense_rows: r.array(A_DENSE_ROWS)?,
+            derived: Self::read_optional(&r, A_DERIVED)?,
+            unary_byte: Self::read_optional(&r, A_UNARY_BYTE)?,
+            byte_tokens: derived::ByteTokens::new(&vocab),
             chain_base: r.array(A_CHAIN_BASE)?,
             chain_member: r.array(A_CHAIN_MEMBER)?,
             chain_first_depth: r.array(A_CHAIN_DEPTH)?,
@@ -190,6 +204,30 @@ impl Automaton {
                 Ok(a)
             }
         }
+    }
+
+    /// A section of the derived-rows layout (empty when absent; present only in version 4 files and later).
+    fn read_optional<T: bytemuck::Pod>(r: &Reader, tag: u32) -> Result<Array<T>> {
+        if !r.has(tag) {
+            return Ok(Vec::new().into());
+        }
+        let version = r.version();
+        ensure(version >= DERIVED_VERSION, || {
+            format!("derived rows in a format version {version} file (they need version {DERIVED_VERSION})")
+        })?;
+        r.array(tag)
+    }
+
+    /// The sizes of the derived-rows arrays: both empty, or one bit and one byte per explicit state.
+    pub(super) fn derived_sizes_ok(&self) -> bool {
+        let e = self.depth.len();
+        (self.derived.is_empty() && self.unary_byte.is_empty())
+            || (self.derived.len() == e.div_ceil(64) && self.unary_byte.len() == e)
+    }
+
+    /// A derived state `s` (`< n_explicit`) is sound: its child `s + 1` is an explicit state and its row empty.
+    pub(super) fn derived_state_ok(&self, s: usize) -> bool {
+        s + 1 < self.depth.len() && self.offsets[s] == self.offsets[s + 1]
     }
 
     /// Checks a loaded automaton's arrays against each other and its vocabulary: every index used when decoding
@@ -256,6 +294,11 @@ impl Automaton {
         });
         ensure(bad.is_none(), || "a state's tokens are not ascending ids of the vocabulary, or lead outside".into())?;
         ensure(self.depth.iter().all(|&d| (d as usize) <= self.member_bytes.len()), || "state depths".into())?;
+        ensure(self.derived_sizes_ok(), || "derived rows: tables of inconsistent sizes".into())?;
+        let bad_derived = (0..e).into_par_iter().with_min_len(1 << 14).find_any(|&s| {
+            self.is_derived(s) && !(self.derived_state_ok(s) && self.dense_states.binary_search(&(s as u32)).is_err())
+        });
+        ensure(bad_derived.is_none(), || format!("derived state {} is not unary", bad_derived.unwrap()))?;
         ensure(self.single_member.iter().all(|&m| m == NONE || (m as usize) < n_members), || "single members".into())?;
         let words = self.mask_words();
         ensure(

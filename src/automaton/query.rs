@@ -69,6 +69,7 @@ impl Automaton {
             return Allowed(AllowedRepr::Borrowed(&[]));
         }
         match self.kind(state) {
+            Kind::Explicit(s) if self.is_derived(s) => Allowed::collect(self.derived_tokens(s)),
             Kind::Explicit(s) => Allowed(AllowedRepr::Borrowed(&self.tokens[self.range(s)])),
             Kind::Chain(m, d) => {
                 let rest = &self.member(m)[d..];
@@ -109,6 +110,10 @@ impl Automaton {
         }
         self.check(state)?;
         match self.kind(state) {
+            Kind::Explicit(s) if self.is_derived(s) => match self.derived_advance(s, token) {
+                Some(t) => Ok(Step::Next(State(t))),
+                None => Err(self.rejected(state, token)),
+            },
             Kind::Explicit(s) => {
                 let r = self.range(s);
                 match self.tokens[r.clone()].binary_search(&token) {

@@ -296,7 +296,11 @@ impl Automaton {
             if self.single_member[cur] != NONE {
                 return self.member(self.single_member[cur] as usize).get(..depth);
             }
-            let next = self.targets[self.range(cur)].iter().copied().find(|&t| t != State::FINISHED.0)?;
+            let next = if self.is_derived(cur) {
+                cur as u32 + 1
+            } else {
+                self.targets[self.range(cur)].iter().copied().find(|&t| t != State::FINISHED.0)?
+            };
             match self.kind(State(next)) {
                 Kind::Chain(m, _) => return self.member(m).get(..depth),
                 Kind::Explicit(e) if self.depth[e] > self.depth[cur] => cur = e,

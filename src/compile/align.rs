@@ -31,6 +31,9 @@ pub(crate) use crate::ids::{Target, TargetKind};
 pub(crate) struct Edges {
     pub(crate) piece_nodes: usize,
     pub(crate) pieces: Vec<EdgePiece>,
+    /// `Some` when the unary nodes were not walked (their rows are derived, `automaton/derived.rs`): `skipped[n]`
+    /// for those nodes, whose edge lists are empty.
+    pub(crate) skipped: Option<Vec<bool>>,
 }
 
 /// The edges of `piece_nodes` consecutive source nodes (fewer in the last piece).
@@ -80,9 +83,17 @@ fn chain_position(trie: &StringTrie, k: u32, d: usize) -> u32 {
     trie.chain_base[k as usize] + (d - trie.explicit_depth[m] as usize - 1) as u32
 }
 
-pub(crate) fn align_token_trie(trie: &StringTrie, vocab: &Vocabulary, budget: &Budget) -> crate::Result<Edges> {
+/// `derive`: skip the unary nodes (see [`Edges::skipped`]).
+pub(crate) fn align_token_trie(
+    trie: &StringTrie,
+    vocab: &Vocabulary,
+    budget: &Budget,
+    derive: bool,
+) -> crate::Result<Edges> {
     let tt = &vocab.index.trie;
     let n = trie.n_nodes();
+    let skipped: Option<Vec<bool>> = derive.then(|| (0..n as u32).into_par_iter().map(|u| trie.is_unary(u)).collect());
+    let skip = skipped.as_deref();
     let blocks: Vec<(usize, usize)> = (0..n).step_by(CHUNK_NODES).map(|a| (a, (a + CHUNK_NODES).min(n))).collect();
     let walk_block = |&(a, b): &(usize, usize)| -> crate::Result<(Vec<u32>, Vec<u32>, Vec<Target>)> {
         if budget.exhausted() {
@@ -94,6 +105,10 @@ pub(crate) fn align_token_trie(trie: &StringTrie, vocab: &Vocabulary, budget: &B
         // (explicit node, token-trie node after its byte).
         let mut stack: Vec<(u32, u32)> = Vec::new();
         for source in a as u32..b as u32 {
+            if skip.is_some_and(|s| s[source as usize]) {
+                counts.push(0);
+                continue;
+            }
             let before = pattern.len();
             stack.push((source, 0));
             while let Some((m, u)) = stack.pop() {
@@ -152,7 +167,7 @@ pub(crate) fn align_token_trie(trie: &StringTrie, vocab: &Vocabulary, budget: &B
             EdgePiece { offsets, code, target }
         })
         .collect();
-    Ok(Edges { piece_nodes: CHUNK_NODES, pieces })
+    Ok(Edges { piece_nodes: CHUNK_NODES, pieces, skipped })
 }
 
 fn check_total(total: usize) -> crate::Result<()> {
@@ -196,7 +211,7 @@ pub(crate) fn align_aho_corasick(trie: &StringTrie, vocab: &Vocabulary, budget: 
             *c += 1;
         }
     }
-    Ok(Edges { piece_nodes: n, pieces: vec![EdgePiece { offsets, code: pattern, target }] })
+    Ok(Edges { piece_nodes: n, pieces: vec![EdgePiece { offsets, code: pattern, target }], skipped: None })
 }
 
 /// Walks members `a..b`, emitting the edges that end at positions these members created.

@@ -7,7 +7,7 @@
 //! explicit. A member is the concatenation of its tokens' bytes; two sequences with the same bytes are one member
 //! reached two ways.
 
-use crate::automaton::{Automaton, Chains, CompileOptions, Explicit, State};
+use crate::automaton::{Automaton, Chains, CompileOptions, Derive, Explicit, State};
 use crate::compile::string_trie::NONE;
 use crate::error::{Error, ErrorKind, Result};
 use crate::util::budget::Budget;
@@ -161,6 +161,7 @@ impl Automaton {
             member_bytes,
             Vec::new(),
             0,
+            Derive::ByRows(Some(false)),
         ))
     }
 }

@@ -1,6 +1,8 @@
 //! The compile's last step: prune the alignment, number the states, lay out the flat arrays.
 
-use crate::automaton::{AlignmentMethod, Automaton, Chains, CompileOptions, Explicit, State};
+use crate::automaton::{
+    derive_by_default, AlignmentMethod, Automaton, ByteTokens, Chains, CompileOptions, Derive, Explicit, State,
+};
 use crate::compile::align::{align_aho_corasick, align_token_trie, Edges, Target, TargetKind};
 use crate::compile::string_trie::{StringTrie, NONE};
 use crate::error::{Error, ErrorKind, Result};
@@ -72,9 +74,15 @@ pub(crate) fn check_values_len(n_values: usize, n_strings: usize, what: &str) ->
 /// The alignment of `trie` with the vocabulary by the options' method.
 pub(crate) fn align(trie: &StringTrie, vocab: &Vocabulary, options: &CompileOptions, budget: &Budget) -> Result<Edges> {
     match options.alignment {
-        AlignmentMethod::TokenTrie => align_token_trie(trie, vocab, budget),
+        AlignmentMethod::TokenTrie => align_token_trie(trie, vocab, budget, derives(trie, vocab, options)),
         AlignmentMethod::AhoCorasick => align_aho_corasick(trie, vocab, budget),
     }
+}
+
+/// Whether the compile of `trie` derives the rows of its unary nodes instead of storing them (see
+/// `automaton/derived.rs`): on a vocabulary where every byte is a token, by the options or the trie's size.
+pub(crate) fn derives(trie: &StringTrie, vocab: &Vocabulary, options: &CompileOptions) -> bool {
+    derive_by_default(options.derive_rows, trie.n_nodes()) && ByteTokens::new(vocab).complete()
 }
 
 /// Prunes the alignment to live, reachable explicit nodes, numbers the states and lays out the flat arrays.
@@ -94,25 +102,25 @@ pub(crate) fn freeze(
     let (dropped, n_dropped_members) = dropped_members(&trie, &keep, &chain_entered, options)?;
 
     // State numbering: kept explicit nodes in preorder, then the chain positions.
-    let mut state_of = vec![NONE; n];
-    let mut kept_nodes = Vec::new();
-    for node in (0..n).filter(|&node| keep[node]) {
-        state_of[node] = kept_nodes.len() as u32;
-        kept_nodes.push(node as u32);
-    }
-    let (offsets, tokens, targets) = transitions(&trie, &al, &kept_nodes, &state_of, &vocab, budget, open)?;
+    let kept = Kept::new(&keep);
+    let (offsets, tokens, targets) = transitions(&trie, &al, &kept, &vocab, budget, open)?;
+    let derive = match al.skipped.as_deref() {
+        Some(skipped) => given_derived(&trie, skipped, &kept),
+        None => Derive::ByRows(options.derive_rows),
+    };
     drop(al);
 
     // Accepting states, depths, and the single member below each explicit state.
-    let mut accepting = vec![0u64; kept_nodes.len().div_ceil(64)];
-    let mut depth = Vec::with_capacity(kept_nodes.len());
-    for (s, &node) in kept_nodes.iter().enumerate() {
-        if trie.end_member[node as usize] != NONE {
+    let mut accepting = vec![0u64; kept.len().div_ceil(64)];
+    let mut depth = Vec::with_capacity(kept.len());
+    for s in 0..kept.len() {
+        let node = kept.node(s);
+        if trie.end_member[node] != NONE {
             accepting[s / 64] |= 1 << (s % 64);
         }
-        depth.push(trie.depth[node as usize]);
+        depth.push(trie.depth[node]);
     }
-    let single_member = single_members(&trie, &keep, &chain_entered, &kept_nodes);
+    let single_member = single_members(&trie, &keep, &chain_entered, &kept);
     let chain_first_depth: Vec<u32> = trie.chain_member.iter().map(|&m| trie.explicit_depth[m as usize] + 1).collect();
 
     Ok(Automaton::assemble(
@@ -123,7 +131,24 @@ pub(crate) fn freeze(
         trie.member_bytes,
         dropped,
         n_dropped_members,
+        derive,
     ))
+}
+
+/// The derived states of an alignment that skipped the unary nodes: the kept skipped nodes whose child is kept
+/// (it is then the next state), with the child's byte.
+fn given_derived(trie: &StringTrie, skipped: &[bool], kept: &Kept) -> Derive {
+    let n = kept.len();
+    let mut bits = vec![0u64; n.div_ceil(64)];
+    let mut bytes = vec![0u8; n];
+    for s in 0..n {
+        let node = kept.node(s);
+        if skipped[node] && node + 1 < trie.n_nodes() && kept.state_of(node + 1) == s as u32 + 1 {
+            bits[s / 64] |= 1 << (s % 64);
+            bytes[s] = trie.byte[node + 1];
+        }
+    }
+    Derive::Given(bits, bytes)
 }
 
 /// Pruning: `keep[n]` for the explicit nodes that are live (some member can be completed from them with tokens)
@@ -132,9 +157,11 @@ pub(crate) fn freeze(
 fn prune(trie: &StringTrie, al: &Edges) -> (Vec<bool>, Vec<bool>) {
     let n = trie.n_nodes();
     let n_chain = trie.n_chain_positions();
+    let skipped = |node: usize| al.skipped.as_ref().is_some_and(|s| s[node]);
     let mut live = vec![false; n];
     for node in (0..n).rev() {
-        live[node] = trie.end_member[node] != NONE
+        live[node] = (skipped(node) && live[node + 1])
+            || trie.end_member[node] != NONE
             || al.edges(node).any(|(_, t)| match t.kind() {
                 TargetKind::Chain(_) => true,
                 TargetKind::Node(t) => live[t as usize],
@@ -147,6 +174,9 @@ fn prune(trie: &StringTrie, al: &Edges) -> (Vec<bool>, Vec<bool>) {
     keep[0] = live[0];
     for node in 0..n {
         if keep[node] {
+            if skipped(node) && live[node + 1] {
+                keep[node + 1] = true;
+            }
             for (_, t) in al.edges(node) {
                 match t.kind() {
                     TargetKind::Chain(p) => entered[p as usize] = true,
@@ -214,18 +244,67 @@ fn dropped_members(
     Ok((dropped, n_dropped_members))
 }
 
-/// The transitions of the kept nodes (`state_of`: node to state, `NONE` if pruned): CSR offsets, tokens ascending
+/// The kept explicit nodes, numbered in preorder as states: every node (the state is the node, and no table is
+/// held: the usual case, and on a byte-complete vocabulary the only one), or the list of kept nodes and the
+/// node-to-state table (`NONE` for a pruned node).
+enum Kept {
+    All(usize),
+    Some { nodes: Vec<u32>, state_of: Vec<u32> },
+}
+
+impl Kept {
+    fn new(keep: &[bool]) -> Kept {
+        if keep.iter().all(|&k| k) {
+            return Kept::All(keep.len());
+        }
+        let mut state_of = vec![NONE; keep.len()];
+        let mut nodes = Vec::new();
+        for node in (0..keep.len()).filter(|&node| keep[node]) {
+            state_of[node] = nodes.len() as u32;
+            nodes.push(node as u32);
+        }
+        Kept::Some { nodes, state_of }
+    }
+
+    /// The number of kept nodes (explicit states).
+    #[inline]
+    fn len(&self) -> usize {
+        match self {
+            Kept::All(n) => *n,
+            Kept::Some { nodes, .. } => nodes.len(),
+        }
+    }
+
+    /// The node of state `s`.
+    #[inline]
+    fn node(&self, s: usize) -> usize {
+        match self {
+            Kept::All(_) => s,
+            Kept::Some { nodes, .. } => nodes[s] as usize,
+        }
+    }
+
+    /// The state of `node`, `NONE` if it was pruned.
+    #[inline]
+    fn state_of(&self, node: usize) -> u32 {
+        match self {
+            Kept::All(_) => node as u32,
+            Kept::Some { state_of, .. } => state_of[node],
+        }
+    }
+}
+
+/// The transitions of the kept nodes: CSR offsets, tokens ascending
 /// per state and their targets. `open`: no end-of-generation tokens where a member ends.
 fn transitions(
     trie: &StringTrie,
     al: &Edges,
-    kept_nodes: &[u32],
-    state_of: &[u32],
+    kept: &Kept,
     vocab: &Vocabulary,
     budget: &Budget,
     open: bool,
 ) -> Result<(Vec<u32>, Vec<TokenId>, Vec<u32>)> {
-    let n_explicit = kept_nodes.len() as u32;
+    let n_explicit = kept.len() as u32;
     let eog = vocab.eog_ids();
     let idx = &vocab.index;
 
@@ -234,16 +313,16 @@ fn transitions(
     const BLOCK: usize = 2048;
     let target_of = |t: Target| match t.kind() {
         TargetKind::Chain(p) => n_explicit + p,
-        TargetKind::Node(n) => state_of[n as usize],
+        TargetKind::Node(n) => kept.state_of(n as usize),
     };
-    let mut offsets = vec![0u32; kept_nodes.len() + 1];
-    offsets[1..].par_chunks_mut(BLOCK).zip(kept_nodes.par_chunks(BLOCK)).try_for_each(|(counts, nodes)| {
+    let mut offsets = vec![0u32; kept.len() + 1];
+    offsets[1..].par_chunks_mut(BLOCK).enumerate().try_for_each(|(blk, counts)| {
         if budget.exhausted() {
             return Err(Error::limit("compiling stopped: max_bytes was exceeded"));
         }
         let mut n_block = 0usize;
-        for (count, &node) in counts.iter_mut().zip(nodes) {
-            let node = node as usize;
+        for (i, count) in counts.iter_mut().enumerate() {
+            let node = kept.node(blk * BLOCK + i);
             let mut n = 0usize;
             for (code, t) in al.edges(node) {
                 if target_of(t) != NONE {
@@ -266,15 +345,15 @@ fn transitions(
             u32::MAX - 1
         )));
     }
-    for s in 0..kept_nodes.len() {
+    for s in 0..kept.len() {
         offsets[s + 1] += offsets[s];
     }
     let mut tokens: Vec<TokenId> = vec![0; total];
     let mut targets = vec![0u32; total];
-    let mut pieces = Vec::with_capacity(kept_nodes.len().div_ceil(BLOCK));
+    let mut pieces = Vec::with_capacity(kept.len().div_ceil(BLOCK));
     let (mut tok_rest, mut tgt_rest) = (&mut tokens[..], &mut targets[..]);
-    for a in (0..kept_nodes.len()).step_by(BLOCK) {
-        let b = (a + BLOCK).min(kept_nodes.len());
+    for a in (0..kept.len()).step_by(BLOCK) {
+        let b = (a + BLOCK).min(kept.len());
         let n = (offsets[b] - offsets[a]) as usize;
         let (tok, rest) = std::mem::take(&mut tok_rest).split_at_mut(n);
         tok_rest = rest;
@@ -285,8 +364,8 @@ fn transitions(
     pieces.into_par_iter().for_each(|(a, b, tok, tgt)| {
         let mut pairs: Vec<(u32, u32)> = Vec::new();
         let mut at = 0;
-        for &node in &kept_nodes[a..b] {
-            let node = node as usize;
+        for s in a..b {
+            let node = kept.node(s);
             pairs.clear();
             for (code, t) in al.edges(node) {
                 let target = target_of(t);
@@ -310,7 +389,7 @@ fn transitions(
 
 /// For each kept explicit node: the only reachable member below it (ending there, ending at a kept descendant, or
 /// in an entered chain hanging below), or `NONE`.
-fn single_members(trie: &StringTrie, keep: &[bool], chain_entered: &[bool], kept_nodes: &[u32]) -> Vec<u32> {
+fn single_members(trie: &StringTrie, keep: &[bool], chain_entered: &[bool], kept: &Kept) -> Vec<u32> {
     let n = trie.n_nodes();
     // count (saturated at 2) of reachable members per subtree, and one of them.
     let mut count = vec![0u8; n];
@@ -333,5 +412,5 @@ fn single_members(trie: &StringTrie, keep: &[bool], chain_entered: &[bool], kept
             some[p as usize] = some[node];
         }
     }
-    kept_nodes.iter().map(|&node| if count[node as usize] == 1 { some[node as usize] } else { NONE }).collect()
+    (0..kept.len()).map(|s| kept.node(s)).map(|node| if count[node] == 1 { some[node] } else { NONE }).collect()
 }

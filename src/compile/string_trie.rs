@@ -298,6 +298,12 @@ impl StringTrie {
         })
     }
 
+    /// Whether `node` is unary: no member ends there, no chain hangs there, one explicit child (`node + 1`).
+    #[inline]
+    pub(crate) fn is_unary(&self, node: u32) -> bool {
+        self.end_member[node as usize] == NONE && self.hanging(node).is_empty() && self.children(node).count() == 1
+    }
+
     /// The chains hanging below explicit node `node`.
     #[inline]
     pub(crate) fn hanging(&self, node: u32) -> &[u32] {

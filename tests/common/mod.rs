@@ -202,3 +202,48 @@ pub fn tempdir(name: &str) -> PathBuf {
     std::fs::create_dir_all(&dir).unwrap();
     dir
 }
+
+/// Every observable of `a` and `b` agrees on the states random walks visit, and on every state of a small set.
+pub fn same_behaviour(a: &Automaton, b: &Automaton, seed: u64) {
+    assert_eq!(a.n_states(), b.n_states());
+    assert_eq!(a.n_explicit(), b.n_explicit());
+    assert_eq!(a.n_members(), b.n_members());
+    assert_eq!(a.dropped(), b.dropped());
+    assert_eq!(a.has_values(), b.has_values());
+    assert_eq!(a.template(), b.template());
+    for r in 0..=a.n_members() + a.dropped().len() {
+        assert_eq!(a.member_bytes(r), b.member_bytes(r), "rank {r}");
+        assert_eq!(a.member_id(r), b.member_id(r), "rank {r}");
+        assert_eq!(a.rank_value(r), b.rank_value(r), "rank {r}");
+    }
+    // (The same layout: a derived-rows automaton and one storing every row differ in memory.)
+    if !b.is_lazy() && a.allowed_total() == b.allowed_total() {
+        assert_eq!(a.memory_usage(), b.memory_usage());
+    }
+    let mut states: Vec<State> = if a.n_states() <= 4000 {
+        (0..a.n_states() as u32).map(State).collect()
+    } else {
+        let mut rng = SmallRng::seed_from_u64(seed);
+        (0..40).flat_map(|_| random_walk(a, &mut rng).1.into_iter().map(|(s, _)| s)).collect()
+    };
+    states.push(State::FINISHED);
+    let words = a.mask_words();
+    let (mut ra, mut rb) = (vec![0u32; words], vec![0u32; words]);
+    for s in states {
+        assert_eq!(a.allowed(s), b.allowed(s), "state {s:?}");
+        assert_eq!(a.is_accepting(s), b.is_accepting(s));
+        assert_eq!(a.depth(s), b.depth(s));
+        assert_eq!(a.forced(s), b.forced(s));
+        assert_eq!(a.member_at(s), b.member_at(s));
+        assert_eq!(a.member_range(s), b.member_range(s));
+        assert_eq!(a.member_value(s), b.member_value(s));
+        assert_eq!(a.possible_members(s), b.possible_members(s));
+        assert_eq!(a.possible_values(s), b.possible_values(s));
+        a.fill_bitmask(s, &mut ra).unwrap();
+        b.fill_bitmask(s, &mut rb).unwrap();
+        assert_eq!(ra, rb);
+        for &t in a.allowed(s).iter() {
+            assert_eq!(a.advance(s, t), b.advance(s, t));
+        }
+    }
+}

@@ -43,7 +43,7 @@
 //! Per changed string: narrowing binary searches over the member list (in parallel), one walk, and the changed
 //! rows along its path (computed in parallel; the rows near the root are the large ones).
 
-use crate::automaton::{Automaton, Chains, CompileOptions, Explicit, State, Step};
+use crate::automaton::{Automaton, Chains, CompileOptions, Derive, Explicit, State, Step};
 use crate::compile::string_trie::NONE;
 use crate::error::{Error, ErrorKind, Result};
 use crate::util::budget::Budget;
@@ -396,6 +396,11 @@ impl Automaton {
         removed: &[usize],
         options: &CompileOptions,
     ) -> Result<Option<Automaton>> {
+        // The rows are copied from the old automaton's arrays: one that derives rows (large sets) is compiled
+        // again instead.
+        if self.has_derived() {
+            return Ok(None);
+        }
         let budget = Budget::new(options.max_bytes);
         let k_old = old.len();
         let k_new = k_old - removed.len() + adding.len();
@@ -443,6 +448,7 @@ impl Automaton {
             m.bytes,
             Vec::new(),
             0,
+            Derive::ByRows(options.derive_rows),
         )))
     }
 }

@@ -1,0 +1,288 @@
+//! Rows only where they pay: the *unary* explicit states of a large automaton keep no row.
+//!
+//! An explicit state `u` is unary when no member ends there, its row is not a precomputed (dense) one, and the
+//! trie below it goes on along one byte `b` only, into the explicit state `u + 1` (states are numbered in
+//! preorder). On a *byte-complete* vocabulary (every byte is the whole of some text token) such a row is a
+//! function of the trie below `u`, which the automaton already holds: the byte children of a stored explicit
+//! state are the targets of the single-byte tokens in its row, those of a unary state its one byte, those of a
+//! chain position the next byte of its member. So the row of `u` is found as the compile finds rows (the
+//! alignment walk): the vocabulary's token trie walked together with the trie below `u`, each token-trie node
+//! with a pattern an allowed token, leading to the state reached. With every trie node live (on a byte-complete
+//! vocabulary every prefix of a member can be finished byte by byte, so pruning keeps all of them), this is the
+//! row the compile would store, token for token and target for target (`tests/file_format.rs` compares both
+//! layouts state by state).
+//!
+//! Stored per explicit state: one bit (`derived`) and the byte (`unary_byte`); the row itself is empty in
+//! `offsets` / `tokens` / `targets`. `advance` from a derived state walks the token's bytes down the trie, the
+//! masks and `allowed` run the walk above. Smaller automata keep every row (no derived states): see
+//! [`derive_by_default`].
+//!
+//! A loaded file's derived states are only checked for what keeps every lookup in bounds (the bit and byte
+//! blocks, `u + 1` an explicit state, the row empty); every state the walk reaches is checked (lazily loaded:
+//! on first use) before its row is read, and the walk is bounded by the token trie, so a crafted file gives
+//! wrong rows at worst, never a crash or a loop.
+
+use super::*;
+
+/// Automata with fewer explicit states keep every row (the memory does not matter at that size, and an update
+/// with [`Automaton::with_changes`] copies stored rows in place).
+pub(crate) const DERIVE_MIN_EXPLICIT: usize = 1 << 18;
+
+/// Whether `assemble` derives the rows of unary states: `force` if given, else for automata of at least
+/// [`DERIVE_MIN_EXPLICIT`] explicit states.
+pub(crate) fn derive_by_default(force: Option<bool>, n_explicit: usize) -> bool {
+    force.unwrap_or(n_explicit >= DERIVE_MIN_EXPLICIT)
+}
+
+/// Which explicit states of an automaton being assembled keep no row.
+pub(crate) enum Derive {
+    /// Found from the rows (unary states: see the module doc), and their rows dropped: `Some(yes)` forces the
+    /// choice, `None` derives by size ([`derive_by_default`]).
+    ByRows(Option<bool>),
+    /// Given (bits and bytes, one per explicit state), their rows already empty: a compile whose alignment skipped
+    /// the unary nodes.
+    Given(Vec<u64>, Vec<u8>),
+}
+
+/// The single-byte tokens of a vocabulary: for each byte, the smallest text token id whose bytes are exactly that
+/// byte (`NONE` if none), and the same pairs sorted by token id.
+pub(crate) struct ByteTokens {
+    pub(crate) of_byte: [u32; 256],
+    by_token: Vec<(TokenId, u8)>,
+}
+
+impl ByteTokens {
+    pub(crate) fn new(vocab: &Vocabulary) -> ByteTokens {
+        let idx = &vocab.index;
+        let mut of_byte = [NONE; 256];
+        for (b, slot) in of_byte.iter_mut().enumerate() {
+            let u = idx.trie.child(0, b as u8);
+            if u != NONE && idx.trie.code(u) != NONE {
+                let code = idx.trie.code(u);
+                *slot = idx.code_tokens(&code)[0];
+            }
+        }
+        let mut by_token: Vec<(TokenId, u8)> =
+            of_byte.iter().enumerate().filter(|(_, &t)| t != NONE).map(|(b, &t)| (t, b as u8)).collect();
+        by_token.sort_unstable();
+        ByteTokens { of_byte, by_token }
+    }
+
+    /// Every byte is a token's whole text: unary rows can be derived.
+    pub(crate) fn complete(&self) -> bool {
+        self.by_token.len() == 256
+    }
+
+    /// The byte of `t` if it is the single-byte token of that byte.
+    #[inline]
+    fn byte_of(&self, t: TokenId) -> Option<u8> {
+        self.by_token.binary_search_by_key(&t, |&(tok, _)| tok).ok().map(|i| self.by_token[i].1)
+    }
+
+    /// The largest single-byte token id (rows are scanned up to it for the byte children).
+    #[inline]
+    fn last(&self) -> TokenId {
+        self.by_token.last().map_or(0, |&(t, _)| t)
+    }
+}
+
+/// A position in the trie while walking down from a derived state: an explicit state, or a chain state with its
+/// member and depth.
+#[derive(Clone, Copy)]
+enum Pos {
+    Explicit(u32),
+    Chain(u32, u32, u32),
+}
+
+impl Pos {
+    #[inline]
+    fn state(self) -> u32 {
+        match self {
+            Pos::Explicit(s) | Pos::Chain(s, _, _) => s,
+        }
+    }
+}
+
+impl Automaton {
+    /// Whether explicit state `s` keeps no row (its row is derived).
+    #[inline]
+    pub(crate) fn is_derived(&self, s: usize) -> bool {
+        !self.derived.is_empty() && self.derived[s / 64] >> (s % 64) & 1 == 1
+    }
+
+    /// Whether some explicit state keeps no row.
+    #[inline]
+    pub(crate) fn has_derived(&self) -> bool {
+        !self.derived.is_empty()
+    }
+
+    /// The position a target state is, `None` if it is `FINISHED`, out of range or fails its (lazy) check.
+    #[inline]
+    fn pos_of(&self, state: u32) -> Option<Pos> {
+        if state as usize >= self.n_states() || !self.ready(State(state)) {
+            return None;
+        }
+        Some(match self.kind(State(state)) {
+            Kind::Explicit(s) => Pos::Explicit(s as u32),
+            Kind::Chain(m, d) => Pos::Chain(state, m as u32, d as u32),
+        })
+    }
+
+    /// The child of `pos` along byte `b`, if the trie has one.
+    #[inline]
+    fn byte_child(&self, pos: Pos, b: u8) -> Option<Pos> {
+        match pos {
+            Pos::Explicit(s) if self.is_derived(s as usize) => {
+                (self.unary_byte[s as usize] == b).then(|| self.pos_of(s + 1)).flatten()
+            }
+            Pos::Explicit(s) => {
+                let t = self.byte_tokens.of_byte[b as usize];
+                let r = self.range(s as usize);
+                let i = self.tokens[r.clone()].binary_search(&t).ok()?;
+                self.pos_of(self.targets[r.start + i])
+            }
+            Pos::Chain(state, m, d) => {
+                (self.member(m as usize).get(d as usize) == Some(&b)).then_some(Pos::Chain(state + 1, m, d + 1))
+            }
+        }
+    }
+
+    /// Calls `f(b, child)` for every byte child of `pos`.
+    #[inline]
+    fn byte_children(&self, pos: Pos, mut f: impl FnMut(u8, Pos)) {
+        match pos {
+            Pos::Explicit(s) if self.is_derived(s as usize) => {
+                if let Some(c) = self.pos_of(s + 1) {
+                    f(self.unary_byte[s as usize], c);
+                }
+            }
+            Pos::Explicit(s) => {
+                let r = self.range(s as usize);
+                let last = self.byte_tokens.last();
+                for i in r {
+                    let t = self.tokens[i];
+                    if t > last {
+                        break;
+                    }
+                    if let Some(b) = self.byte_tokens.byte_of(t) {
+                        if let Some(c) = self.pos_of(self.targets[i]) {
+                            f(b, c);
+                        }
+                    }
+                }
+            }
+            Pos::Chain(state, m, d) => {
+                if let Some(&b) = self.member(m as usize).get(d as usize) {
+                    f(b, Pos::Chain(state + 1, m, d + 1));
+                }
+            }
+        }
+    }
+
+    /// The row of derived state `u`: `f(code, target)` for every token code allowed there (see the module doc),
+    /// in no particular order. A walk of the token trie: each of its nodes is visited at most once.
+    pub(super) fn derived_row(&self, u: usize, mut f: impl FnMut(u32, u32)) {
+        let tt = &self.vocab.index.trie;
+        let mut stack: Vec<(Pos, u32)> = Vec::with_capacity(32);
+        self.byte_children(Pos::Explicit(u as u32), |b, c| {
+            let v = tt.child(0, b);
+            if v != NONE {
+                stack.push((c, v));
+            }
+        });
+        while let Some((pos, v)) = stack.pop() {
+            let code = tt.code(v);
+            if code != NONE {
+                f(code, pos.state());
+            }
+            self.byte_children(pos, |b, c| {
+                let w = tt.child(v, b);
+                if w != NONE {
+                    stack.push((c, w));
+                }
+            });
+        }
+    }
+
+    /// The allowed tokens of derived state `u`, unsorted.
+    pub(super) fn derived_tokens(&self, u: usize) -> Vec<TokenId> {
+        let idx = &self.vocab.index;
+        let mut ids = Vec::new();
+        self.derived_row(u, |code, _| ids.extend_from_slice(idx.code_tokens(&code)));
+        ids
+    }
+
+    /// The step of `token` from derived state `u`: its bytes walked down the trie.
+    pub(super) fn derived_advance(&self, u: usize, token: TokenId) -> Option<u32> {
+        if !self.vocab.is_text_token(token) {
+            return None;
+        }
+        let mut pos = Pos::Explicit(u as u32);
+        for &b in self.vocab.token_bytes(token) {
+            pos = self.byte_child(pos, b)?;
+        }
+        Some(pos.state())
+    }
+}
+
+/// Drops the rows of the unary states of `e` (see the module doc), compacting the transitions in place; returns
+/// the `derived` bits and `unary_byte`s (both empty when no state is derived). `dense`: the dense-row threshold.
+pub(super) fn derive_rows(e: &mut Explicit, bytes: &ByteTokens, dense: usize) -> (Vec<u64>, Vec<u8>) {
+    let n = e.depth.len();
+    if !bytes.complete() || n < 2 {
+        return (Vec::new(), Vec::new());
+    }
+    const BLOCK: usize = 1 << 14;
+    let mut unary_byte = vec![0u8; n];
+    let mut derived = vec![0u64; n.div_ceil(64)];
+    let last = bytes.last();
+    // BLOCK is a multiple of 64: each block owns whole words of `derived`.
+    derived.par_chunks_mut(BLOCK / 64).zip(unary_byte.par_chunks_mut(BLOCK)).enumerate().for_each(
+        |(blk, (bits, ub))| {
+            for (i, slot) in ub.iter_mut().enumerate() {
+                let s = blk * BLOCK + i;
+                let (a, b) = (e.offsets[s] as usize, e.offsets[s + 1] as usize);
+                if e.accepting[s / 64] >> (s % 64) & 1 == 1 || b - a >= dense || s + 1 >= n {
+                    continue;
+                }
+                let mut child = None;
+                let mut children = 0;
+                for j in a..b {
+                    if e.tokens[j] > last {
+                        break;
+                    }
+                    if let Some(byte) = bytes.byte_of(e.tokens[j]) {
+                        children += 1;
+                        child = Some((byte, e.targets[j]));
+                    }
+                }
+                if let (1, Some((byte, t))) = (children, child) {
+                    if t as usize == s + 1 {
+                        *slot = byte;
+                        bits[i / 64] |= 1 << (i % 64);
+                    }
+                }
+            }
+        },
+    );
+    if derived.iter().all(|&w| w == 0) {
+        return (Vec::new(), Vec::new());
+    }
+    // Compaction in place: rows only move towards the front.
+    let mut at = 0usize;
+    for s in 0..n {
+        let (a, b) = (e.offsets[s] as usize, e.offsets[s + 1] as usize);
+        e.offsets[s] = at as u32;
+        if derived[s / 64] >> (s % 64) & 1 == 0 {
+            e.tokens.copy_within(a..b, at);
+            e.targets.copy_within(a..b, at);
+            at += b - a;
+        }
+    }
+    e.offsets[n] = at as u32;
+    e.tokens.truncate(at);
+    e.tokens.shrink_to_fit();
+    e.targets.truncate(at);
+    e.targets.shrink_to_fit();
+    (derived, unary_byte)
+}

@@ -1,0 +1,276 @@
+//! The derived-rows layout (`src/automaton/derived.rs`): unary explicit states keep no row and compute it on use.
+//! An automaton compiled with it answers exactly as the one that stores every row (every state's allowed tokens,
+//! masks, steps of allowed and refused tokens, forced continuations, members), on every vocabulary; saved, it is a
+//! format version 4 file that loads (eagerly and lazily) to the same answers; a crafted file (derived bits, unary
+//! bytes or rows spoiled, block hashes and checksum made valid again) is an error or a harmless automaton, never
+//! a panic.
+mod common;
+
+use common::*;
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use std::sync::Arc;
+use trie::{Automaton, CompileOptions, ErrorKind, State, TokenKind, Vocabulary};
+
+fn options(derive: bool) -> CompileOptions {
+    CompileOptions::new().drop_unreachable(true).derive_rows(derive)
+}
+
+/// `same_behaviour`, plus the step of every `stride`-th token id (refused ones included) in every state walked.
+fn same_steps(a: &Automaton, b: &Automaton, seed: u64, stride: usize) {
+    same_behaviour(a, b, seed);
+    let mut rng = SmallRng::seed_from_u64(seed);
+    let states: Vec<State> = if a.n_states() <= 4000 {
+        (0..a.n_states() as u32).map(State).collect()
+    } else {
+        (0..20).flat_map(|_| random_walk(a, &mut rng).1.into_iter().map(|(s, _)| s)).collect()
+    };
+    let n_vocab = a.vocab().n_vocab() as u32;
+    for s in states {
+        let offset = rng.gen_range(0..stride as u32);
+        for t in (offset..n_vocab + 2).step_by(stride) {
+            let (x, y) = (a.advance(s, t), b.advance(s, t));
+            assert_eq!(x.is_ok(), y.is_ok(), "state {s:?} token {t}");
+            match (x, y) {
+                (Ok(x), Ok(y)) => assert_eq!(x, y, "state {s:?} token {t}"),
+                (Err(x), Err(y)) => assert_eq!(x.kind(), y.kind(), "state {s:?} token {t}"),
+                _ => unreachable!(),
+            }
+        }
+    }
+}
+
+/// A byte-level vocabulary (every byte a token, some longer ones, an EOG): no assets needed.
+fn byte_vocab() -> Arc<Vocabulary> {
+    let mut tokens: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).collect();
+    for t in ["ab", "abc", "bc", "cab", "ca", "tool", "oo", "ol", "_n", "na", "am", "me", "name", "-p", "plug"] {
+        tokens.push(t.as_bytes().to_vec());
+    }
+    tokens.push(b"</s>".to_vec());
+    let mut kinds = vec![TokenKind::Normal; tokens.len()];
+    let eog = tokens.len() as u32 - 1;
+    kinds[eog as usize] = TokenKind::Control;
+    Arc::new(Vocabulary::new(tokens, kinds, &[eog], None).unwrap())
+}
+
+/// Names with long shared prefixes (unary runs) and tails, as package names have.
+fn prefixed_set(seed: u64, n: usize) -> Vec<String> {
+    let mut rng = SmallRng::seed_from_u64(seed);
+    let heads = ["eslint-plugin-", "@types/", "gatsby-source-", "tool_name_", "abcabcab", "cab-"];
+    (0..n)
+        .map(|_| {
+            let head = heads[rng.gen_range(0..heads.len())];
+            let tail: String = (0..rng.gen_range(0..6)).map(|_| PIECES[rng.gen_range(0..PIECES.len())]).collect();
+            format!("{head}{tail}")
+        })
+        .collect()
+}
+
+#[test]
+fn derived_rows_answer_as_stored_rows_on_every_vocabulary() {
+    let mut derived_somewhere = 0;
+    for (i, &name) in GGUF_VOCABS.iter().enumerate() {
+        let v = gguf_vocab(name);
+        let mut set = random_set(700 + i as u64, 200, 5);
+        set.extend(prefixed_set(i as u64, 200));
+        let stored = Automaton::compile(v.clone(), &set, &options(false)).unwrap();
+        let derived = Automaton::compile(v.clone(), &set, &options(true)).unwrap();
+        assert!(derived.allowed_total() <= stored.allowed_total(), "{name}");
+        if derived.allowed_total() < stored.allowed_total() {
+            derived_somewhere += 1;
+        }
+        same_steps(&stored, &derived, i as u64, 997);
+        // Saved and loaded (eagerly, lazily, from the file), the derived layout answers the same.
+        let bytes = derived.to_bytes();
+        let version = u32::from_ne_bytes(bytes[8..12].try_into().unwrap());
+        let want = if derived.allowed_total() < stored.allowed_total() { 4 } else { 2 };
+        assert_eq!(version, want, "{name}: derived rows need format version 4, stored rows stay version 2");
+        same_behaviour(&stored, &Automaton::from_bytes(v.clone(), &bytes).unwrap(), i as u64);
+        let lazy = Automaton::from_bytes_lazy(v.clone(), &bytes).unwrap();
+        assert!(lazy.is_lazy());
+        same_steps(&stored, &lazy, i as u64, 4999);
+        let dir = tempdir(&format!("derived-{name}"));
+        derived.save(dir.join("a.trie")).unwrap();
+        same_behaviour(&stored, &Automaton::load_lazy(v.clone(), dir.join("a.trie")).unwrap(), 3);
+        // An update of the derived automaton is the compile of the changed list.
+        let add = ["eslint-plugin-zz-added", "tool_name_"];
+        let remove = [set[1].as_str(), set[250].as_str()];
+        let updated = derived.with_changes(&add, &remove, &options(true)).unwrap();
+        let mut list: Vec<&str> = set.iter().map(|s| s.as_str()).filter(|s| !remove.contains(s)).collect();
+        list.extend(add);
+        let recompiled = Automaton::compile(v.clone(), &list, &options(false)).unwrap();
+        same_behaviour(&recompiled, &updated, 5);
+    }
+    assert!(derived_somewhere >= 4, "the byte-level vocabularies derive rows: {derived_somewhere}");
+}
+
+#[test]
+fn derived_rows_on_a_byte_vocabulary() {
+    let v = byte_vocab();
+    for seed in 0..6 {
+        let mut set = prefixed_set(seed, 60 + 40 * seed as usize);
+        set.extend(random_set(seed, 30, 3));
+        let stored = Automaton::compile(v.clone(), &set, &options(false)).unwrap();
+        let derived = Automaton::compile(v.clone(), &set, &options(true)).unwrap();
+        assert!(derived.allowed_total() < stored.allowed_total(), "seed {seed}");
+        same_steps(&stored, &derived, seed, 1);
+        // The token-trie alignment skips the unary nodes; the Aho-Corasick one walks them and the rows found are
+        // dropped afterwards: the same automaton, byte for byte.
+        let ac = Automaton::compile(v.clone(), &set, &options(true).alignment(trie::AlignmentMethod::AhoCorasick));
+        assert_eq!(ac.unwrap().to_bytes(), derived.to_bytes(), "seed {seed}");
+        let lazy = Automaton::from_bytes_lazy(v.clone(), &derived.to_bytes()).unwrap();
+        same_steps(&stored, &lazy, seed, 1);
+        // The in-place update of the stored layout, its rows then derived: the compile of the changed list.
+        let (add, remove) = (["cab-zz", "@types/added"], [set[0].as_str()]);
+        let updated = stored.with_changes(&add, &remove, &options(true)).unwrap();
+        let mut list: Vec<&str> = set.iter().map(|s| s.as_str()).filter(|s| !remove.contains(s)).collect();
+        list.extend(add);
+        let want = Automaton::compile(v.clone(), &list, &options(true)).unwrap();
+        assert_eq!(updated.to_bytes(), want.to_bytes(), "seed {seed}");
+        same_steps(&want, &updated, seed, 1);
+    }
+    // A vocabulary without a token for every byte keeps every row.
+    let mut tokens: Vec<Vec<u8>> = (b'a'..=b'z').map(|b| vec![b]).collect();
+    tokens.push(b"</s>".to_vec());
+    let mut kinds = vec![TokenKind::Normal; tokens.len()];
+    kinds[26] = TokenKind::Control;
+    let letters = Arc::new(Vocabulary::new(tokens, kinds, &[26], None).unwrap());
+    let set = ["abcdefgh", "abcdefgx", "abcdzzzz", "q"];
+    let stored = Automaton::compile(letters.clone(), &set, &options(false)).unwrap();
+    let derived = Automaton::compile(letters, &set, &options(true)).unwrap();
+    assert_eq!(derived.to_bytes(), stored.to_bytes());
+}
+
+/// Section `tag` of a saved file: (byte offset, element count).
+fn section(file: &[u8], tag: u32) -> Option<(usize, usize)> {
+    let n = u32::from_ne_bytes(file[20..24].try_into().unwrap()) as usize;
+    (0..n).map(|i| 64 + 24 * i).find(|&e| u32::from_ne_bytes(file[e..e + 4].try_into().unwrap()) == tag).map(|e| {
+        let at = u64::from_ne_bytes(file[e + 8..e + 16].try_into().unwrap()) as usize;
+        let count = u64::from_ne_bytes(file[e + 16..e + 24].try_into().unwrap()) as usize;
+        (at, count)
+    })
+}
+
+/// Recomputes the block hashes and the checksum of a (version 2 or later) file as `src/format.rs` does.
+fn reseal(file: &mut [u8]) {
+    use xxhash_rust::xxh3::{xxh3_64, Xxh3};
+    let body_end = u64::from_ne_bytes(file[56..64].try_into().unwrap()) as usize;
+    let blocks: Vec<u8> = file[64..body_end].chunks(1 << 16).flat_map(|c| xxh3_64(c).to_ne_bytes()).collect();
+    file[body_end..].copy_from_slice(&blocks);
+    let mut head = file[..64].to_vec();
+    head[32..40].fill(0);
+    let mut h = Xxh3::new();
+    h.update(&head);
+    h.update(&blocks);
+    file[32..40].copy_from_slice(&h.digest().to_ne_bytes());
+}
+
+/// Every query on every state (and a few past the end) of a loaded automaton: answers or errors, never a panic.
+fn exercise(a: &Automaton) {
+    let words = a.mask_words();
+    let mut row = vec![0u32; words];
+    let n = a.n_states().min(3000) as u32;
+    for s in (0..n).map(State).chain([State(n), State(a.n_states() as u32), State::FINISHED]) {
+        let allowed: Vec<u32> = a.allowed(s).to_vec();
+        let _ = a.fill_bitmask(s, &mut row);
+        let _ = (a.is_accepting(s), a.depth(s), a.forced(s), a.draft(s, 8), a.member_at(s));
+        for t in allowed.iter().copied().chain([0, 1, 97, 255, 256, a.vocab().n_vocab() as u32]) {
+            let _ = a.advance(s, t);
+        }
+    }
+    let _ = a.possible_members(a.start());
+}
+
+/// Crafted derived files: spoiled derived bits, unary bytes, offsets, tokens and targets, with valid block
+/// hashes and checksum. Loading refuses them (`MalformedFile`) or gives an automaton whose every query answers.
+#[test]
+fn crafted_derived_files_are_errors_never_crashes() {
+    const OFFSETS: u32 = 2;
+    const TOKENS: u32 = 3;
+    const TARGETS: u32 = 4;
+    const ACCEPTING: u32 = 5;
+    const DERIVED: u32 = 24;
+    const UNARY_BYTE: u32 = 25;
+    let v = byte_vocab();
+    let set = prefixed_set(9, 120);
+    let a = Automaton::compile(v.clone(), &set, &options(true)).unwrap();
+    let good = a.to_bytes();
+    let (at, count) = section(&good, DERIVED).expect("a derived section");
+    assert!(count >= 1 && good[at..at + 8 * count].iter().any(|&b| b != 0));
+    let mut rng = SmallRng::seed_from_u64(38);
+    let (mut refused, mut loaded) = (0, 0);
+    for round in 0..400 {
+        let mut bad = good.clone();
+        let tag = [DERIVED, UNARY_BYTE, OFFSETS, TOKENS, TARGETS, ACCEPTING][round % 6];
+        let (at, count) = section(&bad, tag).unwrap();
+        let width = match tag {
+            DERIVED => 8,
+            UNARY_BYTE => 1,
+            ACCEPTING => 8,
+            _ => 4,
+        };
+        let len = count * width;
+        if len == 0 {
+            continue;
+        }
+        for _ in 0..rng.gen_range(1..4) {
+            let i = at + rng.gen_range(0..len);
+            match rng.gen_range(0..3) {
+                0 => bad[i] ^= 1 << rng.gen_range(0..8),
+                1 => bad[i] = rng.gen(),
+                _ => bad[i] = 0xff,
+            }
+        }
+        reseal(&mut bad);
+        match Automaton::from_bytes(v.clone(), &bad) {
+            Ok(x) => {
+                loaded += 1;
+                exercise(&x);
+            }
+            Err(e) => {
+                refused += 1;
+                assert_eq!(e.kind(), ErrorKind::MalformedFile, "round {round}: {e}");
+            }
+        }
+        if let Ok(x) = Automaton::from_bytes_lazy(v.clone(), &bad) {
+            exercise(&x);
+        }
+    }
+    assert!(refused > 50 && loaded > 10, "refused {refused}, loaded {loaded}");
+    // Every state derived (bits all ones): refused eagerly (states with rows, the last state); lazily, those
+    // states are malformed and the others answer.
+    let mut all = good.clone();
+    all[at..at + 8 * count].fill(0xff);
+    reseal(&mut all);
+    let e = Automaton::from_bytes(v.clone(), &all).expect_err("refused");
+    assert!(e.message().contains("derived state"), "{e}");
+    let lazy = Automaton::from_bytes_lazy(v.clone(), &all).unwrap();
+    assert_eq!(lazy.advance(lazy.start(), 0).unwrap_err().kind(), ErrorKind::MalformedFile);
+    exercise(&lazy);
+    // Derived rows in a file that says version 3: refused by their version.
+    let mut old = good.clone();
+    old[8..12].copy_from_slice(&3u32.to_ne_bytes());
+    reseal(&mut old);
+    let e = Automaton::from_bytes(v.clone(), &old).expect_err("refused");
+    assert!(e.message().contains("need version 4"), "{e}");
+}
+
+/// Templated automata (closed, and open: crossings out of the last segment) answer alike in both layouts, crossings
+/// included (`path` of a templated automaton walks down derived states).
+#[test]
+fn templated_derived_rows_answer_as_stored_rows() {
+    let v = byte_vocab();
+    let names = prefixed_set(4, 150);
+    for end in [trie::End::Eog, trie::End::Open] {
+        let t = trie::Template::bare().prefix("<tool>").suffix("</tool>").end(end);
+        let stored = Automaton::compile_template(v.clone(), &names, &t, &options(false)).unwrap();
+        let derived = Automaton::compile_template(v.clone(), &names, &t, &options(true)).unwrap();
+        assert!(derived.allowed_total() < stored.allowed_total());
+        same_steps(&stored, &derived, 11, 1);
+        let lazy = Automaton::from_bytes_lazy(v.clone(), &derived.to_bytes()).unwrap();
+        for s in (0..stored.n_states() as u32).map(State) {
+            assert_eq!(stored.crossing(s), derived.crossing(s), "state {s:?}");
+            assert_eq!(stored.crossing(s), lazy.crossing(s), "state {s:?}");
+        }
+    }
+}
