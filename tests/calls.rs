@@ -610,7 +610,7 @@ fn after_an_auto_call_only_calls_follow_in_marker_formats() {
     ] {
         let case = Case {
             vocab: vocab.clone(),
-            stops: stops.clone(),
+            stops,
             format: Format::named(format).unwrap(),
             mode: Mode::Auto,
             parallel: true,
