@@ -252,6 +252,76 @@ std::string trim(const std::string & m) {
 
 }  // namespace
 
+namespace {
+
+// A tool's function name (at the tool level for Anthropic's shapes), "" when it has none.
+std::string tool_name(const json & tool) {
+    const json & f = tool.contains("function") && tool.at("function").is_object() ? tool.at("function") : tool;
+    return f.contains("name") && f.at("name").is_string() ? f.at("name").get<std::string>() : std::string();
+}
+
+}  // namespace
+
+bool common_libtrie_deferred(const common_params_libtrie & opts, json & body, json & prompt_tools) {
+    (void) opts;  // an operator's registry offered as deferred tools: not yet (NULL below)
+    if (!body.contains("tools") || !body.at("tools").is_array() || body.at("tools").empty()) {
+        return false;
+    }
+    json request = json::object();
+    request["tools"] = body.at("tools");
+    if (body.contains("messages")) {
+        request["messages"] = body.at("messages");
+    }
+    const std::string text = request.dump();
+    size_t n = 0;
+    // libtrie names the field as request.tools[i]: the client's field is tools[i]
+    auto fail = [] {
+        std::string msg = llama_libtrie::last_error();
+        if (msg.rfind("request.", 0) == 0) {
+            msg = msg.substr(8);
+        }
+        refuse("defer_loading: " + msg);
+    };
+    const trie_status st = trie_deferred_plan((const uint8_t *) text.data(), text.size(), nullptr, nullptr, 0, &n);
+    if (st != TRIE_OK && st != TRIE_ERR_BUFFER_TOO_SMALL) {
+        fail();
+    }
+    if (n == 0) {
+        return false;  // nothing deferred, no search tool, no reference: the request as it is
+    }
+    std::string out(n, '\0');
+    if (trie_deferred_plan((const uint8_t *) text.data(), text.size(), nullptr, (uint8_t *) out.data(), out.size(), &n) != TRIE_OK) {
+        fail();
+    }
+    out.resize(n);
+    const json plan = json::parse(out);
+    prompt_tools    = plan.at("tools");
+    // the call's tools: the plan's (the search function among them), then every other named tool of the request
+    // (deferred ones), without "defer_loading"
+    json call_tools = plan.at("tools");
+    std::vector<std::string> names;
+    for (const auto & t : call_tools) {
+        names.push_back(tool_name(t));
+    }
+    for (json t : body.at("tools")) {
+        const std::string name = tool_name(t);
+        if (!t.is_object() || name.empty() || std::find(names.begin(), names.end(), name) != names.end()) {
+            continue;  // a search tool without a function name ({"type": "tool_search"}) is the plan's function
+        }
+        t.erase("defer_loading");
+        if (t.contains("function") && t.at("function").is_object()) {
+            t.at("function").erase("defer_loading");
+        }
+        names.push_back(name);
+        call_tools.push_back(std::move(t));
+    }
+    body["tools"] = call_tools;
+    if (body.contains("messages")) {
+        body["messages"] = plan.at("messages");
+    }
+    return true;
+}
+
 std::string common_libtrie_chat_tools(const common_params_libtrie & opts, const json & body,
                                       const common_libtrie_tool_format & format) {
     const json tools   = body.contains("tools") ? body.at("tools") : json();

@@ -168,3 +168,13 @@ std::shared_ptr<const common_libtrie_tools> common_libtrie_tools_resolve(const c
 // nullptr on failure.
 struct llama_sampler * common_libtrie_tools_sampler(const std::shared_ptr<const common_libtrie_tools> & tools,
                                                     const llama_vocab *                                 vocab);
+
+// Deferred tools and tool search ("defer_loading": true on a tool or its function, a tool-search tool, tool_reference
+// items in the history), decided by libtrie (trie_deferred_plan over the request's "tools" and "messages"). Returns
+// false when the request is left as it is (no tools, nothing deferred, no search tool, no reference). Else `body`'s
+// "messages" become the plan's (the history as the model sees it: a search call with an empty result answered by
+// libtrie's search, references as text), `body`'s "tools" every tool a call may name (the plan's tools, the search
+// function with its one free-text argument among them, and every other tool of the request, deferred ones included,
+// "defer_loading" removed: the call's name set and the hand-over's schemas), and `prompt_tools` the tools the chat
+// template renders (the plan's). Throws std::invalid_argument naming the client's field ("tools", "messages").
+bool common_libtrie_deferred(const common_params_libtrie & opts, common_json & body, common_json & prompt_tools);

@@ -19,7 +19,9 @@
 #
 # Then (issue 29) tests/llama-server/check_calls.py on the Qwen2.5 server (a 10,000-tool registry, "auto" with and
 # without a call, parallel calls), (issue 36) tests/llama-server/check_registry_updates.py there (an unsorted
-# registry updated three times, every name checked against its own schema after each update), and the README's registry example (data/registry/tools.json, tests/llama-server/check_registry.py) on a
+# registry updated three times, every name checked against its own schema after each update), (issue 37)
+# tests/llama-server/check_deferred.py there (deferred tools: "defer_loading", tool_reference, a search function left
+# unanswered, with no libtrie field), and the README's registry example (data/registry/tools.json, tests/llama-server/check_registry.py) on a
 # Qwen2.5 server with --trie-no-route: the registry is still libtrie's, "tools" are llama.cpp's; needs jsonschema.
 #
 # Then (issue 31) tests/llama-server/check_spec.py on a SmolLM2 server with a draft model (--model-draft, the same GGUF)
@@ -124,6 +126,8 @@ python3 "$REPO/tests/llama-server/check_calls.py" --url "http://127.0.0.1:$PORT"
 # after each update and its arguments checked (jsonschema) against its own schema
 python3 "$REPO/tests/llama-server/check_registry_updates.py" --url "http://127.0.0.1:$PORT" --pid "$SERVER_PID" \
   --sets "$SETS" || rc3=1
+# issue 37, item 1: deferred tools with only the APIs' fields (defer_loading, tool_reference, a search function)
+python3 "$REPO/tests/llama-server/check_deferred.py" --url "http://127.0.0.1:$PORT" --pid "$SERVER_PID" || rc3=1
 set -e
 if [[ "$rc3" != 0 ]]; then
   log "Qwen2.5 server log (last 40 lines):"
