@@ -718,6 +718,11 @@ typedef struct trie_calls_config {
      * Length of `stops`.
      */
     size_t n_stops;
+    /**
+     * Once a call is written, only calls follow (whitespace, the next marker, a stop token): for an engine whose
+     * parser reads nothing else after a call (llama.cpp). Default `false`: free text between calls.
+     */
+    bool only_calls_after_a_call;
 } trie_calls_config;
 
 /**

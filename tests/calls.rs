@@ -182,7 +182,13 @@ fn allowed(row: &[u32]) -> Vec<TokenId> {
 }
 
 /// A small reader of each format: the calls `(name, arguments text)` in `out`, or why it does not parse.
-fn parse(f: &Format, mode: Mode, parallel: bool, out: &[u8]) -> std::result::Result<Vec<(String, String)>, String> {
+fn parse(
+    f: &Format,
+    mode: Mode,
+    parallel: bool,
+    only_calls: bool,
+    out: &[u8],
+) -> std::result::Result<Vec<(String, String)>, String> {
     let mut calls = Vec::new();
     let mut pos = 0;
     let eat = |pos: &mut usize, what: &[u8], name: &str| -> std::result::Result<(), String> {
@@ -205,7 +211,7 @@ fn parse(f: &Format, mode: Mode, parallel: bool, out: &[u8]) -> std::result::Res
                 let free = mode == Mode::Auto || !calls.is_empty();
                 // after a call: whitespace only, then the next marker or the end (a required answer is its calls;
                 // a marker format's parsers read only calls once one is written); Llama 3's `{` keeps free text
-                let gap = !calls.is_empty() && (mode == Mode::Required || !t.starts_with(b"{"));
+                let gap = only_calls && !calls.is_empty() && (mode == Mode::Required || !t.starts_with(b"{"));
                 let at = if free {
                     match out[pos..].windows(t.len()).position(|w| w == t.as_slice()) {
                         Some(i) => pos + i,
@@ -279,6 +285,8 @@ struct Case {
     names: Vec<String>,
     /// The tool of a named-tool case.
     named: Option<usize>,
+    /// `CallsConfig::only_calls_after_a_call`.
+    only_calls: bool,
 }
 
 impl Case {
@@ -288,6 +296,7 @@ impl Case {
             mode: self.mode,
             parallel: self.parallel,
             stops: self.stops.to_vec(),
+            only_calls_after_a_call: self.only_calls,
         };
         let o = CompileOptions::default();
         let v = self.vocab.clone();
@@ -371,7 +380,7 @@ fn check_case(case: &Case, seed: u64) {
             .filter(|t| !case.stops.contains(t))
             .flat_map(|&t| case.vocab.token_bytes(t).to_vec())
             .collect();
-        let calls = parse(&case.format, case.mode, case.parallel, &out)
+        let calls = parse(&case.format, case.mode, case.parallel, case.only_calls, &out)
             .unwrap_or_else(|e| panic!("{e}: output {:?}", String::from_utf8_lossy(&out)));
         assert_eq!(calls.len(), m.calls_so_far(), "{:?}", String::from_utf8_lossy(&out));
         assert_eq!(calls.len(), tools.len());
@@ -441,6 +450,7 @@ fn cases(seed: u64) -> Vec<Case> {
                         parallel,
                         names: names.clone(),
                         named,
+                        only_calls: rng.gen_bool(0.5),
                     });
                 }
             }
@@ -479,6 +489,7 @@ fn hermes_auto_marker_text_straddlers_and_one_call() {
         parallel: false,
         names: vec!["get_weather".into(), "get_time".into()],
         named: None,
+        only_calls: false,
     };
     let engine = case.engine();
     let (mut m, prefetched) = case.matcher(&engine, true);
@@ -513,7 +524,13 @@ fn hermes_auto_marker_text_straddlers_and_one_call() {
 #[test]
 fn configurations_that_cannot_work_are_refused_with_the_field() {
     let (vocab, stops) = vocab();
-    let config = |format: Format, mode| CallsConfig { format, mode, parallel: true, stops: stops.to_vec() };
+    let config = |format: Format, mode| CallsConfig {
+        format,
+        mode,
+        parallel: true,
+        stops: stops.to_vec(),
+        only_calls_after_a_call: false,
+    };
     let o = CompileOptions::default();
     let e = ToolCalls::compile(vocab.clone(), &["a", "a"], config(custom(), Mode::Auto), &o).unwrap_err();
     assert!(e.message().contains("names[1]") && e.message().contains("twice"), "{e}");
@@ -553,7 +570,13 @@ fn caller_built_automata_and_their_member_to_tool_maps() {
         let a = trie::Automaton::compile_template(vocab.clone(), &order, &template(prefix), &CompileOptions::default());
         trie::calls::Names { automaton: Arc::new(a.unwrap()), tools: Some(map.clone()) }
     };
-    let config = CallsConfig { format: format.clone(), mode: Mode::Required, parallel: true, stops: stops.to_vec() };
+    let config = CallsConfig {
+        format: format.clone(),
+        mode: Mode::Required,
+        parallel: true,
+        stops: stops.to_vec(),
+        only_calls_after_a_call: false,
+    };
     let engine = ToolCalls::from_names(
         vocab.clone(),
         config.clone(),
@@ -570,6 +593,7 @@ fn caller_built_automata_and_their_member_to_tool_maps() {
         parallel: true,
         names: vec![],
         named: None,
+        only_calls: false,
     };
     let (mut m, _) = case.matcher(&Arc::new(engine), true);
     for (i, name) in ["beta", "gamma", "alpha"].iter().enumerate() {
@@ -595,7 +619,7 @@ fn caller_built_automata_and_their_member_to_tool_maps() {
 
 #[test]
 fn after_an_auto_call_only_calls_follow_in_marker_formats() {
-    // llama.cpp constrains the rest of an `auto` answer to calls once its marker fired, and vLLM's hermes parser
+    // With `only_calls_after_a_call` (llama-server): llama.cpp constrains the rest of an `auto` answer to calls once its marker fired, and vLLM's hermes parser
     // drops text after the first call: whitespace, the next marker or the end. Llama 3 JSON (`{` opens a call)
     // keeps free text between calls, as vLLM's parser reads them.
     let (vocab, stops) = vocab();
@@ -616,6 +640,7 @@ fn after_an_auto_call_only_calls_follow_in_marker_formats() {
             parallel: true,
             names: vec!["get_weather".into(), "get_time".into()],
             named: None,
+            only_calls: true,
         };
         let engine = case.engine();
         let (mut m, _) = case.matcher(&engine, true);
@@ -643,6 +668,7 @@ fn required_parallel_calls_are_separated_by_whitespace_only() {
         parallel: true,
         names: vec!["get_weather".into(), "get_time".into()],
         named: None,
+        only_calls: true,
     };
     let engine = case.engine();
     let (mut m, _) = case.matcher(&engine, true);

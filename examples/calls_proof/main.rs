@@ -146,7 +146,13 @@ fn request(
 }
 
 fn config(fmt: &str, v: &Vocab, ask: Ask) -> CallsConfig {
-    CallsConfig { format: Format::named(fmt).unwrap(), mode: ask.mode, parallel: ask.parallel, stops: v.stops.clone() }
+    CallsConfig {
+        format: Format::named(fmt).unwrap(),
+        mode: ask.mode,
+        parallel: ask.parallel,
+        stops: v.stops.clone(),
+        only_calls_after_a_call: false,
+    }
 }
 
 fn asks(rng: &mut SmallRng, ids: &[u64], named: bool) -> Vec<Ask> {

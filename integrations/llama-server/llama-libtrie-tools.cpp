@@ -481,6 +481,9 @@ std::shared_ptr<const common_libtrie_tools> common_libtrie_tools_resolve(const c
         c.parallel   = parallel;
         c.stops      = stops.data();
         c.n_stops    = stops.size();
+        // llama.cpp's chat parser reads nothing but calls once a call is written (its own grammar constrains the
+        // rest of the answer so): whitespace, the next marker or the end
+        c.only_calls_after_a_call = true;
         trie_options o;
         trie_options_init(&o);
         o.max_states = opts.max_states;

@@ -43,7 +43,8 @@ class CallsFormat(ctypes.Structure):
 
 class CallsConfig(ctypes.Structure):
     _fields_ = [("struct_size", ctypes.c_size_t), ("mode", ctypes.c_uint32), ("named_tool", ctypes.c_size_t),
-                ("parallel", ctypes.c_bool), ("stops", i32p), ("n_stops", ctypes.c_size_t)]
+                ("parallel", ctypes.c_bool), ("stops", i32p), ("n_stops", ctypes.c_size_t),
+                ("only_calls_after_a_call", ctypes.c_bool)]
 
 
 class CallsNames(ctypes.Structure):

@@ -433,11 +433,11 @@ impl CallsMatcher {
             }
             return Pos { took: true, ..self.name(Which::Following, pos.matcher, calls) };
         }
-        // a further call after whitespace only, or the end: a required answer is its calls, and once a call is
-        // written the engines' parsers read only calls (llama.cpp's grammar constrains the rest of an `auto` answer
-        // to calls; vLLM's hermes/mistral parsers drop text after the first call); under `auto` with a trigger that
-        // is the call's own `{` (Llama 3 JSON), calls stay separated by free text as vLLM's parser reads them
-        let gap = c.config.mode == Mode::Required || fmt.trigger.as_ref().is_some_and(|t| !t.starts_with(b"{"));
+        // with `only_calls_after_a_call` (llama.cpp's parser reads nothing else after a call): a further call after
+        // whitespace only, or the end; under `auto` with a trigger that is the call's own `{` (Llama 3 JSON), calls
+        // stay separated by free text as vLLM's parser reads them
+        let gap = c.config.only_calls_after_a_call
+            && (c.config.mode == Mode::Required || fmt.trigger.as_ref().is_some_and(|t| !t.starts_with(b"{")));
         Pos { phase: Phase::Free, pending: 0, gap, calls, ..pos }
     }
 }

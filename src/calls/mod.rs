@@ -140,6 +140,11 @@ pub struct CallsConfig {
     pub parallel: bool,
     /// The tokens that end the answer (the request's stop ids): allowed in `free` and `end`.
     pub stops: Vec<TokenId>,
+    /// Once a call is written, only calls follow (whitespace, the next marker, a stop token), for an engine whose
+    /// parser reads nothing else after a call (llama.cpp's chat parser; its own grammar constrains the rest of the
+    /// answer so). In `required` mode in every format, in `auto` mode in formats with a marker of their own (not
+    /// Llama 3's `{`). `false`: free text between calls (vLLM's parsers drop it), and a model may end there.
+    pub only_calls_after_a_call: bool,
 }
 
 /// A name automaton and the tool of each of its members: `tools[member]` (`None`: the member id, i.e. the

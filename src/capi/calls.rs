@@ -118,6 +118,9 @@ pub struct trie_calls_config {
     pub stops: *const i32,
     /// Length of `stops`.
     pub n_stops: usize,
+    /// Once a call is written, only calls follow (whitespace, the next marker, a stop token): for an engine whose
+    /// parser reads nothing else after a call (llama.cpp). Default `false`: free text between calls.
+    pub only_calls_after_a_call: bool,
 }
 
 /// A name automaton built by the caller ([`trie_calls_from_automata`]): an open templated automaton
@@ -392,6 +395,7 @@ pub unsafe extern "C" fn trie_calls_config_init(config: *mut trie_calls_config) 
             parallel: false,
             stops: std::ptr::null(),
             n_stops: 0,
+            only_calls_after_a_call: false,
         });
         Ok(())
     })
@@ -427,6 +431,7 @@ unsafe fn read_config(p: *const trie_calls_config, format: Format) -> Result<(Ca
         mode,
         parallel: v.bool(offset_of!(C, parallel)).unwrap_or(false),
         stops: stops.iter().map(|&t| t as TokenId).collect(),
+        only_calls_after_a_call: v.bool(offset_of!(C, only_calls_after_a_call)).unwrap_or(false),
     };
     Ok((config, named))
 }

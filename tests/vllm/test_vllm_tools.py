@@ -208,6 +208,51 @@ class ToolServerTest(unittest.TestCase):
         print(f"\n    warm 10,000-tool registry request: {warm:.2f} s (load {os.getloadavg()[0]:.1f})",
               file=sys.stderr)
 
+    def test_registry_updates_keep_each_name_on_its_own_schema(self):
+        """Defect 1 of issue 36 on a real server: a registry in no byte order, changed three times on disk (a tool
+        added, one removed from the middle, one schema changed); every name of every version is asked for, and
+        every call's arguments must validate against the schema its name has in that version (each tool requires
+        a key of its own, so another tool's schema cannot pass)."""
+        names = ["zz_top", "alpha", "東京_search", "beta_2", "beta", "m", "get_x"]
+        self.assertNotEqual(names, sorted(names))
+
+        def spec(name, variant):
+            key = f"k{names.index(name) if name in names else 99}_{variant}"
+            return {"type": "object", "properties": {key: {"type": "integer", "minimum": 0, "maximum": 99}},
+                    "required": [key], "additionalProperties": False}
+
+        version = {n: 0 for n in names}
+        versions = [dict(version)]
+        version["added_tool"] = 0
+        versions.append(dict(version))
+        del version["東京_search"]
+        versions.append(dict(version))
+        version["beta"] = 1
+        versions.append(dict(version))
+        tag = calls.build_tag("hermes", False, False, [("x", {})], registry="updates")
+        covered = []
+        for k, v in enumerate(versions):
+            tools = [{"type": "function", "function": {"name": n, "parameters": spec(n, var)}} for n, var in v.items()]
+            tmp = self.sets / "updates.json.tmp"
+            tmp.write_text(json.dumps(tools, ensure_ascii=False))
+            os.replace(tmp, self.sets / "updates.json")
+            schemas = {n: spec(n, var) for n, var in v.items()}
+            called = set()
+            shots = "".join(f"Q: Call {n} with {i}.\nA: <tool_call>\n{{\"name\": \"{n}\", \"arguments\": "
+                            f"{{\"{next(iter(schemas[n]['properties']))}\": {i}}}}}\n</tool_call>\n"
+                            for i, n in enumerate(list(v)[:2]))
+            for n in v:
+                text = self.request("/v1/completions", {
+                    "prompt": shots + f"Q: Call {n} with 5.\nA:", "max_tokens": 80, "stop": ["\nQ:"],
+                    "structured_outputs": {"structural_tag": tag}})["text"]
+                got = self.hermes_calls(text, schemas)  # the name is of this version, its arguments fit its schema
+                self.assertEqual(len(got), 1, text)
+                called.add(got[0]["name"])
+            covered.append(len(called))
+            self.assertGreaterEqual(len(called), 2, f"version {k}: the model called {sorted(called)} only")
+        print(f"\n    registry updates: distinct names called per version {covered} of "
+              f"{[len(v) for v in versions]}", file=sys.stderr)
+
     def test_bad_input(self):
         tools = [{"type": "function", "function": {"name": "a", "parameters": WEATHER}},
                  {"type": "function", "function": {"name": "a", "parameters": TIME}}]
