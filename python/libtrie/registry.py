@@ -13,10 +13,11 @@ identity: requests holding the old one keep it, new requests read the new file.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import threading
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from ._native import declared, library, sizep, u8p, vp
 from .sets import SetError
@@ -125,16 +126,33 @@ class RegistryCache:
         #: Files read by the native cache (a new identity).
         self.reads = 0
 
+    def _native(self, name: str, read: Optional[ctypes.c_bool] = None) -> Any:
+        """A new reference to the native registry ``name`` (free it with ``trie_registry_free``); ``read`` (if
+        given) tells whether the file was read now. Errors as for :meth:`get`."""
+        check_name(name)
+        data = name.encode("utf-8")
+        out = vp()
+        st = _lib().trie_registry_cache_get(self._h, data, len(data), ctypes.byref(out),
+                                            None if read is None else ctypes.byref(read))
+        if st != 0:
+            raise _error(st)
+        return out
+
+    @contextlib.contextmanager
+    def _borrowed(self, name: str) -> Iterator[Any]:
+        """The native registry ``name`` for the time of a ``with`` block."""
+        out = self._native(name)
+        try:
+            yield out
+        finally:
+            _lib().trie_registry_free(out)
+
     def get(self, name: str) -> Registry:
         """The registry ``name`` (:class:`SetError` naming the problem: a bad name, no such registry, a file
         refused, not a tools list)."""
-        check_name(name)
         lib = _lib()
-        data = name.encode("utf-8")
-        out, read = vp(), ctypes.c_bool(False)
-        st = lib.trie_registry_cache_get(self._h, data, len(data), ctypes.byref(out), ctypes.byref(read))
-        if st != 0:
-            raise _error(st)
+        read = ctypes.c_bool(False)
+        out = self._native(name, read)
         ident = ctypes.create_string_buffer(16)
         if lib.trie_registry_identity(out, ident) == 0:
             with self._lock:
@@ -157,20 +175,11 @@ class RegistryCache:
         :meth:`get`."""
         from .search import ToolSearch
 
-        check_name(name)
-        lib = _lib()
-        data = name.encode("utf-8")
-        out = vp()
-        st = lib.trie_registry_cache_get(self._h, data, len(data), ctypes.byref(out), None)
+        index = vp()
+        with self._borrowed(name) as reg:
+            st = _lib().trie_registry_search(reg, ctypes.byref(index))
         if st != 0:
             raise _error(st)
-        try:
-            index = vp()
-            st = lib.trie_registry_search(out, ctypes.byref(index))
-            if st != 0:
-                raise _error(st)
-        finally:
-            lib.trie_registry_free(out)
         return ToolSearch.from_handle(index)
 
     def deferred_plan(self, name: str, request: Any) -> Optional[Dict[str, Any]]:
@@ -178,17 +187,8 @@ class RegistryCache:
         built once per file identity). Errors as for :meth:`get`."""
         from .search import deferred_plan
 
-        check_name(name)
-        lib = _lib()
-        data = name.encode("utf-8")
-        out = vp()
-        st = lib.trie_registry_cache_get(self._h, data, len(data), ctypes.byref(out), None)
-        if st != 0:
-            raise _error(st)
-        try:
-            return deferred_plan(request, out)
-        finally:
-            lib.trie_registry_free(out)
+        with self._borrowed(name) as reg:
+            return deferred_plan(request, reg)
 
     def check(self, name: str) -> bool:
         """What :meth:`get` checks before it reads (the name, the set directory, the file opened confined: no
