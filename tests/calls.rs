@@ -290,6 +290,27 @@ struct Case {
 }
 
 impl Case {
+    /// A case over the two tools `get_weather` and `get_time` (no named tool).
+    fn two_tools(
+        vocab: &Arc<Vocabulary>,
+        stops: [TokenId; 2],
+        format: &str,
+        mode: Mode,
+        parallel: bool,
+        only_calls: bool,
+    ) -> Case {
+        Case {
+            vocab: vocab.clone(),
+            stops,
+            format: Format::named(format).unwrap(),
+            mode,
+            parallel,
+            names: vec!["get_weather".into(), "get_time".into()],
+            named: None,
+            only_calls,
+        }
+    }
+
     fn engine(&self) -> Arc<ToolCalls> {
         let config = CallsConfig {
             format: self.format.clone(),
@@ -481,16 +502,7 @@ proptest! {
 #[test]
 fn hermes_auto_marker_text_straddlers_and_one_call() {
     let (vocab, stops) = vocab();
-    let case = Case {
-        vocab: vocab.clone(),
-        stops,
-        format: Format::named("hermes").unwrap(),
-        mode: Mode::Auto,
-        parallel: false,
-        names: vec!["get_weather".into(), "get_time".into()],
-        named: None,
-        only_calls: false,
-    };
+    let case = Case::two_tools(&vocab, stops, "hermes", Mode::Auto, false, false);
     let engine = case.engine();
     let (mut m, prefetched) = case.matcher(&engine, true);
     let words = vocab.mask_words();
@@ -632,16 +644,7 @@ fn after_an_auto_call_only_calls_follow_in_marker_formats() {
         ),
         ("llama", format!("{{\"name\": \"get_time\", \"parameters\": {}}}", args_of(1)), false),
     ] {
-        let case = Case {
-            vocab: vocab.clone(),
-            stops,
-            format: Format::named(format).unwrap(),
-            mode: Mode::Auto,
-            parallel: true,
-            names: vec!["get_weather".into(), "get_time".into()],
-            named: None,
-            only_calls: true,
-        };
+        let case = Case::two_tools(&vocab, stops, format, Mode::Auto, true, true);
         let engine = case.engine();
         let (mut m, _) = case.matcher(&engine, true);
         for &b in b"Sure. ".iter().chain(call.as_bytes()) {
@@ -660,16 +663,7 @@ fn after_an_auto_call_only_calls_follow_in_marker_formats() {
 #[test]
 fn required_parallel_calls_are_separated_by_whitespace_only() {
     let (vocab, stops) = vocab();
-    let case = Case {
-        vocab: vocab.clone(),
-        stops,
-        format: Format::named("hermes").unwrap(),
-        mode: Mode::Required,
-        parallel: true,
-        names: vec!["get_weather".into(), "get_time".into()],
-        named: None,
-        only_calls: true,
-    };
+    let case = Case::two_tools(&vocab, stops, "hermes", Mode::Required, true, true);
     let engine = case.engine();
     let (mut m, _) = case.matcher(&engine, true);
     let words = vocab.mask_words();
