@@ -29,6 +29,7 @@ import argparse
 import importlib
 import json
 import os
+import random
 import statistics
 import sys
 import time
@@ -40,6 +41,7 @@ sys.path.insert(0, HERE)
 import bfcl  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(1, os.path.join(REPO, "python"))  # libtrie's search (catalog, deferred): the tree's package
 CATALOG_NAME = "bfcl_catalog"
 CATALOG_PATH = os.path.join(REPO, ".cache", "bfcl", "registry", CATALOG_NAME + ".json")  # --catalog default
 
@@ -82,7 +84,8 @@ def post_stream(url, body, timeout):
     except Exception as e:  # timeouts, resets
         return 0, f"{type(e).__name__}: {e}"[:500], {"wall_s": time.monotonic() - t0}
     wall = time.monotonic() - t0
-    tm = {"wall_s": wall, "completion_tokens": usage.get("completion_tokens")}
+    tm = {"wall_s": wall, "completion_tokens": usage.get("completion_tokens"),
+          "prompt_tokens": usage.get("prompt_tokens", timings.get("prompt_n"))}
     if timings.get("predicted_ms") is not None:
         tm["ttft_s"] = wall - timings["predicted_ms"] / 1000
         tm["tok_s"] = timings.get("predicted_per_second")
@@ -116,8 +119,11 @@ def request_of(case, mode, index, engine, k, max_tokens=512):
     if mode in ("stock", "libtrie"):
         body["tools"] = bfcl.tools_of(case["functions"])
         return body, None
+    if mode == "deferred":  # every catalog tool deferred, the search tool shown: standard fields only
+        body["tools"] = index.deferred_tools
+        return body, None
     query = " ".join(m["content"] for m in case["messages"] if m.get("role") == "user")
-    top = index.top(query, k)
+    top = [index.tools[i] for i, _ in index.search.search(query[:MAX_QUERY_BYTES], k)]
     body["tools"] = top
     fields = engine.catalog_fields(CATALOG_NAME) if hasattr(engine, "catalog_fields") else {
         "trie": {"registry": CATALOG_NAME}}
@@ -125,10 +131,56 @@ def request_of(case, mode, index, engine, k, max_tokens=512):
     return body, [t["function"]["name"] for t in top]
 
 
+class Catalog:
+    """The catalog's tools, libtrie's search index over them (libtrie.search.ToolSearch: BM25 over names,
+    descriptions and parameters, the search the server answers a deferred request's search call with), and the
+    deferred request's tools (every catalog tool "defer_loading": true, then OpenAI's {"type": "tool_search"})."""
+
+    def __init__(self, tools):
+        from libtrie.search import ToolSearch
+        self.tools = tools
+        self.search = ToolSearch(tools)
+        self.deferred_tools = [dict(t, defer_loading=True) for t in tools] + [{"type": "tool_search"}]
+
+
+MAX_QUERY_BYTES = 4096  # libtrie's search reads queries of up to 4,096 bytes
+SEARCH_NAMES = ("tool_search", "tool_search_tool_bm25", "tool_search_tool_regex")
+MAX_SEARCHES = 2  # deferred mode: search calls answered before the answer must be a call of a tool
+
+
+def answer_deferred(url, body, args):
+    """A deferred-mode case: the first request; while the model's calls are search calls (at most MAX_SEARCHES
+    rounds), the calls go into the history with an empty result (the server answers them with libtrie's search
+    and loads the tools found) and the next request is sent. Returns (status, final message, timing, searches):
+    the timing sums the rounds (TTFT: everything before the final answer's first token; prompt tokens: every
+    round's), `searches` the search calls' arguments in order."""
+    messages = list(body["messages"])
+    searches, total = [], {"wall_s": 0.0, "ttft_s": 0.0, "prompt_tokens": 0, "completion_tokens": 0}
+    for rnd in range(MAX_SEARCHES + 1):
+        status, msg, tm = post_stream(url, dict(body, messages=messages), args.timeout)
+        total["wall_s"] += tm["wall_s"]
+        if status != 200:
+            return status, msg, total, searches
+        for key in ("prompt_tokens", "completion_tokens"):
+            total[key] += tm.get(key) or 0
+        search_calls = [c for c in msg["tool_calls"] if c["name"] in SEARCH_NAMES]
+        if not search_calls or rnd == MAX_SEARCHES:
+            total["ttft_s"] += tm.get("ttft_s") or 0
+            total["tok_s"] = tm.get("tok_s")
+            return status, msg, total, searches
+        total["ttft_s"] += tm["wall_s"]
+        calls = [{"id": f"call_{rnd}_{i}", "type": "function",
+                  "function": {"name": c["name"], "arguments": c["arguments"]}} for i, c in enumerate(search_calls)]
+        searches += [c["arguments"] for c in search_calls]
+        messages = messages + [{"role": "assistant", "content": msg["content"] or None, "tool_calls": calls}] + [
+            {"role": "tool", "tool_call_id": c["id"], "content": ""} for c in calls]
+    raise AssertionError("unreachable")
+
+
 def write_catalog(path):
     tools, base = bfcl.catalog()
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    tmp = path + ".tmp"
+    tmp = f"{path}.{os.getpid()}.tmp"
     with open(tmp, "w", encoding="utf-8") as f:
         json.dump(tools, f, separators=(",", ":"))
     os.replace(tmp, path)
@@ -141,7 +193,10 @@ def summarize(rows, engine, mode, category, limit):
     return {"engine": engine, "mode": mode, "category": category, "cases": len(rows), "limit": limit,
             "answered": len(ok), "parse": sum(r["parse"] for r in rows), "names_in_set": sum(r["names_in_set"] for r in rows),
             "ast": sum(r["ast_valid"] for r in rows),
-            "gold_in_candidates": sum(r.get("gold_in_candidates", False) for r in rows) if mode == "catalog" else None,
+            "gold_in_candidates": sum(r.get("gold_in_candidates", False) for r in rows) if mode in (
+                "catalog", "deferred") else None,
+            "searched": sum(bool(r.get("searches")) for r in rows) if mode == "deferred" else None,
+            "prompt_tokens": med([r["prompt_tokens"] for r in ok if r.get("prompt_tokens")]),
             "ttft_s": med([r["ttft_s"] for r in ok if r.get("ttft_s") is not None]),
             "tok_s": med([r["tok_s"] for r in ok if r.get("tok_s")]),
             "failures": sorted({f"{r['status']}: {r['error'][:120]}" for r in rows if r["status"] != 200})[:5],
@@ -164,24 +219,42 @@ def run_category(args, category, cases, url, engine, index, base, by_key):
                 print(f"[bfcl] {args.mode} {case['id']}: answered before (--resume)", file=sys.stderr)
                 continue
             body, cands = request_of(case, args.mode, index, engine, args.candidates, args.max_tokens)
-            status, msg, tm = post_stream(url, body, args.timeout)
+            searches = None
+            if args.mode == "deferred":
+                status, msg, tm, searches = answer_deferred(url, body, args)
+            else:
+                status, msg, tm = post_stream(url, body, args.timeout)
             row = {"engine": args.engine, "mode": args.mode, "category": category, "id": case["id"],
                    "status": status, "error": "" if status == 200 else str(msg), "parse": False,
                    "names_in_set": False, "ast_valid": False, "ast_error": "", **{k: v for k, v in tm.items()},
-                   "load": round(os.getloadavg()[0], 2), "max_tokens": args.max_tokens}
+                   "load": round(os.getloadavg()[0], 2), "max_tokens": args.max_tokens, "seed": args.seed}
             if args.mode == "catalog":
                 gold = {bfcl.catalog_name_of(t, by_key) for t in bfcl.tools_of(case["functions"])}
                 row["candidates"] = cands
                 row["gold_in_candidates"] = bool(gold & set(cands))
+            if searches is not None:  # what the server's search found for each query (the same index)
+                gold = {bfcl.catalog_name_of(t, by_key) for t in bfcl.tools_of(case["functions"])}
+                row["searches"] = searches
+                found = set()
+                for a in searches:
+                    try:
+                        q = json.loads(a).get("query", "")
+                    except (ValueError, AttributeError):
+                        q = ""
+                    if isinstance(q, str) and q.strip():
+                        found |= {index.tools[i]["function"]["name"] for i, _ in
+                                  index.search.search(q[:MAX_QUERY_BYTES], 5)}
+                row["gold_in_candidates"] = bool(gold & found)
             if status == 200:
                 row["content"] = msg["content"][:2000]
                 row["tool_calls"] = msg["tool_calls"]
                 calls = parse_calls(msg) if msg["tool_calls"] else None
                 row["parse"] = calls is not None
                 if calls is not None:
-                    allowed = set(base) if args.mode == "catalog" else {t["function"]["name"] for t in body["tools"]}
+                    allowed = set(base) if args.mode in ("catalog", "deferred") else {
+                        t["function"]["name"] for t in body["tools"]}
                     row["names_in_set"] = all(next(iter(c)) in allowed for c in calls)
-                    if args.mode == "catalog":  # NAME__vK is the BFCL function NAME
+                    if args.mode in ("catalog", "deferred"):  # NAME__vK is the BFCL function NAME
                         calls = [{base.get(n, n): a for n, a in c.items()} for c in calls]
                     row["ast_valid"], row["ast_error"] = bfcl.score(category, case["functions"], calls,
                                                                     case["answer"])
@@ -196,10 +269,12 @@ def run_category(args, category, cases, url, engine, index, base, by_key):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--engine", required=True, choices=["llama-server", "vllm"])
-    ap.add_argument("--mode", required=True, choices=["stock", "libtrie", "catalog"])
+    ap.add_argument("--mode", required=True, choices=["stock", "libtrie", "catalog", "deferred"])
     ap.add_argument("--category", required=True,
                     help="a category, or several separated by commas (one engine start for all: vLLM starts slowly)")
-    ap.add_argument("--limit", type=int, default=0, help="the first N cases of the category (0: all)")
+    ap.add_argument("--limit", type=int, default=0, help="N cases of the category (0: all): the first N, or with "
+                    "--seed a sample of N drawn with that seed (in file order)")
+    ap.add_argument("--seed", type=int, help="draw the --limit cases at random with this seed")
     ap.add_argument("--out", required=True, help="JSONL of every answer (appended to)")
     ap.add_argument("--summary", help="JSONL of one summary line per run (appended to)")
     ap.add_argument("--model", default=os.environ.get("BFCL_MODEL", ""), help="the engine's model (llama-server: a GGUF path)")
@@ -218,19 +293,22 @@ def main():
             ap.error(f"--category {c!r}: expected one of {', '.join(bfcl.CATEGORIES)}")
     engine = importlib.import_module("engine_" + args.engine.replace("-", "_"))
     index = base = by_key = registry = None
-    if args.mode == "catalog":
+    if args.mode in ("catalog", "deferred"):
         tools, base = write_catalog(args.catalog)
-        index = bfcl.BM25(tools)
+        index = Catalog(tools)
         by_key = {(base[t["function"]["name"]], json.dumps(t["function"].get("parameters"), sort_keys=True)):
                   t["function"]["name"] for t in tools}
-        registry = args.catalog
+        registry = args.catalog if args.mode == "catalog" else None
         print(f"[bfcl] catalog: {len(tools)} tools, {len(set(base.values()))} distinct names -> {args.catalog}",
               file=sys.stderr)
     url = args.url or engine.start(args.mode, registry, args.model)
     try:
         for category in categories:
             cases = bfcl.cases(category)
-            if args.limit:
+            if args.limit and args.seed is not None:
+                keep = set(random.Random(f"{args.seed}:{category}").sample(range(len(cases)), min(args.limit, len(cases))))
+                cases = [c for i, c in enumerate(cases) if i in keep]
+            elif args.limit:
                 cases = cases[: args.limit]
             print(f"[bfcl] {args.engine} {args.mode} {category}: {len(cases)} cases; "
                   f"load: {' '.join(f'{x:.2f}' for x in os.getloadavg())}", file=sys.stderr)
@@ -238,6 +316,7 @@ def main():
             s = summarize(rows, args.engine, args.mode, category, args.limit)
             s["load"] = [round(x, 2) for x in os.getloadavg()]
             s["max_tokens"] = args.max_tokens
+            s["seed"] = args.seed
             print(json.dumps(s))
             if args.summary:
                 with open(args.summary, "a", encoding="utf-8") as f:
