@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""BFCL v4 through an OpenAI-compatible engine, three ways (issue 29; docs/bench/bfcl.md):
+"""BFCL v4 through an OpenAI-compatible engine, four ways (issue 29; docs/bench/bfcl.md):
 
-  bench/bfcl/run.py --engine {llama-server,vllm} --mode {stock,libtrie,catalog} --category C --limit N \\
+  bench/bfcl/run.py --engine {llama-server,vllm} --mode {stock,libtrie,catalog,deferred} --category C --limit N \\
                     --out ANSWERS.jsonl [--model PATH] [--summary SUMMARY.jsonl]
 
 Run it with the venv of bench/bfcl/setup.sh (the pinned bfcl-eval wheel). Every request: temperature 0,
@@ -11,8 +11,11 @@ tool_choice "required", parallel_tool_calls true (OpenAI's default; BFCL's OpenA
   libtrie  the same request, routed through libtrie;
   catalog  every distinct BFCL function pooled into one registry (bfcl.catalog(): ~3,200 tools under ~1,850
            names, same-named functions with other schemas as NAME__v2, ...); the prompt's `tools` are the top 5 of
-           a BM25 retrieval (bfcl.BM25) over the catalog's names and descriptions for the question's text; the
+           libtrie's own search (libtrie.search.ToolSearch, BM25) over the catalog for the question's text; the
            call's name is constrained to the whole catalog (llama-server: "trie": {"registry": NAME}).
+  deferred every catalog tool "defer_loading": true with OpenAI's {"type": "tool_search"}, standard fields only:
+           nothing of the catalog in the prompt; a search call is sent back with an empty result (the server
+           answers it with libtrie's search and loads what it found) and the model calls again (MAX_SEARCHES).
 
 Engines: a module engine_<name>.py next to this file ("-" -> "_") with start(mode, registry, model) -> base URL
 and stop(); `registry` is the path of the catalog's registry file (NAME.json, an OpenAI tools list) in catalog
@@ -123,7 +126,7 @@ def request_of(case, mode, index, engine, k, max_tokens=512):
         body["tools"] = index.deferred_tools
         return body, None
     query = " ".join(m["content"] for m in case["messages"] if m.get("role") == "user")
-    top = [index.tools[i] for i, _ in index.search.search(query[:MAX_QUERY_BYTES], k)]
+    top = [index.tools[i] for i, _ in index.top(query, k)]
     body["tools"] = top
     fields = engine.catalog_fields(CATALOG_NAME) if hasattr(engine, "catalog_fields") else {
         "trie": {"registry": CATALOG_NAME}}
@@ -141,6 +144,20 @@ class Catalog:
         self.tools = tools
         self.search = ToolSearch(tools)
         self.deferred_tools = [dict(t, defer_loading=True) for t in tools] + [{"type": "tool_search"}]
+
+    def top(self, query, k):
+        """The search's top `k` for a question: its first words within the search's bounds (4,096 bytes, 64
+        distinct words: a longer question is cut, as a client must)."""
+        from libtrie import Status, TrieError
+        words = query.encode("utf-8")[:MAX_QUERY_BYTES].decode("utf-8", "ignore").split()
+        while words:
+            try:
+                return self.search.search(" ".join(words), k)
+            except TrieError as e:
+                if e.status != Status.LIMIT_EXCEEDED:
+                    raise
+                words = words[: len(words) * 4 // 5]
+        return []
 
 
 MAX_QUERY_BYTES = 4096  # libtrie's search reads queries of up to 4,096 bytes
@@ -242,8 +259,7 @@ def run_category(args, category, cases, url, engine, index, base, by_key):
                     except (ValueError, AttributeError):
                         q = ""
                     if isinstance(q, str) and q.strip():
-                        found |= {index.tools[i]["function"]["name"] for i, _ in
-                                  index.search.search(q[:MAX_QUERY_BYTES], 5)}
+                        found |= {index.tools[i]["function"]["name"] for i, _ in index.top(q, 5)}
                 row["gold_in_candidates"] = bool(gold & found)
             if status == 200:
                 row["content"] = msg["content"][:2000]

@@ -38,6 +38,7 @@
 #include <cstdio>
 #include <cstring>
 #include <random>
+#include <unordered_set>
 #include <stdexcept>
 #include <vector>
 
@@ -180,24 +181,29 @@ std::string argument_grammar(const std::string & tool, const std::string & param
 
 llama_libtrie::lru<prepared_tools> g_prepared;
 
-// The request's "tools" (`text`: their JSON) or the registry `registry` (when not ""), recognized within the
-// bounds, each tool's argument grammar built; cached by the text or the registry file's identity (`source` is
-// set to the key part that names it). Throws std::invalid_argument naming the client's field.
+// The request's "tools" (`text`: their JSON, when not "") and/or the registry `registry` (when not ""; with both, the
+// registry's tools and then the request's tools the registry lacks, by name: an operator's registry offered as
+// deferred tools), recognized within the bounds, each tool's argument grammar built; cached by the text and the
+// registry file's identity (`source` is set to the key part that names them). Throws std::invalid_argument naming
+// the client's field.
 std::shared_ptr<const prepared_tools> prepare(const common_params_libtrie & opts, const std::string & text,
                                               const std::string & registry, const std::string & section_end,
                                               std::string & source) {
     const std::string field = registry.empty() ? "\"tools\": " : "\"trie\": the registry '" + registry + "': ";
     registry_ptr      reg(nullptr, trie_registry_free);
+    source.clear();
     if (!registry.empty()) {
         std::string identity;
         reg    = open_registry(opts, registry, identity);  // looked up by identity before it is read
         source = "r" + registry + ":" + identity;
-    } else {
-        source = "t" + text;
+    }
+    if (!text.empty()) {
+        source += "\x01t" + text;
     }
     return g_prepared.get(section_end + "\x01" + source, opts.cache_size, [&]() -> std::shared_ptr<const prepared_tools> {
         const auto t0 = std::chrono::steady_clock::now();
         auto p = std::make_shared<prepared_tools>();
+        std::unordered_set<std::string> in_registry;
         if (reg) {
             for (size_t i = 0, n = trie_registry_n_tools(reg.get()); i < n; ++i) {
                 const uint8_t * b = nullptr; size_t bl = 0;
@@ -207,18 +213,20 @@ std::shared_ptr<const prepared_tools> prepare(const common_params_libtrie & opts
                 }
                 p->names.emplace_back((const char *) b, bl);
                 p->parameters.emplace_back((const char *) q, ql);
+                in_registry.insert(p->names.back());
             }
-        } else {
+        }
+        if (!text.empty()) {
             std::unique_ptr<trie_recognized, void (*)(trie_recognized *)> rec(nullptr, trie_recognized_free);
             try {
                 rec = llama_libtrie::recognize(TRIE_RECOGNIZE_TOOLS, text, llama_libtrie::request_bounds(opts));
             } catch (const llama_libtrie::over_bounds &) {
                 throw;  // inline tools over the bounds: llama.cpp's path (common_libtrie_chat_tools)
             } catch (const std::invalid_argument & e) {
-                refuse(field + e.what());
+                refuse(std::string("\"tools\": ") + e.what());
             }
             if (!rec) {
-                refuse(field + "not a list of functions: " + trie_recognize_reason());
+                refuse(std::string("\"tools\": not a list of functions: ") + trie_recognize_reason());
             }
             for (size_t i = 0, n = trie_recognized_n_members(rec.get()); i < n; ++i) {
                 const uint8_t * b = nullptr; size_t bl = 0;
@@ -226,7 +234,11 @@ std::shared_ptr<const prepared_tools> prepare(const common_params_libtrie & opts
                 if (trie_recognized_member(rec.get(), i, &b, &bl) != TRIE_OK || trie_recognized_payload(rec.get(), i, &q, &ql) != TRIE_OK) {
                     refuse("libtrie: " + llama_libtrie::last_error());
                 }
-                p->names.emplace_back((const char *) b, bl);
+                std::string name((const char *) b, bl);
+                if (in_registry.count(name) != 0) {
+                    continue;  // the registry's tool of that name
+                }
+                p->names.push_back(std::move(name));
                 p->parameters.emplace_back((const char *) q, ql);
             }
         }
@@ -234,7 +246,7 @@ std::shared_ptr<const prepared_tools> prepare(const common_params_libtrie & opts
             try {
                 p->grammars.push_back(argument_grammar(p->names[i], p->parameters[i], section_end));
             } catch (const std::invalid_argument & e) {
-                refuse(field + e.what());
+                refuse((i < in_registry.size() ? field : std::string("\"tools\": ")) + e.what());
             }
         }
         const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
@@ -262,10 +274,58 @@ std::string tool_name(const json & tool) {
 
 }  // namespace
 
+namespace {
+
+bool has_registry_field(const json & body) {
+    return body.contains("trie") && body.at("trie").is_object() && body.at("trie").contains("registry");
+}
+
+// The operator's registry offered as deferred tools of this request (--trie-deferred-registry), "" for none: a
+// request with tools, routed, that names no registry or names that one (as vLLM's LIBTRIE_DEFERRED_REGISTRY).
+std::string offered_registry(const common_params_libtrie & opts, const json & body) {
+    if (opts.deferred_registry.empty() || !llama_libtrie::g_route || !opts.route || !body.contains("tools")
+        || !body.at("tools").is_array() || body.at("tools").empty()) {
+        return "";
+    }
+    if (has_registry_field(body)) {
+        const json & named = body.at("trie").at("registry");
+        return named.is_string() && named.get<std::string>() == opts.deferred_registry ? opts.deferred_registry : "";
+    }
+    return opts.deferred_registry;
+}
+
+}  // namespace
+
+bool common_libtrie_check_options(const common_params_libtrie & opts) {
+    if (opts.deferred_registry.empty()) {
+        return true;
+    }
+    if (opts.set_dir.empty()) {
+        LOG_ERR("libtrie: --trie-deferred-registry '%s' needs --trie-set-dir (the directory of NAME.json)\n",
+                opts.deferred_registry.c_str());
+        return false;
+    }
+    try {
+        std::string identity;
+        const registry_ptr reg = open_registry(opts, opts.deferred_registry, identity);
+        LOG_INF("libtrie: the registry '%s' (%zu tools) is offered as deferred tools of every chat request with tools\n",
+                opts.deferred_registry.c_str(), trie_registry_n_tools(reg.get()));
+    } catch (const std::exception & e) {
+        LOG_ERR("libtrie: --trie-deferred-registry '%s': %s\n", opts.deferred_registry.c_str(), e.what());
+        return false;
+    }
+    return true;
+}
+
 bool common_libtrie_deferred(const common_params_libtrie & opts, json & body, json & prompt_tools) {
-    (void) opts;  // an operator's registry offered as deferred tools: not yet (NULL below)
     if (!body.contains("tools") || !body.at("tools").is_array() || body.at("tools").empty()) {
         return false;
+    }
+    const std::string offered = offered_registry(opts, body);
+    registry_ptr      reg(nullptr, trie_registry_free);
+    if (!offered.empty()) {
+        std::string identity;
+        reg = open_registry(opts, offered, identity);
     }
     json request = json::object();
     request["tools"] = body.at("tools");
@@ -282,7 +342,7 @@ bool common_libtrie_deferred(const common_params_libtrie & opts, json & body, js
         }
         refuse("defer_loading: " + msg);
     };
-    const trie_status st = trie_deferred_plan((const uint8_t *) text.data(), text.size(), nullptr, nullptr, 0, &n);
+    const trie_status st = trie_deferred_plan((const uint8_t *) text.data(), text.size(), reg.get(), nullptr, 0, &n);
     if (st != TRIE_OK && st != TRIE_ERR_BUFFER_TOO_SMALL) {
         fail();
     }
@@ -290,7 +350,7 @@ bool common_libtrie_deferred(const common_params_libtrie & opts, json & body, js
         return false;  // nothing deferred, no search tool, no reference: the request as it is
     }
     std::string out(n, '\0');
-    if (trie_deferred_plan((const uint8_t *) text.data(), text.size(), nullptr, (uint8_t *) out.data(), out.size(), &n) != TRIE_OK) {
+    if (trie_deferred_plan((const uint8_t *) text.data(), text.size(), reg.get(), (uint8_t *) out.data(), out.size(), &n) != TRIE_OK) {
         fail();
     }
     out.resize(n);
@@ -362,6 +422,11 @@ std::string common_libtrie_chat_tools(const common_params_libtrie & opts, const 
     } else {
         return "";  // "auto" / "none" / no tools: llama.cpp's own path
     }
+    const std::string offered = registry.empty() ? offered_registry(opts, body) : std::string();
+    if (!offered.empty()) {  // the request's tools and the operator's registry offered as deferred tools
+        registry          = offered;
+        spec["registry"]  = offered;
+    }
     spec["section_start"] = format.native ? trim(format.section_start) : std::string();
     spec["section_end"]   = format.native ? trim(format.section_end) : std::string();
     // parallel_tool_calls: true serves several calls where the template has markers to delimit them; anything else
@@ -375,7 +440,7 @@ std::string common_libtrie_chat_tools(const common_params_libtrie & opts, const 
     std::string source;
     std::shared_ptr<const prepared_tools> prepared;
     try {
-        prepared = prepare(opts, registry.empty() ? tools.dump() : std::string(), registry,
+        prepared = prepare(opts, spec.contains("tools") ? tools.dump() : std::string(), registry,
                            spec["section_end"].get<std::string>(), source);
     } catch (const llama_libtrie::over_bounds & e) {
         if (!registry.empty()) {
@@ -391,7 +456,9 @@ std::string common_libtrie_chat_tools(const common_params_libtrie & opts, const 
         }
         if (!found) {
             refuse("\"tool_choice\" names the tool '" + only + "', which is not one of the " +
-                   (registry.empty() ? std::string("\"tools\"") : "registry '" + registry + "'"));
+                   (registry.empty() ? std::string("\"tools\"")
+                    : offered.empty() ? "registry '" + registry + "'"
+                                      : "\"tools\" or of the registry '" + registry + "' offered as deferred tools"));
         }
         spec["only"] = only;
     }
@@ -424,7 +491,8 @@ std::shared_ptr<const common_libtrie_tools> common_libtrie_tools_resolve(const c
         refuse("libtrie: no tools");
     }
     std::string source;
-    const auto  prepared = prepare(opts, registry.empty() ? value.at("tools").dump() : std::string(), registry, section_end, source);
+    const bool  has_tools = value.contains("tools") && value.at("tools").is_array();
+    const auto  prepared = prepare(opts, has_tools ? value.at("tools").dump() : std::string(), registry, section_end, source);
     const auto  sets = llama_libtrie::sets_of(opts, vocab);
     char        addr[32];
     snprintf(addr, sizeof addr, "%p", (const void *) vocab);

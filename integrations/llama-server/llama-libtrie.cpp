@@ -157,6 +157,15 @@ std::string common_libtrie_set_dir(const std::string & path) {
     return out;
 }
 
+std::string common_libtrie_registry_name(const std::string & value, const char * what) {
+    if (value.empty() || value == "." || value == ".." || value.find('/') != std::string::npos
+        || value.find('\0') != std::string::npos) {
+        throw std::invalid_argument(std::string(what) + ": '" + value + "' is not a registry name (NAME for the file "
+                                    "NAME.json of --trie-set-dir)");
+    }
+    return value;
+}
+
 std::string common_libtrie_compiled_dir(const std::string & path) {
     if (path.empty()) {
         return "";

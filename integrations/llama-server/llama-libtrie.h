@@ -33,6 +33,7 @@ class common_json;
 struct common_params_libtrie {
     std::string set_dir;                           // real path of the set directory; empty: no sets from files
     std::string compiled_dir;                      // compiled sets shared by the processes of a machine (--trie-compiled-dir); empty: none
+    std::string deferred_registry;                 // a registry of set_dir offered as deferred tools of every chat request with tools (--trie-deferred-registry); empty: none
     uint64_t    max_inline_strings = 10000;        // most members of an inline set
     uint64_t    max_inline_bytes   = 1u << 20;     // most bytes of an inline set (a byte per member counted for its separator)
     uint64_t    max_file_bytes     = 256u << 20;   // largest set file read
@@ -58,6 +59,15 @@ uint64_t common_libtrie_parse_u64(const std::string & value, const char * what);
 
 // The real path of an operator's set directory; throws std::invalid_argument when it is not a directory.
 std::string common_libtrie_set_dir(const std::string & path);
+
+// A registry name of an operator's option (`what`): the name as given; throws std::invalid_argument naming `what`
+// when it is empty or not a plain name (a '/', a NUL, "." or "..": registries are NAME.json of the set directory).
+std::string common_libtrie_registry_name(const std::string & value, const char * what);
+
+// Checks the options that need more than their own value once all are parsed (server start): a
+// --trie-deferred-registry needs --trie-set-dir and a registry libtrie reads. Logs the reason and returns false
+// when the server cannot serve them.
+bool common_libtrie_check_options(const common_params_libtrie & opts);
 
 // The operator's compiled directory (--trie-compiled-dir / LIBTRIE_COMPILED_DIR), created (0700) if missing: set
 // files, registries' tool names and routed sets compiled by one llama-server are saved there and mapped by the

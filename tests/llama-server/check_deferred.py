@@ -18,6 +18,19 @@ validate against it. Checked:
     (the prompt grows by their schemas against the same history answered "No tool found." by the client);
   - a malformed tool next to a deferred one: HTTP 400 naming "tools[1]".
 
+With --offered NAME (a server started with --trie-deferred-registry NAME, the registry written by --write-registry
+PATH: these tools as an OpenAI tools list), the operator's registry offered as deferred tools, the request carrying
+only the search function and tools of its own (no "defer_loading", no libtrie field):
+
+  - each registry tool named by "tool_choice": a call of it, valid against its own schema (nothing of it in the
+    request);
+  - "required": one call, named from the registry, the search function or the request's own tool, valid;
+  - the request's own tool the registry lacks, named: a call of it, valid against its schema (the name set is the
+    registry's and the request's);
+  - an empty search result answered by libtrie's search over the registry: the tools found are loaded;
+  - a name that is neither the request's nor the registry's: HTTP 400 naming "tool_choice"; a request without tools
+    is not offered the registry (no call).
+
 Needs the `jsonschema` package. Prints one line per check and "N passed, M failed" last; exit status 1 when a check
 failed.
 """
@@ -126,12 +139,64 @@ def history(tool_message_content, call_name="tool_search_tool_bm25", query="weat
     ]
 
 
+# the request's own tool in --offered mode, one the registry lacks
+OWN = ("ping_host", "Check whether a network host answers.", obj("host_name", {"type": "string"}))
+SCHEMA[OWN[0]] = OWN[2]
+
+
+def offered(url, name):
+    """--offered: the registry `name` (TOOLS) offered by the server as deferred tools of every request with tools."""
+    own = {"type": "function", "function": {"name": OWN[0], "description": OWN[1], "parameters": OWN[2]}}
+    req_tools = [own, copy.deepcopy(SEARCH)]
+    for n in ALL:
+        st, res, _ = chat(url, user(f"Call the tool {n}."),
+                          {"tools": req_tools, "tool_choice": {"type": "function", "function": {"name": n}}})
+        got, a, _, why = one_call(st, res, {n})
+        check(not why, f"[registry '{name}' offered] named registry tool {n}: a call of it, valid against its own "
+              "schema", why or json.dumps(a))
+    st, res, _ = chat(url, user("What is the weather in Paris? Use a tool."), {"tools": req_tools, "tool_choice": "required"})
+    got, a, p_offered, why = one_call(st, res, set(ALL) | {OWN[0], "tool_search_tool_bm25"})
+    check(not why, f"[registry '{name}' offered] required: one call of the registry, the search or the request's own "
+          "tool, valid", why or f"{got} {json.dumps(a)}")
+    st, res, _ = chat(url, user("Is example.org up?"),
+                      {"tools": req_tools, "tool_choice": {"type": "function", "function": {"name": OWN[0]}}})
+    got, a, _, why = one_call(st, res, {OWN[0]})
+    check(not why, f"[registry '{name}' offered] the request's own tool, named: a call of it, valid", why or json.dumps(a))
+    st, res, _ = chat(url, history(""), {"tools": req_tools, "tool_choice": "required"})
+    p_searched = prompt_tokens(st, res)
+    st, res, _ = chat(url, history("No tool found."), {"tools": req_tools, "tool_choice": "required"})
+    p_answered = prompt_tokens(st, res)
+    check(p_searched is not None and p_answered is not None and p_searched > p_answered + 20,
+          f"[registry '{name}' offered] an empty search result is answered by libtrie's search over the registry: "
+          "the tools found are loaded", f"{p_searched} (answered by libtrie) vs {p_answered} (by the client)")
+    st, res, _ = chat(url, user("Call it."),
+                      {"tools": req_tools, "tool_choice": {"type": "function", "function": {"name": "no_such_tool"}}})
+    check(st == 400 and "tool_choice" in json.dumps(res) and "no_such_tool" in json.dumps(res),
+          f"[registry '{name}' offered] a name neither the request's nor the registry's: 400 naming tool_choice",
+          f"{st} {str(res)[:300]}")
+    st, res, _ = chat(url, user("Say hello."), {}, max_tokens=16)
+    calls = (res["choices"][0]["message"].get("tool_calls") if st == 200 and isinstance(res, dict) else None)
+    check(st == 200 and not calls, f"[registry '{name}' offered] a request without tools gets no call",
+          f"{st} {str(res)[:300]}")
+    return finish()
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--url", required=True)
-    ap.add_argument("--pid", type=int, required=True)
+    ap.add_argument("--url")
+    ap.add_argument("--pid", type=int)
+    ap.add_argument("--write-registry", metavar="PATH", help="write the tools as a registry file and exit")
+    ap.add_argument("--offered", metavar="NAME", help="the server offers the registry NAME as deferred tools")
     args = ap.parse_args()
+    if args.write_registry:
+        with open(args.write_registry, "w", encoding="utf-8") as f:
+            json.dump(tools(), f)
+        return 0
+    if not args.url or args.pid is None:
+        ap.error("--url and --pid are required")
     wait_healthy(args.url, args.pid)
+    if args.offered:
+        return offered(args.url, args.offered)
     url = args.url
     msgs = user("What is the weather in Paris? Use a tool.")
 

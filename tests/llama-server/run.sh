@@ -21,7 +21,8 @@
 # without a call, parallel calls), (issue 36) tests/llama-server/check_registry_updates.py there (an unsorted
 # registry updated three times, every name checked against its own schema after each update), (issue 37)
 # tests/llama-server/check_deferred.py there (deferred tools: "defer_loading", tool_reference, a search function left
-# unanswered, with no libtrie field), and the README's registry example (data/registry/tools.json, tests/llama-server/check_registry.py) on a
+# unanswered, with no libtrie field), a Qwen2.5 server with --trie-deferred-registry (check_deferred.py --offered: the
+# operator's registry as deferred tools of every request; a registry it cannot read: the server does not start), and the README's registry example (data/registry/tools.json, tests/llama-server/check_registry.py) on a
 # Qwen2.5 server with --trie-no-route: the registry is still libtrie's, "tools" are llama.cpp's; needs jsonschema.
 #
 # Then (issue 31) tests/llama-server/check_spec.py on a SmolLM2 server with a draft model (--model-draft, the same GGUF)
@@ -135,6 +136,40 @@ if [[ "$rc3" != 0 ]]; then
 fi
 stop_server "$SERVER_PID"
 SERVER_PID=""
+
+# ---- issue 37: an operator's registry offered as deferred tools of every request (--trie-deferred-registry) -----
+python3 "$REPO/tests/llama-server/check_deferred.py" --write-registry "$SETS/offered_tools.json"
+OLOG="$WORK/server-offered.log"
+PORT="$(next_port)"
+"$BIN" -m "$QWEN" --host 127.0.0.1 --port "$PORT" -np 1 -c 8192 -t "${TRIE_SERVER_THREADS:-1}" -nr \
+  --no-webui --seed 1 --jinja --trie-set-dir "$SETS" --trie-deferred-registry offered_tools > "$OLOG" 2>&1 &
+SERVER_PID=$!
+log "offered-registry Qwen2.5 server pid $SERVER_PID on 127.0.0.1:$PORT (log: $OLOG)"
+set +e
+python3 "$REPO/tests/llama-server/check_deferred.py" --url "http://127.0.0.1:$PORT" --pid "$SERVER_PID" \
+  --offered offered_tools
+rc3b=$?
+set -e
+if [[ "$rc3b" != 0 ]]; then
+  log "offered-registry server log (last 40 lines):"
+  tail -40 "$OLOG" >&2 || true
+  rc3=1
+fi
+stop_server "$SERVER_PID"
+SERVER_PID=""
+# a registry the server cannot read: it does not start, and says which flag
+BLOG="$WORK/server-bad-registry.log"
+set +e
+timeout 120 "$BIN" -m "$QWEN" --host 127.0.0.1 --port "$(next_port)" -np 1 -c 2048 -t 1 -nr --no-webui --jinja \
+  --trie-set-dir "$SETS" --trie-deferred-registry no_such_registry > "$BLOG" 2>&1
+brc=$?
+set -e
+if [[ "$brc" != 0 && "$brc" != 124 ]] && grep -q -- "--trie-deferred-registry 'no_such_registry'" "$BLOG"; then
+  echo "ok   a registry the server cannot read: llama-server exits ($brc) naming --trie-deferred-registry"
+else
+  echo "FAIL a registry the server cannot read: exit $brc, log: $(tail -3 "$BLOG" | tr '\n' ' ')"
+  rc3=1
+fi
 
 # ---- the README's registry example with routing off (issue 29) ----------------------------------------------
 NLOG="$WORK/server-noroute.log"
