@@ -33,7 +33,6 @@ import importlib
 import json
 import os
 import random
-import statistics
 import sys
 import time
 import urllib.error
@@ -42,6 +41,7 @@ import urllib.request
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import bfcl  # noqa: E402
+import summary  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(1, os.path.join(REPO, "python"))  # libtrie's search (catalog, deferred): the tree's package
@@ -205,19 +205,7 @@ def write_catalog(path):
 
 
 def summarize(rows, engine, mode, category, limit):
-    ok = [r for r in rows if r["status"] == 200]
-    med = lambda xs: round(statistics.median(xs), 3) if xs else None  # noqa: E731
-    return {"engine": engine, "mode": mode, "category": category, "cases": len(rows), "limit": limit,
-            "answered": len(ok), "parse": sum(r["parse"] for r in rows), "names_in_set": sum(r["names_in_set"] for r in rows),
-            "ast": sum(r["ast_valid"] for r in rows),
-            "gold_in_candidates": sum(r.get("gold_in_candidates", False) for r in rows) if mode in (
-                "catalog", "deferred") else None,
-            "searched": sum(bool(r.get("searches")) for r in rows) if mode == "deferred" else None,
-            "prompt_tokens": med([r["prompt_tokens"] for r in ok if r.get("prompt_tokens")]),
-            "ttft_s": med([r["ttft_s"] for r in ok if r.get("ttft_s") is not None]),
-            "tok_s": med([r["tok_s"] for r in ok if r.get("tok_s")]),
-            "failures": sorted({f"{r['status']}: {r['error'][:120]}" for r in rows if r["status"] != 200})[:5],
-            "n_failures": len(rows) - len(ok)}
+    return {"engine": engine, "mode": mode, "category": category, "limit": limit, **summary.counts(rows)}
 
 
 def run_category(args, category, cases, url, engine, index, base, by_key):

@@ -10,10 +10,11 @@ name; catalog names NAME__vK read as NAME) and the answers at max_tokens; needs 
 BFCL data), and answer files."""
 import json
 import os
-import statistics
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import summary  # noqa: E402
 
 
 def answer_names(case):
@@ -28,26 +29,14 @@ def right_function(row, gold):
 
 
 def summarize(rows, gold=None):
-    ok = [r for r in rows if r["status"] == 200]
-    med = lambda xs: round(statistics.median(xs), 3) if xs else None  # noqa: E731
-    mode = rows[0]["mode"]
-    s = {"engine": rows[0]["engine"], "mode": mode, "category": rows[0]["category"], "cases": len(rows),
-         "parse": sum(r["parse"] for r in rows), "names_in_set": sum(r["names_in_set"] for r in rows),
-         "ast": sum(r["ast_valid"] for r in rows),
-         "gold_in_candidates": sum(r.get("gold_in_candidates", False) for r in rows) if mode in (
-             "catalog", "deferred") else None,
-         "searched": sum(bool(r.get("searches")) for r in rows) if mode == "deferred" else None,
-         "prompt_tokens": med([r["prompt_tokens"] for r in ok if r.get("prompt_tokens")]),
-         "ttft_s": med([r["ttft_s"] for r in ok if r.get("ttft_s") is not None]),
-         "tok_s": med([r["tok_s"] for r in ok if r.get("tok_s")]),
-         "failures": sorted({f"{r['status']}: {r['error'][:120]}" for r in rows if r["status"] != 200})[:5],
-         "n_failures": len(rows) - len(ok),
+    s = {"engine": rows[0]["engine"], "mode": rows[0]["mode"], "category": rows[0]["category"], **summary.counts(rows),
          "load_range": [min(r["load"] for r in rows), max(r["load"] for r in rows)] if all(
              r.get("load") is not None for r in rows) else None,
          "partial": True}
+    mode = s["mode"]
     if gold is not None:
         s["right_function"] = sum(right_function(r, gold[r["id"]]) for r in rows)
-        s["at_max_tokens"] = sum(1 for r in ok if r.get("completion_tokens") is not None and r.get("max_tokens")
+        s["at_max_tokens"] = sum(1 for r in rows if r["status"] == 200 and r.get("completion_tokens") is not None and r.get("max_tokens")
                                  and r["completion_tokens"] >= r["max_tokens"] and mode != "deferred")
     return s
 
