@@ -21,9 +21,12 @@
 //! values (a libtrie that reads only versions 1 and 2 refuses such a file instead of loading it without its
 //! values). Every other file is still written as version 2, byte for byte as before, so older libtries keep
 //! reading them. Version 4 is the same layout again, required by an automaton that keeps no rows for its unary
-//! states (`automaton/derived.rs`): an older libtrie would read their empty rows as dead ends. Versions 1 to 4
-//! are read; what a later version's section means is checked by its owner (an automaton refuses a values
-//! section, or derived rows, in a file of an older version).
+//! states (`automaton/derived.rs`): an older libtrie would read their empty rows as dead ends. Version 5 is the
+//! same layout again, required by a file holding an array of integers at a narrower width than its type's
+//! ([`Writer::section_packed`], `util/packed.rs`: the element size in the section table is the width), which an
+//! older libtrie would refuse by its element size anyway. Versions 1 to 5 are read; what a later version's
+//! section means is checked by its owner (an automaton refuses a values section, derived rows, or packed arrays
+//! in a file of an older version).
 //!
 //! Invariants checked on reading (a failure is [`ErrorKind::MalformedFile`], never a crash): the magic, version,
 //! endianness and kind; the length; the checksum of everything after the header (a lazily opened file: of the
@@ -33,14 +36,15 @@
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::util::array::{Array, Mapping};
+use crate::util::packed::{Packed, Word};
 use bytemuck::Pod;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 const MAGIC: &[u8; 8] = b"LIBTRIE\0";
-/// The newest format this library reads and writes (see the module doc: it reads versions 1 to 4).
-pub(crate) const FORMAT_VERSION: u32 = 4;
+/// The newest format this library reads and writes (see the module doc: it reads versions 1 to 5).
+pub(crate) const FORMAT_VERSION: u32 = 5;
 /// The version written unless the file's owner requires a later one ([`Writer::require_version`]).
 pub(crate) const BASE_VERSION: u32 = 2;
 const OLDEST_VERSION: u32 = 1;
@@ -127,6 +131,12 @@ impl Writer {
     /// Adds section `tag` holding `items`.
     pub(crate) fn section<T: Pod>(&mut self, tag: u32, items: &[T]) {
         self.sections.push((tag, std::mem::size_of::<T>() as u32, bytemuck::cast_slice(items).to_vec()));
+    }
+
+    /// Adds section `tag` holding the packed array `items`, its width as the element size (at the full width,
+    /// byte for byte the section of the plain array).
+    pub(crate) fn section_packed<T: Word>(&mut self, tag: u32, items: &Packed<T>) {
+        self.sections.push((tag, items.width() as u32, items.bytes().to_vec()));
     }
 
     /// The file's bytes.
@@ -467,13 +477,28 @@ impl Reader {
         self.sections.iter().any(|s| s.0 == tag)
     }
 
-    /// Section `tag` as an array of `T`.
-    pub(crate) fn array<T: Pod>(&self, tag: u32) -> Result<Array<T>> {
+    /// The entry of section `tag`: element size, offset, element count.
+    fn entry(&self, tag: u32) -> Result<(u32, usize, usize)> {
         let &(_, size, offset, count) = self
             .sections
             .iter()
             .find(|s| s.0 == tag)
             .ok_or_else(|| malformed("libtrie file", format!("section {tag} is missing")))?;
+        Ok((size, offset, count))
+    }
+
+    /// Section `tag` as a packed array of `T`, at the width its element size says (1, 2, 3, 4 or 8 bytes, at
+    /// most `T`'s).
+    pub(crate) fn packed<T: Word>(&self, tag: u32) -> Result<Packed<T>> {
+        let (size, offset, count) = self.entry(tag)?;
+        Packed::mapped(&self.map, offset, count, size as usize).ok_or_else(|| {
+            malformed("libtrie file", format!("section {tag} has elements of {size} bytes or is misplaced"))
+        })
+    }
+
+    /// Section `tag` as an array of `T`.
+    pub(crate) fn array<T: Pod>(&self, tag: u32) -> Result<Array<T>> {
+        let (size, offset, count) = self.entry(tag)?;
         if size as usize != std::mem::size_of::<T>() {
             return Err(malformed("libtrie file", format!("section {tag} has elements of {size} bytes")));
         }
@@ -570,14 +595,14 @@ mod tests {
         let mut bad = v1.clone();
         bad[1000] ^= 1;
         assert!(Reader::from_bytes_lazy(&bad, Kind::Automaton).err().unwrap().message().contains("checksum"));
-        for version in [0u32, 5, 99] {
+        for version in [0u32, 6, 99] {
             let mut other = v2.clone();
             other[8..12].copy_from_slice(&version.to_ne_bytes());
             reseal(&mut other);
             let e = Reader::from_bytes(&other, Kind::Automaton).err().unwrap();
             assert_eq!(e.kind(), ErrorKind::MalformedFile);
             assert!(e.message().contains(&format!("format version {version}, but this libtrie")), "{e}");
-            assert!(e.message().contains("reads versions 1 to 4"), "{e}");
+            assert!(e.message().contains("reads versions 1 to 5"), "{e}");
         }
     }
 

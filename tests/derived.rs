@@ -1,9 +1,9 @@
 //! The derived-rows layout (`src/automaton/derived.rs`): unary explicit states keep no row and compute it on use.
 //! An automaton compiled with it answers exactly as the one that stores every row (every state's allowed tokens,
 //! masks, steps of allowed and refused tokens, forced continuations, members), on every vocabulary; saved, it is a
-//! format version 4 file that loads (eagerly and lazily) to the same answers; a crafted file (derived bits, unary
-//! bytes or rows spoiled, block hashes and checksum made valid again) is an error or a harmless automaton, never
-//! a panic.
+//! format version 5 file (its integer arrays at packed widths, `src/util/packed.rs`) that loads (eagerly and
+//! lazily) to the same answers; a crafted file (derived bits, unary bytes, rows, packed arrays or their widths
+//! spoiled, block hashes and checksum made valid again) is an error or a harmless automaton, never a panic.
 mod common;
 
 use common::*;
@@ -83,8 +83,8 @@ fn derived_rows_answer_as_stored_rows_on_every_vocabulary() {
         // Saved and loaded (eagerly, lazily, from the file), the derived layout answers the same.
         let bytes = derived.to_bytes();
         let version = u32::from_ne_bytes(bytes[8..12].try_into().unwrap());
-        let want = if derived.allowed_total() < stored.allowed_total() { 4 } else { 2 };
-        assert_eq!(version, want, "{name}: derived rows need format version 4, stored rows stay version 2");
+        let want = if derived.allowed_total() < stored.allowed_total() { 5 } else { 2 };
+        assert_eq!(version, want, "{name}: derived rows (and packed arrays) need format version 5, stored rows stay 2");
         same_behaviour(&stored, &Automaton::from_bytes(v.clone(), &bytes).unwrap(), i as u64);
         let lazy = Automaton::from_bytes_lazy(v.clone(), &bytes).unwrap();
         assert!(lazy.is_lazy());
@@ -143,12 +143,23 @@ fn derived_rows_on_a_byte_vocabulary() {
 
 /// Section `tag` of a saved file: (byte offset, element count).
 fn section(file: &[u8], tag: u32) -> Option<(usize, usize)> {
-    let n = u32::from_ne_bytes(file[20..24].try_into().unwrap()) as usize;
-    (0..n).map(|i| 64 + 24 * i).find(|&e| u32::from_ne_bytes(file[e..e + 4].try_into().unwrap()) == tag).map(|e| {
+    entry(file, tag).map(|e| {
         let at = u64::from_ne_bytes(file[e + 8..e + 16].try_into().unwrap()) as usize;
         let count = u64::from_ne_bytes(file[e + 16..e + 24].try_into().unwrap()) as usize;
         (at, count)
     })
+}
+
+/// The byte offset of section `tag`'s entry in the section table (tag, element size, offset, count).
+fn entry(file: &[u8], tag: u32) -> Option<usize> {
+    let n = u32::from_ne_bytes(file[20..24].try_into().unwrap()) as usize;
+    (0..n).map(|i| 64 + 24 * i).find(|&e| u32::from_ne_bytes(file[e..e + 4].try_into().unwrap()) == tag)
+}
+
+/// The element size of section `tag` (the width of a packed array).
+fn element_size(file: &[u8], tag: u32) -> usize {
+    let e = entry(file, tag).unwrap();
+    u32::from_ne_bytes(file[e + 4..e + 8].try_into().unwrap()) as usize
 }
 
 /// Recomputes the block hashes and the checksum of a (version 2 or later) file as `src/format.rs` does.
@@ -181,16 +192,37 @@ fn exercise(a: &Automaton) {
     let _ = a.possible_members(a.start());
 }
 
-/// Crafted derived files: spoiled derived bits, unary bytes, offsets, tokens and targets, with valid block
-/// hashes and checksum. Loading refuses them (`MalformedFile`) or gives an automaton whose every query answers.
+/// Crafted derived files: spoiled derived bits, unary bytes, offsets, tokens, targets and the packed arrays
+/// (depths, single members, chains, member offsets), with valid block hashes and checksum. Loading refuses them
+/// (`MalformedFile`) or gives an automaton whose every query answers.
 #[test]
 fn crafted_derived_files_are_errors_never_crashes() {
     const OFFSETS: u32 = 2;
     const TOKENS: u32 = 3;
     const TARGETS: u32 = 4;
     const ACCEPTING: u32 = 5;
+    const DEPTH: u32 = 6;
+    const SINGLE: u32 = 7;
+    const CHAIN_BASE: u32 = 10;
+    const CHAIN_MEMBER: u32 = 11;
+    const CHAIN_DEPTH: u32 = 12;
+    const MEMBER_OFFSETS: u32 = 13;
     const DERIVED: u32 = 24;
     const UNARY_BYTE: u32 = 25;
+    const TAGS: [u32; 12] = [
+        DERIVED,
+        UNARY_BYTE,
+        OFFSETS,
+        TOKENS,
+        TARGETS,
+        ACCEPTING,
+        DEPTH,
+        SINGLE,
+        CHAIN_BASE,
+        CHAIN_MEMBER,
+        CHAIN_DEPTH,
+        MEMBER_OFFSETS,
+    ];
     let v = byte_vocab();
     let set = prefixed_set(9, 120);
     let a = Automaton::compile(v.clone(), &set, &options(true)).unwrap();
@@ -199,17 +231,15 @@ fn crafted_derived_files_are_errors_never_crashes() {
     assert!(count >= 1 && good[at..at + 8 * count].iter().any(|&b| b != 0));
     let mut rng = SmallRng::seed_from_u64(38);
     let (mut refused, mut loaded) = (0, 0);
-    for round in 0..400 {
+    // The packed widths of this set: one byte a depth and a single member (under 255 members), two a member
+    // offset (under 65,535 bytes of members); the transitions stay four.
+    assert_eq!((element_size(&good, DEPTH), element_size(&good, SINGLE)), (1, 1));
+    assert_eq!((element_size(&good, TOKENS), element_size(&good, MEMBER_OFFSETS)), (4, 2));
+    for round in 0..800 {
         let mut bad = good.clone();
-        let tag = [DERIVED, UNARY_BYTE, OFFSETS, TOKENS, TARGETS, ACCEPTING][round % 6];
+        let tag = TAGS[round % TAGS.len()];
         let (at, count) = section(&bad, tag).unwrap();
-        let width = match tag {
-            DERIVED => 8,
-            UNARY_BYTE => 1,
-            ACCEPTING => 8,
-            _ => 4,
-        };
-        let len = count * width;
+        let len = count * element_size(&bad, tag);
         if len == 0 {
             continue;
         }
@@ -236,7 +266,29 @@ fn crafted_derived_files_are_errors_never_crashes() {
             exercise(&x);
         }
     }
-    assert!(refused > 50 && loaded > 10, "refused {refused}, loaded {loaded}");
+    assert!(refused > 100 && loaded > 20, "refused {refused}, loaded {loaded}");
+    // Another element size for a packed array: refused (no such width, or wider than the type, or the array past
+    // its place), or read at that width (the bytes then mean other numbers) and answering without a panic.
+    for tag in [OFFSETS, DEPTH, SINGLE, CHAIN_BASE, CHAIN_MEMBER, CHAIN_DEPTH, MEMBER_OFFSETS] {
+        for size in [1u32, 2, 3, 4, 5, 8, 0] {
+            let mut bad = good.clone();
+            let e = entry(&bad, tag).unwrap();
+            bad[e + 4..e + 8].copy_from_slice(&size.to_ne_bytes());
+            reseal(&mut bad);
+            match Automaton::from_bytes(v.clone(), &bad) {
+                Ok(x) => exercise(&x),
+                Err(e) => assert_eq!(e.kind(), ErrorKind::MalformedFile, "section {tag} at {size} bytes: {e}"),
+            }
+            if let Ok(x) = Automaton::from_bytes_lazy(v.clone(), &bad) {
+                exercise(&x);
+            }
+            if size == 5 || size == 0 || (size == 8 && tag != MEMBER_OFFSETS) {
+                let e = Automaton::from_bytes(v.clone(), &bad).expect_err("no such width");
+                // (or its elements would reach past the body)
+                assert!(e.message().contains(&format!("section {tag} ")), "{e}");
+            }
+        }
+    }
     // Every state derived (bits all ones): refused eagerly (states with rows, the last state); lazily, those
     // states are malformed and the others answer.
     let mut all = good.clone();
@@ -247,12 +299,21 @@ fn crafted_derived_files_are_errors_never_crashes() {
     let lazy = Automaton::from_bytes_lazy(v.clone(), &all).unwrap();
     assert_eq!(lazy.advance(lazy.start(), 0).unwrap_err().kind(), ErrorKind::MalformedFile);
     exercise(&lazy);
-    // Derived rows in a file that says version 3: refused by their version.
+    // Derived rows in a file that says version 3, packed arrays in one that says version 4: refused by their
+    // version.
     let mut old = good.clone();
     old[8..12].copy_from_slice(&3u32.to_ne_bytes());
     reseal(&mut old);
     let e = Automaton::from_bytes(v.clone(), &old).expect_err("refused");
     assert!(e.message().contains("need version 4"), "{e}");
+    old[8..12].copy_from_slice(&4u32.to_ne_bytes());
+    reseal(&mut old);
+    for lazy in [false, true] {
+        let r = if lazy { Automaton::from_bytes_lazy(v.clone(), &old) } else { Automaton::from_bytes(v.clone(), &old) };
+        let e = r.expect_err("refused");
+        assert_eq!(e.kind(), ErrorKind::MalformedFile);
+        assert!(e.message().contains("packed widths in a format version 4 file (they need version 5)"), "{e}");
+    }
 }
 
 /// Templated automata (closed, and open: crossings out of the last segment) answer alike in both layouts, crossings

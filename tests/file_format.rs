@@ -122,6 +122,109 @@ fn values_sections_are_checked() {
     assert!(plain.len() < good.len());
 }
 
+/// The packed layout (automata with derived rows store row offsets, depths, single members, chains and member
+/// offsets at the width their values need; format version 5): compiled, saved and loaded (mapped, lazily, from
+/// bytes, lazily from bytes) the automaton answers alike, takes the same memory, saves the same file, and updates
+/// to the same automaton; with values and a template too.
+#[test]
+fn packed_arrays_load_and_behave_the_same() {
+    let v = byte_vocab();
+    let dir = tempdir("packed");
+    let opts = CompileOptions::new().derive_rows(true);
+    let set = tools(7, 3000);
+    let values: Vec<u64> = (0..set.len() as u64).map(|j| j * 3 + 1).collect();
+    let template = trie::Template::bare().prefix("<tool>").suffix("</tool>");
+    let automata = [
+        ("bare", Automaton::compile(v.clone(), &set, &opts).unwrap()),
+        ("values", Automaton::compile_with_values(v.clone(), &set, &values, &opts).unwrap()),
+        ("templated", Automaton::compile_template(v.clone(), &set, &template, &opts).unwrap()),
+    ];
+    for (what, a) in &automata {
+        let bytes = a.to_bytes();
+        assert_eq!(u32::from_ne_bytes(bytes[8..12].try_into().unwrap()), 5, "{what}");
+        // The widths: depths under 255 (one byte), chain and single members under 65,535 (two bytes: 3,000
+        // members), member offsets by the members' bytes (two bytes for the 44 KB of bare names, three for the
+        // 83 KB of templated ones).
+        let (depth_w, member_w, offsets_w) =
+            (element_size(&bytes, 6), element_size(&bytes, 11), element_size(&bytes, 13));
+        let stored_members = a.n_members() + a.dropped().len();
+        let member_bytes: usize = (0..stored_members).map(|r| a.member_bytes(r).unwrap().len()).sum();
+        let max_depth = (0..a.n_explicit() as u32).filter_map(|s| a.depth(State(s))).max().unwrap();
+        assert_eq!((depth_w, member_w), (width_of(max_depth as u64), 2), "{what}");
+        assert_eq!(offsets_w, width_of(member_bytes as u64), "{what}: {member_bytes} bytes of members");
+        assert_eq!(offsets_w, if *what == "templated" { 3 } else { 2 }, "{what}: {member_bytes} bytes of members");
+        let parts: std::collections::HashMap<&str, usize> = a.memory_parts().into_iter().collect();
+        assert_eq!(parts["depth"], depth_w * a.n_explicit(), "{what}");
+        assert_eq!(parts["member_offsets"], offsets_w * (stored_members + 1), "{what}");
+        let path = dir.join(format!("{what}.trie"));
+        a.save(&path).unwrap();
+        let mapped = Automaton::load(v.clone(), &path).unwrap();
+        assert!(mapped.is_mapped());
+        same_behaviour(a, &mapped, 3);
+        assert_eq!(mapped.memory_usage(), a.memory_usage(), "{what}: mapped at the same widths");
+        same_behaviour(a, &Automaton::from_bytes(v.clone(), &bytes).unwrap(), 4);
+        let lazy = Automaton::load_lazy(v.clone(), &path).unwrap();
+        same_behaviour(a, &lazy, 5);
+        same_behaviour(a, &Automaton::from_bytes_lazy(v.clone(), &bytes).unwrap(), 6);
+        assert_eq!(mapped.to_bytes(), bytes, "{what}");
+        assert_eq!(lazy.to_bytes(), bytes, "{what}");
+        let (add, remove) = (["zz-added", "tool7.00001.x"], [set[0].as_str(), set[2999].as_str()]);
+        let update = |x: &Automaton| {
+            if a.has_values() {
+                x.with_changes_and_values(&add, &[5, 6], &remove, &opts).unwrap().to_bytes()
+            } else {
+                x.with_changes(&add, &remove, &opts).unwrap().to_bytes()
+            }
+        };
+        let updated = update(a);
+        assert_eq!(u32::from_ne_bytes(updated[8..12].try_into().unwrap()), 5, "{what}: updated, still packed");
+        assert_eq!(update(&lazy), updated, "{what}");
+        assert_eq!(update(&mapped), updated, "{what}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The width of the depths is chosen by the deepest explicit state: 254 bytes of shared prefix take one byte a
+/// depth, 255 two (all-ones stands for the sentinel); 65,534 and 65,535 likewise two and three. Each layout saves
+/// and loads to the same answers.
+#[test]
+fn depth_widths_at_their_boundaries() {
+    let v = byte_vocab();
+    let opts = CompileOptions::new().derive_rows(true);
+    for (shared, width) in [(254, 1), (255, 2), (65_534, 2), (65_535, 3)] {
+        let prefix = "a".repeat(shared);
+        let set = [format!("{prefix}xq"), format!("{prefix}yq"), "b".to_string()];
+        let a = Automaton::compile(v.clone(), &set, &opts).unwrap();
+        let parts: std::collections::HashMap<&str, usize> = a.memory_parts().into_iter().collect();
+        assert_eq!(parts["depth"], width * a.n_explicit(), "{shared} shared bytes");
+        let bytes = a.to_bytes();
+        assert_eq!(element_size(&bytes, 6), width, "{shared}");
+        let b = Automaton::from_bytes(v.clone(), &bytes).unwrap();
+        let l = Automaton::from_bytes_lazy(v.clone(), &bytes).unwrap();
+        for s in (0..a.n_states() as u32).step_by(97).chain([a.n_explicit() as u32 - 1]).map(State) {
+            assert_eq!(a.depth(s), b.depth(s), "{shared} {s:?}");
+            assert_eq!(a.depth(s), l.depth(s), "{shared} {s:?}");
+            assert_eq!(a.allowed(s), l.allowed(s), "{shared} {s:?}");
+        }
+        let deepest = (0..a.n_explicit() as u32).filter_map(|s| l.depth(State(s))).max();
+        assert_eq!(deepest, Some(shared), "the branching state is the deepest explicit one");
+        assert!(accepts_string(&l, set[1].as_bytes()) && accepts_string(&b, set[0].as_bytes()), "{shared}");
+    }
+}
+
+/// The narrowest packed width for values up to `max` (`src/util/packed.rs`: all-ones is the sentinel).
+fn width_of(max: u64) -> usize {
+    [1, 2, 3, 4, 8].into_iter().find(|&w| w == 8 || max < (1u64 << (8 * w)) - 1).unwrap()
+}
+
+/// The element size of section `tag` of a saved file (the width of a packed array).
+fn element_size(file: &[u8], tag: u32) -> usize {
+    let n = u32::from_ne_bytes(file[20..24].try_into().unwrap()) as usize;
+    let e = (0..n).map(|i| 64 + 24 * i).find(|&e| u32::from_ne_bytes(file[e..e + 4].try_into().unwrap()) == tag);
+    let e = e.unwrap();
+    u32::from_ne_bytes(file[e + 4..e + 8].try_into().unwrap()) as usize
+}
+
 fn bytemuck_u64s(values: &[u64]) -> Vec<u8> {
     values.iter().flat_map(|v| v.to_ne_bytes()).collect()
 }
@@ -342,13 +445,15 @@ fn write_fuzz_seeds() {
     swapped[at..at + 4].copy_from_slice(b"bbaa");
     fix_checksum(&mut swapped);
     std::fs::write(out.join("regression-members-swapped"), swapped).unwrap();
-    // The derived-rows layout (format version 4): unary states without rows, over the byte-level vocabulary.
+    // The derived-rows layout, its arrays at packed widths (format version 5): unary states without rows, over the
+    // byte-level vocabulary. (The `derived-*` seeds are the same sets in format version 4, every array at its full
+    // width, written before the packed widths: kept as they are.)
     let bv = byte_vocab();
     let opts = CompileOptions::new().derive_rows(true);
     let small: Vec<String> = ["tool_a", "tool_b", "toolbox"].iter().map(|s| s.to_string()).collect();
-    for (i, set) in [small, tools(5, 40)].iter().enumerate() {
+    for (i, set) in [small, tools(5, 40), tools(6, 300)].iter().enumerate() {
         let a = Automaton::compile(bv.clone(), set, &opts).unwrap();
-        std::fs::write(out.join(format!("derived-{i}")), a.to_bytes()).unwrap();
+        std::fs::write(out.join(format!("packed-{i}")), a.to_bytes()).unwrap();
     }
 }
 

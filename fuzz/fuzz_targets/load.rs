@@ -10,9 +10,11 @@
 //! The same bytes are also loaded lazily (`from_bytes_lazy`: every state checked on first use; under the fuzzer
 //! the block hashes are not checked either, so every input is a crafted file whose hashes were made valid again),
 //! and both ways over a byte-level vocabulary (every byte a token), whose large automata keep no rows for their
-//! unary states (`src/automaton/derived.rs`, format version 4; the `derived-*` seeds): a derived row is computed
-//! from the other states' rows, so a crafted file must give an error, or a wrong row at worst, never a panic,
-//! an out-of-bounds read or a hang. A lazily loaded automaton may refuse a state (`MalformedFile`) where an
+//! unary states (`src/automaton/derived.rs`, format version 4; the `derived-*` seeds) and store their integer
+//! arrays at packed widths (`src/util/packed.rs`, format version 5; the `packed-*` seeds: a section's element size
+//! is its width, so a crafted one reads the same bytes as other numbers): a derived row is computed from the other
+//! states' rows, so a crafted file must give an error, or a wrong row at worst, never a panic, an out-of-bounds
+//! read or a hang. A lazily loaded automaton may refuse a state (`MalformedFile`) where an
 //! eager load refuses the file.
 #![no_main]
 

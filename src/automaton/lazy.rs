@@ -70,7 +70,7 @@ impl Lazy {
         }
         // The index is ascending from 0 and `s - e < chain_base[k]` (the state count): 0 <= k < chain count.
         let idx = (s - e) as u32;
-        let k = a.chain_base.partition_point(|&b| b <= idx) - 1;
+        let k = a.chain_base.ints().partition_point(|b| b <= idx) - 1;
         is_set(&self.chains, k) || self.check_chain(a, k)
     }
 
@@ -79,21 +79,22 @@ impl Lazy {
         if m + 1 >= a.member_offsets.len() {
             return false;
         }
-        let o = &a.member_offsets[m..m + 2];
-        self.blocks.verify(o)
-            && o[0] <= o[1]
-            && o[1] <= a.member_bytes.len() as u64
-            && self.blocks.verify(&a.member_bytes[o[0] as usize..o[1] as usize])
+        let o = a.member_offsets.slice(m..m + 2);
+        let (from, to) = (o.get(0), o.get(1));
+        self.blocks.verify(o.bytes())
+            && from <= to
+            && to <= a.member_bytes.len() as u64
+            && self.blocks.verify(&a.member_bytes[from as usize..to as usize])
     }
 
     #[cold]
     fn check_row(&self, a: &Automaton, s: usize) -> bool {
         let v = &self.blocks;
-        let off = &a.offsets[s..s + 2];
-        if !(v.verify(off) && off[0] <= off[1] && off[1] as usize <= a.tokens.len()) {
+        let off = a.offsets.slice(s..s + 2);
+        let r = off.get(0) as usize..off.get(1) as usize;
+        if !(v.verify(off.bytes()) && r.start <= r.end && r.end <= a.tokens.len()) {
             return false;
         }
-        let r = off[0] as usize..off[1] as usize;
         let (toks, targets) = (&a.tokens[r.clone()], &a.targets[r]);
         let n_states = a.n_states() as u64;
         let n_vocab = a.vocab.n_vocab() as u64;
@@ -102,7 +103,7 @@ impl Lazy {
             && toks.windows(2).all(|w| w[0] < w[1])
             && toks.last().map_or(true, |&t| (t as u64) < n_vocab)
             && targets.iter().all(|&t| t == State::FINISHED.0 || (t as u64) < n_states);
-        let single = a.single_member[s];
+        let single = a.single_member.get(s);
         let derived_ok = a.derived.is_empty()
             || (v.verify(&a.derived[s / 64..s / 64 + 1])
                 && v.verify(&a.unary_byte[s..s + 1])
@@ -110,9 +111,9 @@ impl Lazy {
         let ok = row_ok
             && derived_ok
             && v.verify(&a.accepting[s / 64..s / 64 + 1])
-            && v.verify(&a.depth[s..s + 1])
-            && v.verify(&a.single_member[s..s + 1])
-            && a.depth[s] as usize <= a.member_bytes.len()
+            && v.verify(a.depth.slice(s..s + 1).bytes())
+            && v.verify(a.single_member.slice(s..s + 1).bytes())
+            && a.depth.get(s) as usize <= a.member_bytes.len()
             && (single == NONE || (single as usize) < a.n_members_stored() && self.member_ok(a, single as usize))
             && self.dense_row_ok(a, s, toks);
         if ok {
@@ -136,21 +137,22 @@ impl Lazy {
 
     #[cold]
     fn check_chain_index(&self, a: &Automaton) -> bool {
-        self.blocks.verify(&a.chain_base) && a.chain_base.windows(2).all(|w| w[0] < w[1])
+        self.blocks.verify(a.chain_base.bytes()) && a.chain_base.ints().ascending(true)
     }
 
     #[cold]
     fn check_chain(&self, a: &Automaton, k: usize) -> bool {
         let v = &self.blocks;
-        if !(v.verify(&a.chain_member[k..k + 1]) && v.verify(&a.chain_first_depth[k..k + 1])) {
+        if !(v.verify(a.chain_member.slice(k..k + 1).bytes()) && v.verify(a.chain_first_depth.slice(k..k + 1).bytes()))
+        {
             return false;
         }
-        let m = a.chain_member[k] as usize;
+        let m = a.chain_member.get(k) as usize;
         if !(m < a.n_members_stored() && self.member_ok(a, m)) {
             return false;
         }
-        let len = a.member_offsets[m + 1] - a.member_offsets[m];
-        let (first, n) = (a.chain_first_depth[k] as u64, (a.chain_base[k + 1] - a.chain_base[k]) as u64);
+        let len = a.member_offsets.get(m + 1) - a.member_offsets.get(m);
+        let (first, n) = (a.chain_first_depth.get(k) as u64, (a.chain_base.get(k + 1) - a.chain_base.get(k)) as u64);
         let ok = first >= 1 && first + n - 1 == len;
         if ok {
             set(&self.chains, k);
@@ -220,30 +222,31 @@ impl Automaton {
         let n = a.member_offsets.len().checked_sub(1);
         ensure(n.is_some(), || "member offsets".into())?;
         let n = n.unwrap();
-        ensure(v.verify(&a.member_offsets[..1]) && v.verify(&a.member_offsets[n..]), corrupt)?;
-        ensure(
-            a.member_offsets[0] == 0 && a.member_offsets[n] == a.member_bytes.len() as u64 && a.n_dropped_members <= n,
-            || "member offsets are not within the member bytes".into(),
-        )?;
+        let mo = a.member_offsets.ints();
+        ensure(v.verify(mo.slice(0..1).bytes()) && v.verify(mo.slice(n..n + 1).bytes()), corrupt)?;
+        ensure(mo.get(0) == 0 && mo.get(n) == a.member_bytes.len() as u64 && a.n_dropped_members <= n, || {
+            "member offsets are not within the member bytes".into()
+        })?;
         // Member values are read by rank, after the whole automaton is checked; their count is checked now.
         a.validate_values()?;
         let e = a.depth.len();
         ensure(e >= 1 && a.offsets.len() == e + 1, || "explicit state tables of inconsistent sizes".into())?;
-        ensure(v.verify(&a.offsets[..1]) && v.verify(&a.offsets[e..]), corrupt)?;
+        ensure(v.verify(a.offsets.slice(0..1).bytes()) && v.verify(a.offsets.slice(e..e + 1).bytes()), corrupt)?;
         ensure(
             a.single_member.len() == e
                 && a.accepting.len() == e.div_ceil(64)
-                && a.offsets[0] == 0
-                && a.offsets[e] as usize == a.tokens.len()
+                && a.offsets.get(0) == 0
+                && a.offsets.get(e) as usize == a.tokens.len()
                 && a.targets.len() == a.tokens.len(),
             || "explicit state tables of inconsistent sizes".into(),
         )?;
         ensure(a.derived_sizes_ok(), || "derived rows: tables of inconsistent sizes".into())?;
         let k = a.chain_member.len();
         ensure(a.chain_base.len() == k + 1 && a.chain_first_depth.len() == k, || "chain tables".into())?;
-        ensure(v.verify(&a.chain_base[..1]) && v.verify(&a.chain_base[k..]), corrupt)?;
-        ensure(a.chain_base[0] == 0, || "chain tables".into())?;
-        ensure((e as u64 + a.chain_base[k] as u64) < State::FINISHED.0 as u64, || "too many states".into())?;
+        let cb = a.chain_base.ints();
+        ensure(v.verify(cb.slice(0..1).bytes()) && v.verify(cb.slice(k..k + 1).bytes()), corrupt)?;
+        ensure(cb.get(0) == 0, || "chain tables".into())?;
+        ensure((e as u64 + cb.get(k) as u64) < State::FINISHED.0 as u64, || "too many states".into())?;
         let words = a.mask_words();
         ensure(v.verify(&a.dense_states) && v.verify(&a.dense_rows), corrupt)?;
         ensure(

@@ -21,6 +21,7 @@ use crate::format::{ensure, Kind as FileKind, Reader, Writer};
 use crate::ids::NONE;
 use crate::util::array::Array;
 use crate::util::mask::{fill_sparse, set_bits};
+use crate::util::packed::Packed;
 use crate::vocab::{TokenId, Vocabulary};
 use rayon::prelude::*;
 use std::path::Path;
@@ -169,15 +170,15 @@ pub struct Forced {
 pub struct Automaton {
     pub(crate) vocab: Arc<Vocabulary>,
     /// CSR over the explicit states: allowed tokens (ascending) and the state each leads to.
-    pub(crate) offsets: Array<u32>,
+    pub(crate) offsets: Packed<u32>,
     pub(crate) tokens: Array<TokenId>,
     pub(crate) targets: Array<u32>,
     /// Bit `s` (of 64-bit words): explicit state `s` is accepting.
     pub(crate) accepting: Array<u64>,
     /// Depth (bytes of text so far) of each explicit state.
-    pub(crate) depth: Array<u32>,
+    pub(crate) depth: Packed<u32>,
     /// The only member below each explicit state, or `NONE` when several remain.
-    pub(crate) single_member: Array<u32>,
+    pub(crate) single_member: Packed<u32>,
     /// Bit `s` (of 64-bit words; empty when no state is): explicit state `s` keeps no row, its row is derived
     /// from the trie below it (see `derived`), along its one byte `unary_byte[s]` into state `s + 1`.
     pub(crate) derived: Array<u64>,
@@ -190,11 +191,15 @@ pub struct Automaton {
     pub(crate) dense_rows: Array<u32>,
     /// Chains: chain `k` covers states `n_explicit + chain_base[k] .. n_explicit + chain_base[k + 1]`, the
     /// positions of member `chain_member[k]` at depths `chain_first_depth[k]..`.
-    pub(crate) chain_base: Array<u32>,
-    pub(crate) chain_member: Array<u32>,
-    pub(crate) chain_first_depth: Array<u32>,
+    pub(crate) chain_base: Packed<u32>,
+    pub(crate) chain_member: Packed<u32>,
+    pub(crate) chain_first_depth: Packed<u32>,
     /// Members (sorted, distinct): `member_bytes[member_offsets[i]..member_offsets[i + 1]]`.
-    pub(crate) member_offsets: Array<u64>,
+    ///
+    /// (`offsets`, `depth`, `single_member`, the chain arrays and `member_offsets` are [`Packed`]: at their full
+    /// width, the layout of plain arrays, except in automata with derived rows, where each is stored at the width
+    /// its values need: see `persist`.)
+    pub(crate) member_offsets: Packed<u64>,
     pub(crate) member_bytes: Array<u8>,
     /// Input indices of the strings dropped as unreachable (every copy of a duplicated one), ascending.
     pub(crate) dropped: Vec<usize>,
@@ -229,7 +234,7 @@ impl Automaton {
 
     /// Number of states (not counting `FINISHED`): explicit and chain states.
     pub fn n_states(&self) -> usize {
-        self.n_explicit() + *self.chain_base.last().unwrap() as usize
+        self.n_explicit() + self.chain_base.last().unwrap() as usize
     }
 
     /// Number of explicit (materialised) states; the others are chain states.
@@ -371,23 +376,27 @@ impl Automaton {
             Derive::Given(bits, _) if bits.iter().all(|&w| w == 0) => (Vec::new(), Vec::new()),
             Derive::Given(bits, bytes) => (bits, bytes),
         };
+        // The large layout (with derived rows) stores its per-state, per-chain and per-member integers at the
+        // widths their values need; every other automaton keeps plain arrays (files byte for byte as before).
+        let pack = !derived.is_empty();
+        let p32 = |v: Vec<u32>| if pack { Packed::narrow(&v) } else { Packed::plain(v) };
         Automaton {
             vocab,
-            offsets: e.offsets.into(),
+            offsets: p32(e.offsets),
             tokens: e.tokens.into(),
             targets: e.targets.into(),
             accepting: e.accepting.into(),
-            depth: e.depth.into(),
-            single_member: e.single_member.into(),
+            depth: p32(e.depth),
+            single_member: p32(e.single_member),
             dense_states: dense_states.into(),
             dense_rows: dense_rows.into(),
             derived: derived.into(),
             unary_byte: unary_byte.into(),
             byte_tokens,
-            chain_base: chains.base.into(),
-            chain_member: chains.member.into(),
-            chain_first_depth: chains.first_depth.into(),
-            member_offsets: member_offsets.into(),
+            chain_base: p32(chains.base),
+            chain_member: p32(chains.member),
+            chain_first_depth: p32(chains.first_depth),
+            member_offsets: if pack { Packed::narrow(&member_offsets) } else { Packed::plain(member_offsets) },
             member_bytes: member_bytes.into(),
             dropped,
             n_dropped_members,

@@ -24,6 +24,10 @@ const A_UNARY_BYTE: u32 = 25;
 /// The format version of files with derived rows (sections `A_DERIVED`, `A_UNARY_BYTE`): older libtries, which
 /// would read their empty rows as dead ends, refuse them by their version.
 const DERIVED_VERSION: u32 = 4;
+/// The format version of files holding arrays at packed widths (`offsets`, `depth`, `single_member`, the chain
+/// arrays, `member_offsets`: [`Packed`], the width as the section's element size): written for automata with
+/// derived rows whose arrays fit narrower widths; older libtries refuse them by their version.
+const PACKED_VERSION: u32 = 5;
 
 /// The header of a saved automaton ([`Automaton::file_info`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -37,8 +41,9 @@ pub struct FileInfo {
 }
 
 impl Automaton {
-    /// The newest file format version: [`Automaton::save`] writes it for automata whose members carry values, and
-    /// version 2 (which older libtries read) for all others.
+    /// The newest file format version. [`Automaton::save`] writes version 2 (which older libtries read) unless
+    /// the automaton needs a later one: 3 for members with values, 4 for derived rows, 5 for arrays at packed
+    /// widths (automata with derived rows).
     pub const FORMAT_VERSION: u32 = crate::format::FORMAT_VERSION;
 
     /// Saves the automaton to `path` (written atomically: a temporary file renamed into place). The file is the
@@ -64,24 +69,27 @@ impl Automaton {
         let mut w = Writer::new(FileKind::Automaton, self.vocab.fingerprint());
         let dropped: Vec<u64> = self.dropped.iter().map(|&d| d as u64).collect();
         w.section(A_META, &[self.vocab.n_vocab() as u64, self.n_dropped_members as u64]);
-        w.section(A_OFFSETS, &self.offsets);
+        w.section_packed(A_OFFSETS, &self.offsets);
         w.section(A_TOKENS, &self.tokens);
         w.section(A_TARGETS, &self.targets);
         w.section(A_ACCEPTING, &self.accepting);
-        w.section(A_DEPTH, &self.depth);
-        w.section(A_SINGLE, &self.single_member);
+        w.section_packed(A_DEPTH, &self.depth);
+        w.section_packed(A_SINGLE, &self.single_member);
         w.section(A_DENSE_STATES, &self.dense_states);
         w.section(A_DENSE_ROWS, &self.dense_rows);
-        w.section(A_CHAIN_BASE, &self.chain_base);
-        w.section(A_CHAIN_MEMBER, &self.chain_member);
-        w.section(A_CHAIN_DEPTH, &self.chain_first_depth);
-        w.section(A_MEMBER_OFFSETS, &self.member_offsets);
+        w.section_packed(A_CHAIN_BASE, &self.chain_base);
+        w.section_packed(A_CHAIN_MEMBER, &self.chain_member);
+        w.section_packed(A_CHAIN_DEPTH, &self.chain_first_depth);
+        w.section_packed(A_MEMBER_OFFSETS, &self.member_offsets);
         w.section(A_MEMBER_BYTES, &self.member_bytes);
         w.section(A_DROPPED, &dropped);
         if self.has_derived() {
             w.section(A_DERIVED, &self.derived);
             w.section(A_UNARY_BYTE, &self.unary_byte);
             w.require_version(DERIVED_VERSION);
+        }
+        if !self.arrays_plain() {
+            w.require_version(PACKED_VERSION);
         }
         if let Some(seg) = &self.segments {
             seg.write(&mut w);
@@ -174,21 +182,21 @@ impl Automaton {
         })?;
         ensure(meta.len() == 2 && meta[0] == vocab.n_vocab() as u64, || "automaton metadata".into())?;
         let a = Automaton {
-            offsets: r.array(A_OFFSETS)?,
+            offsets: r.packed(A_OFFSETS)?,
             tokens: r.array(A_TOKENS)?,
             targets: r.array(A_TARGETS)?,
             accepting: r.array(A_ACCEPTING)?,
-            depth: r.array(A_DEPTH)?,
-            single_member: r.array(A_SINGLE)?,
+            depth: r.packed(A_DEPTH)?,
+            single_member: r.packed(A_SINGLE)?,
             dense_states: r.array(A_DENSE_STATES)?,
             dense_rows: r.array(A_DENSE_ROWS)?,
             derived: Self::read_optional(&r, A_DERIVED)?,
             unary_byte: Self::read_optional(&r, A_UNARY_BYTE)?,
             byte_tokens: derived::ByteTokens::new(&vocab),
-            chain_base: r.array(A_CHAIN_BASE)?,
-            chain_member: r.array(A_CHAIN_MEMBER)?,
-            chain_first_depth: r.array(A_CHAIN_DEPTH)?,
-            member_offsets: r.array(A_MEMBER_OFFSETS)?,
+            chain_base: r.packed(A_CHAIN_BASE)?,
+            chain_member: r.packed(A_CHAIN_MEMBER)?,
+            chain_first_depth: r.packed(A_CHAIN_DEPTH)?,
+            member_offsets: r.packed(A_MEMBER_OFFSETS)?,
             member_bytes: r.array(A_MEMBER_BYTES)?,
             dropped: dropped.iter().map(|&d| usize::try_from(d).unwrap_or(usize::MAX)).collect(),
             n_dropped_members: usize::try_from(meta[1]).unwrap_or(usize::MAX),
@@ -197,6 +205,10 @@ impl Automaton {
             vocab,
             lazy: None,
         };
+        let version = r.version();
+        ensure(version >= PACKED_VERSION || a.arrays_plain(), || {
+            format!("arrays at packed widths in a format version {version} file (they need version {PACKED_VERSION})")
+        })?;
         match blocks {
             Some(blocks) => a.lazy_checks(blocks),
             None => {
@@ -218,6 +230,17 @@ impl Automaton {
         r.array(tag)
     }
 
+    /// Whether every packed array is at its type's full width (the layout of format versions 1 to 4).
+    pub(super) fn arrays_plain(&self) -> bool {
+        self.offsets.is_plain()
+            && self.depth.is_plain()
+            && self.single_member.is_plain()
+            && self.chain_base.is_plain()
+            && self.chain_member.is_plain()
+            && self.chain_first_depth.is_plain()
+            && self.member_offsets.is_plain()
+    }
+
     /// The sizes of the derived-rows arrays: both empty, or one bit and one byte per explicit state.
     pub(super) fn derived_sizes_ok(&self) -> bool {
         let e = self.depth.len();
@@ -227,18 +250,19 @@ impl Automaton {
 
     /// A derived state `s` (`< n_explicit`) is sound: its child `s + 1` is an explicit state and its row empty.
     pub(super) fn derived_state_ok(&self, s: usize) -> bool {
-        s + 1 < self.depth.len() && self.offsets[s] == self.offsets[s + 1]
+        s + 1 < self.depth.len() && self.offsets.get(s) == self.offsets.get(s + 1)
     }
 
     /// Checks a loaded automaton's arrays against each other and its vocabulary: every index used when decoding
     /// is in bounds, so a crafted or damaged file is an error and never a crash.
     pub(super) fn validate(&self) -> Result<()> {
-        let n_members = self.member_offsets.len().checked_sub(1);
-        ensure(n_members.is_some() && self.member_offsets[0] == 0, || "member offsets".into())?;
+        let mo = self.member_offsets.ints();
+        let n_members = mo.len().checked_sub(1);
+        ensure(n_members.is_some() && mo.get(0) == 0, || "member offsets".into())?;
         let n_members = n_members.unwrap();
         ensure(
-            self.member_offsets.windows(2).all(|w| w[0] <= w[1])
-                && self.member_offsets[n_members] == self.member_bytes.len() as u64
+            mo.ascending(false)
+                && mo.get(n_members) == self.member_bytes.len() as u64
                 && self.n_dropped_members <= n_members,
             || "member offsets are not ascending within the member bytes".into(),
         )?;
@@ -254,9 +278,9 @@ impl Automaton {
                 && self.offsets.len() == e + 1
                 && self.single_member.len() == e
                 && self.accepting.len() == e.div_ceil(64)
-                && self.offsets[0] == 0
-                && self.offsets.windows(2).all(|w| w[0] <= w[1])
-                && self.offsets[e] as usize == self.tokens.len()
+                && self.offsets.get(0) == 0
+                && self.offsets.ints().ascending(false)
+                && self.offsets.get(e) as usize == self.tokens.len()
                 && self.targets.len() == self.tokens.len(),
             || "explicit state tables of inconsistent sizes".into(),
         )?;
@@ -264,20 +288,21 @@ impl Automaton {
         ensure(
             self.chain_base.len() == k + 1
                 && self.chain_first_depth.len() == k
-                && self.chain_base[0] == 0
-                && self.chain_base.windows(2).all(|w| w[0] < w[1])
-                && self.chain_member.windows(2).all(|w| w[0] < w[1])
-                && self.chain_member.iter().all(|&m| (m as usize) < n_members),
+                && self.chain_base.get(0) == 0
+                && self.chain_base.ints().ascending(true)
+                && self.chain_member.ints().ascending(true)
+                && self.chain_member.iter().all(|m| (m as usize) < n_members),
             || "chain tables".into(),
         )?;
         let bad_chain = (0..k).into_par_iter().with_min_len(1 << 14).find_any(|&i| {
-            let m = self.chain_member[i] as usize;
-            let len = self.member_offsets[m + 1] - self.member_offsets[m];
-            let (first, n) = (self.chain_first_depth[i] as u64, (self.chain_base[i + 1] - self.chain_base[i]) as u64);
+            let m = self.chain_member.get(i) as usize;
+            let len = mo.get(m + 1) - mo.get(m);
+            let base = self.chain_base.ints();
+            let (first, n) = (self.chain_first_depth.get(i) as u64, (base.get(i + 1) - base.get(i)) as u64);
             !(first >= 1 && first + n - 1 == len)
         });
         ensure(bad_chain.is_none(), || format!("chain {} does not end at its member's end", bad_chain.unwrap()))?;
-        let n_states = e as u64 + self.chain_base[k] as u64;
+        let n_states = e as u64 + self.chain_base.get(k) as u64;
         ensure(n_states < State::FINISHED.0 as u64, || "too many states".into())?;
         // The transitions, in parallel blocks of states: ids of the vocabulary, ascending within each state, and
         // targets inside the automaton.
@@ -293,13 +318,13 @@ impl Automaton {
             })
         });
         ensure(bad.is_none(), || "a state's tokens are not ascending ids of the vocabulary, or lead outside".into())?;
-        ensure(self.depth.iter().all(|&d| (d as usize) <= self.member_bytes.len()), || "state depths".into())?;
+        ensure(self.depth.iter().all(|d| (d as usize) <= self.member_bytes.len()), || "state depths".into())?;
         ensure(self.derived_sizes_ok(), || "derived rows: tables of inconsistent sizes".into())?;
         let bad_derived = (0..e).into_par_iter().with_min_len(1 << 14).find_any(|&s| {
             self.is_derived(s) && !(self.derived_state_ok(s) && self.dense_states.binary_search(&(s as u32)).is_err())
         });
         ensure(bad_derived.is_none(), || format!("derived state {} is not unary", bad_derived.unwrap()))?;
-        ensure(self.single_member.iter().all(|&m| m == NONE || (m as usize) < n_members), || "single members".into())?;
+        ensure(self.single_member.iter().all(|m| m == NONE || (m as usize) < n_members), || "single members".into())?;
         let words = self.mask_words();
         ensure(
             self.dense_states.windows(2).all(|w| w[0] < w[1])
@@ -321,5 +346,72 @@ impl Automaton {
             seg.validate(self)?;
         }
         self.validate_values()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::vocab::TokenKind;
+
+    /// Every byte a token, a few longer ones, an end-of-generation id (259): rows are derived, arrays packed.
+    fn byte_vocab() -> Arc<Vocabulary> {
+        let mut toks: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).collect();
+        toks.extend([b"ab".to_vec(), b"tool".to_vec(), b"_name".to_vec(), b"</s>".to_vec()]);
+        let mut kinds = vec![TokenKind::Normal; toks.len()];
+        kinds[259] = TokenKind::Control;
+        Arc::new(Vocabulary::new(toks, kinds, &[259], None).unwrap())
+    }
+
+    fn same_answers(a: &Automaton, b: &Automaton) {
+        assert_eq!((a.n_states(), a.n_explicit(), a.n_members()), (b.n_states(), b.n_explicit(), b.n_members()));
+        let (mut ra, mut rb) = (vec![0u32; a.mask_words()], vec![0u32; a.mask_words()]);
+        for s in (0..a.n_states() as u32).map(State).chain([State::FINISHED]) {
+            assert_eq!(a.allowed(s), b.allowed(s), "{s:?}");
+            assert_eq!((a.depth(s), a.forced(s), a.is_accepting(s)), (b.depth(s), b.forced(s), b.is_accepting(s)));
+            assert_eq!(a.possible_members(s), b.possible_members(s), "{s:?}");
+            a.fill_bitmask(s, &mut ra).unwrap();
+            b.fill_bitmask(s, &mut rb).unwrap();
+            assert_eq!(ra, rb, "{s:?}");
+            for t in [0, 97, 116, 256, 257, 258, 259] {
+                assert_eq!(a.advance(s, t).ok(), b.advance(s, t).ok(), "{s:?} {t}");
+            }
+        }
+        for r in 0..a.n_members() {
+            assert_eq!(a.member_bytes(r), b.member_bytes(r));
+        }
+    }
+
+    /// A version 4 file (derived rows, every array at its full width, as the libtrie before packed widths wrote
+    /// it) still loads, eagerly and lazily, to the same answers; the packed automaton writes version 5.
+    #[test]
+    fn version_4_files_with_full_widths_still_load() {
+        let v = byte_vocab();
+        let set: Vec<String> = (0..300).map(|i| format!("tool_name_{}{}", i % 7, i * 7919 % 1000)).collect();
+        let a = Automaton::compile(v.clone(), &set, &CompileOptions::new().derive_rows(true)).unwrap();
+        assert!(a.has_derived() && !a.arrays_plain());
+        assert_eq!((a.depth.width(), a.member_offsets.width()), (1, 2), "depths under 255, 4 KB of members");
+        let packed = a.to_bytes();
+        assert_eq!(u32::from_ne_bytes(packed[8..12].try_into().unwrap()), PACKED_VERSION);
+        let mut wide = Automaton::from_bytes(v.clone(), &packed).unwrap();
+        same_answers(&a, &wide);
+        wide.offsets = Packed::plain(wide.offsets.iter().collect());
+        wide.depth = Packed::plain(wide.depth.iter().collect());
+        wide.single_member = Packed::plain(wide.single_member.iter().collect());
+        wide.chain_base = Packed::plain(wide.chain_base.iter().collect());
+        wide.chain_member = Packed::plain(wide.chain_member.iter().collect());
+        wide.chain_first_depth = Packed::plain(wide.chain_first_depth.iter().collect());
+        wide.member_offsets = Packed::plain(wide.member_offsets.iter().collect());
+        assert!(wide.arrays_plain());
+        assert!(wide.memory_usage() > a.memory_usage());
+        let old = wide.to_bytes();
+        assert_eq!(u32::from_ne_bytes(old[8..12].try_into().unwrap()), DERIVED_VERSION);
+        for lazy in [false, true] {
+            let b =
+                if lazy { Automaton::from_bytes_lazy(v.clone(), &old) } else { Automaton::from_bytes(v.clone(), &old) };
+            let b = b.unwrap();
+            assert_eq!(b.memory_usage() - b.lazy.as_ref().map_or(0, |l| l.memory_usage()), wide.memory_usage());
+            same_answers(&a, &b);
+        }
     }
 }

@@ -23,7 +23,7 @@ impl Automaton {
     /// Member `m`'s bytes.
     #[inline]
     pub(crate) fn member(&self, m: usize) -> &[u8] {
-        &self.member_bytes[self.member_offsets[m] as usize..self.member_offsets[m + 1] as usize]
+        &self.member_bytes[self.member_offsets.get(m) as usize..self.member_offsets.get(m + 1) as usize]
     }
 
     /// What `state` (`< n_states()`) is.
@@ -35,8 +35,9 @@ impl Automaton {
             return Kind::Explicit(s);
         }
         let idx = (s - e) as u32;
-        let k = self.chain_base.partition_point(|&b| b <= idx) - 1;
-        Kind::Chain(self.chain_member[k] as usize, (self.chain_first_depth[k] + idx - self.chain_base[k]) as usize)
+        let k = self.chain_base.ints().partition_point(|b| b <= idx) - 1;
+        let depth = self.chain_first_depth.get(k) + idx - self.chain_base.get(k);
+        Kind::Chain(self.chain_member.get(k) as usize, depth as usize)
     }
 
     /// The state of member `m`'s chain position at depth `d`, given the state of a position at depth `d0`.
@@ -47,7 +48,7 @@ impl Automaton {
 
     #[inline]
     pub(crate) fn range(&self, s: usize) -> std::ops::Range<usize> {
-        self.offsets[s] as usize..self.offsets[s + 1] as usize
+        self.offsets.get(s) as usize..self.offsets.get(s + 1) as usize
     }
 
     /// Calls `f(tokens, length)` for every text-token byte string that is a prefix of `rest` (with the ids that
@@ -170,7 +171,10 @@ impl Automaton {
             return None;
         }
         match self.kind(state) {
-            Kind::Explicit(s) => (self.single_member[s] != NONE).then_some(self.single_member[s] as usize),
+            Kind::Explicit(s) => {
+                let m = self.single_member.get(s);
+                (m != NONE).then_some(m as usize)
+            }
             Kind::Chain(m, _) => Some(m),
         }
     }
@@ -217,7 +221,7 @@ impl Automaton {
             return None;
         }
         Some(match self.kind(state) {
-            Kind::Explicit(s) => self.depth[s] as usize,
+            Kind::Explicit(s) => self.depth.get(s) as usize,
             Kind::Chain(_, d) => d,
         })
     }

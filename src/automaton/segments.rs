@@ -290,11 +290,12 @@ impl Automaton {
     /// The text so far in explicit state `s`: the first `depth(s)` bytes of a member below it, found by walking
     /// down transitions until a state with one member left (`None` on a crafted file whose walk does not end).
     fn path(&self, s: usize) -> Option<&[u8]> {
-        let depth = self.depth[s] as usize;
+        let depth = self.depth.get(s) as usize;
         let mut cur = s;
         loop {
-            if self.single_member[cur] != NONE {
-                return self.member(self.single_member[cur] as usize).get(..depth);
+            let single = self.single_member.get(cur);
+            if single != NONE {
+                return self.member(single as usize).get(..depth);
             }
             let next = if self.is_derived(cur) {
                 cur as u32 + 1
@@ -303,7 +304,7 @@ impl Automaton {
             };
             match self.kind(State(next)) {
                 Kind::Chain(m, _) => return self.member(m).get(..depth),
-                Kind::Explicit(e) if self.depth[e] > self.depth[cur] => cur = e,
+                Kind::Explicit(e) if self.depth.get(e) > self.depth.get(cur) => cur = e,
                 Kind::Explicit(_) => return None,
             }
         }

@@ -33,6 +33,8 @@ impl Mapping {
 enum Owner<T> {
     Vec(#[allow(dead_code)] Vec<T>),
     Map(#[allow(dead_code)] Arc<Mapping>),
+    /// A buffer of another element type (the bytes of a `Vec<u32>`, say: [`Array::bytes_of`]).
+    Other(#[allow(dead_code)] Box<dyn std::any::Any + Send + Sync>),
 }
 
 /// A read-only `[T]` owned (built in memory) or mapped (loaded from a file). Dereferences to `[T]` at no cost.
@@ -66,6 +68,15 @@ impl<T: Pod> Array<T> {
     /// Whether the elements live in a file mapping.
     pub(crate) fn is_mapped(&self) -> bool {
         matches!(self.owner, Owner::Map(_))
+    }
+}
+
+impl Array<u8> {
+    /// The bytes of `v`'s elements, without a copy (the buffer moves into the array).
+    pub(crate) fn bytes_of<U: Pod + Send + Sync>(mut v: Vec<U>) -> Array<u8> {
+        v.shrink_to_fit();
+        let (ptr, len) = (v.as_ptr() as *const u8, std::mem::size_of_val(&v[..]));
+        Array { ptr, len, owner: Owner::Other(Box::new(v)) }
     }
 }
 

@@ -43,7 +43,7 @@ impl Job<'_, '_> {
             }
             Piece::Clean(a, b) => {
                 let (a, b) = (a as usize, b as usize);
-                let (ta, tb) = (old.offsets[a] as usize, old.offsets[b] as usize);
+                let (ta, tb) = (old.offsets.get(a) as usize, old.offsets.get(b) as usize);
                 self.tokens.copy_from_slice(&old.tokens[ta..tb]);
                 let mut gone = false;
                 for (out, &t) in self.targets.iter_mut().zip(&old.targets[ta..tb]) {
@@ -52,15 +52,17 @@ impl Job<'_, '_> {
                     *out = v.unwrap_or(0);
                 }
                 let shift = self.trans_at.wrapping_sub(ta as u32);
-                for (out, &o) in self.offsets.iter_mut().zip(&old.offsets[a + 1..=b]) {
+                for (out, o) in self.offsets.iter_mut().zip(old.offsets.slice(a + 1..b + 1).iter()) {
                     *out = o.wrapping_add(shift);
                 }
                 for (i, out) in self.accepting.iter_mut().enumerate() {
                     let s = a + i;
                     *out = old.accepting[s / 64] >> (s % 64) & 1 == 1;
                 }
-                self.depth.copy_from_slice(&old.depth[a..b]);
-                for (out, &m) in self.single_member.iter_mut().zip(&old.single_member[a..b]) {
+                for (out, d) in self.depth.iter_mut().zip(old.depth.slice(a..b).iter()) {
+                    *out = d;
+                }
+                for (out, m) in self.single_member.iter_mut().zip(old.single_member.slice(a..b).iter()) {
                     *out = if m == NONE { NONE } else { member[m as usize] };
                 }
                 !gone
@@ -114,7 +116,9 @@ pub(super) fn layout(
     }
     let size = |p: &Piece| -> (usize, usize) {
         match *p {
-            Piece::Clean(a, b) => ((b - a) as usize, (this.offsets[b as usize] - this.offsets[a as usize]) as usize),
+            Piece::Clean(a, b) => {
+                ((b - a) as usize, (this.offsets.get(b as usize) - this.offsets.get(a as usize)) as usize)
+            }
             Piece::Row(r) => (1, r.pairs.len()),
         }
     };

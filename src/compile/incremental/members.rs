@@ -16,7 +16,7 @@ pub(super) struct Members {
 
 impl Members {
     pub(super) fn list(&self) -> List<'_> {
-        List { offsets: &self.offsets, bytes: &self.bytes }
+        List { offsets: Ints::of(&self.offsets), bytes: &self.bytes }
     }
 }
 
@@ -63,9 +63,9 @@ pub(super) fn members(this: &Automaton, adding: &[&[u8]], ins: &[usize], removed
             let base = new_offsets.len() - 1;
             // The run moves from old offset `from` to new offset `to`, down when members before it were
             // removed: shifted as `o - from + to` (offsets ascend, so `o >= from`; no wrapping).
-            let (from, to) = (this.member_offsets[i], new_bytes.len() as u64);
-            new_bytes.extend_from_slice(&this.member_bytes[from as usize..this.member_offsets[end] as usize]);
-            new_offsets.extend(this.member_offsets[i + 1..=end].iter().map(|&o| o - from + to));
+            let (from, to) = (this.member_offsets.get(i), new_bytes.len() as u64);
+            new_bytes.extend_from_slice(&this.member_bytes[from as usize..this.member_offsets.get(end) as usize]);
+            new_offsets.extend(this.member_offsets.slice(i + 1..end + 1).iter().map(|o| o - from + to));
             for (j, slot) in old_to_new[i..end].iter_mut().enumerate() {
                 *slot = (base + j) as u32;
             }
@@ -133,7 +133,7 @@ pub(super) fn updated_values(o: &Origins, old_values: &[u64], add_values: &[u64]
 /// The rank of member `s` of `a` (members are sorted and distinct), if it is one.
 pub(super) fn rank_of(a: &Automaton, s: &[u8]) -> Option<usize> {
     let n = a.member_offsets.len() - 1;
-    let member = |i: usize| &a.member_bytes[a.member_offsets[i] as usize..a.member_offsets[i + 1] as usize];
+    let member = |i: usize| &a.member_bytes[a.member_offsets.get(i) as usize..a.member_offsets.get(i + 1) as usize];
     let (mut lo, mut hi) = (0, n);
     while lo < hi {
         let mid = (lo + hi) / 2;

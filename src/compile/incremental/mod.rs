@@ -47,6 +47,7 @@ use crate::automaton::{Automaton, Chains, CompileOptions, Derive, Explicit, Stat
 use crate::compile::string_trie::NONE;
 use crate::error::{Error, ErrorKind, Result};
 use crate::util::budget::Budget;
+use crate::util::packed::Ints;
 use crate::vocab::TokenId;
 use rayon::prelude::*;
 
@@ -84,7 +85,7 @@ impl Slot {
 
 /// A sorted list of distinct members: `bytes[offsets[i]..offsets[i + 1]]`.
 struct List<'a> {
-    offsets: &'a [u64],
+    offsets: Ints<'a, u64>,
     bytes: &'a [u8],
 }
 
@@ -93,7 +94,7 @@ impl<'a> List<'a> {
         self.offsets.len() - 1
     }
     fn get(&self, i: usize) -> &'a [u8] {
-        &self.bytes[self.offsets[i] as usize..self.offsets[i + 1] as usize]
+        &self.bytes[self.offsets.get(i) as usize..self.offsets.get(i + 1) as usize]
     }
     /// Longest common prefix of members `i - 1` and `i` (0 for the first, and past the end).
     fn lcp(&self, i: usize) -> usize {
@@ -271,7 +272,7 @@ impl Automaton {
         if self.segments.is_some() {
             return self.with_changes_templated(add, add_values, remove, options);
         }
-        let old = List { offsets: &self.member_offsets, bytes: &self.member_bytes };
+        let old = List { offsets: self.member_offsets.ints(), bytes: &self.member_bytes };
         let add_list: Vec<&[u8]> = add.iter().map(|s| s.as_ref()).collect();
         let remove_list: Vec<&[u8]> = remove.iter().map(|s| s.as_ref()).collect();
         let c = effective_changes(&old, &add_list, &remove_list);
@@ -484,7 +485,7 @@ mod tests {
         let v = toy(true);
         let old_set: Vec<&[u8]> = vec![b"ab", b"abd", b"bcd", b"c", b"dd"];
         let a = Automaton::compile(v.clone(), &old_set, &CompileOptions::new()).unwrap();
-        let old = List { offsets: &a.member_offsets, bytes: &a.member_bytes };
+        let old = List { offsets: a.member_offsets.ints(), bytes: &a.member_bytes };
         let adding: Vec<&[u8]> = vec![b"abc", b"e"];
         let ins = insertion_points(&old, &adding);
         assert_eq!(ins, [1, 5]);
@@ -543,7 +544,7 @@ mod tests {
                     _ => panic!("{set:?} + {add:?} - {remove:?}: {:?} / {:?}", got.err(), want.err()),
                 }
                 // Where the fast path applies, it must not fall back.
-                let old = List { offsets: &a.member_offsets, bytes: &a.member_bytes };
+                let old = List { offsets: a.member_offsets.ints(), bytes: &a.member_bytes };
                 if with_e && want.is_ok() {
                     let mut adding: Vec<&[u8]> = add.iter().map(|s| &s[..]).collect();
                     adding.sort_unstable();

@@ -61,8 +61,8 @@ pub(super) fn number(
     let mut runs: Vec<(u32, u32, u32)> = chains.runs.iter().map(|&(lo, hi, at)| (lo, hi, n_explicit + at)).collect();
     for &(k, nk) in &chains.moved {
         let (k, nk) = (k as usize, nk as usize);
-        let (a, b) = (this.chain_base[k] as usize, this.chain_base[k + 1] as usize);
-        let (f_old, f_new) = (this.chain_first_depth[k] as usize, chains.first_depth[nk] as usize);
+        let (a, b) = (this.chain_base.get(k) as usize, this.chain_base.get(k + 1) as usize);
+        let (f_old, f_new) = (this.chain_first_depth.get(k) as usize, chains.first_depth[nk] as usize);
         // Depths below f_new became explicit (dirty, numbered below); the rest keep their order.
         let skip = f_new.saturating_sub(f_old).min(b - a);
         let first = n_explicit + chains.base[nk] + (f_old + skip - f_new) as u32;

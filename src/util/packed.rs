@@ -1,0 +1,384 @@
+//! Arrays of unsigned integers stored at the width their values need: 1, 2, 3, 4 or 8 bytes per element, chosen
+//! when the array is built ([`Packed::narrow`]) and recorded in a file as the section's element size, so a saved
+//! array maps back in place at its width.
+//!
+//! Element `i` is the `width` bytes at `i * width`, in native byte order (width 3: a `u16`, then the high byte). The
+//! value of all-ones bytes is the element type's `MAX` (`u32::MAX` is the sentinel of several automaton arrays:
+//! `NONE`, `FINISHED`), so the narrowest width is the smallest one whose all-ones value is above every other
+//! value: values up to 254 take one byte, 255 two. At the full width (4 bytes for `u32`, 8 for `u64`) the layout is
+//! the plain array's, byte for byte.
+
+use super::array::{Array, Mapping};
+use bytemuck::Pod;
+use std::marker::PhantomData;
+use std::ops::Range;
+use std::sync::Arc;
+
+/// The element types of packed arrays.
+pub(crate) trait Word: Pod + Ord + std::fmt::Debug + Send + Sync {
+    /// The full width in bytes.
+    const BYTES: usize;
+    /// The value of all-ones bytes at any width.
+    const MAX: Self;
+    /// `v`, which fits (the low bits).
+    fn from_u64(v: u64) -> Self;
+    fn to_u64(self) -> u64;
+}
+
+impl Word for u32 {
+    const BYTES: usize = 4;
+    const MAX: u32 = u32::MAX;
+    #[inline]
+    fn from_u64(v: u64) -> u32 {
+        v as u32
+    }
+    #[inline]
+    fn to_u64(self) -> u64 {
+        self as u64
+    }
+}
+
+impl Word for u64 {
+    const BYTES: usize = 8;
+    const MAX: u64 = u64::MAX;
+    #[inline]
+    fn from_u64(v: u64) -> u64 {
+        v
+    }
+    #[inline]
+    fn to_u64(self) -> u64 {
+        self
+    }
+}
+
+/// The widths an array of `T` may have, in bytes.
+pub(crate) fn valid_width<T: Word>(width: usize) -> bool {
+    matches!(width, 1 | 2 | 3 | 4 | 8) && width <= T::BYTES
+}
+
+/// All-ones at `width` bytes.
+#[inline]
+fn ones(width: usize) -> u64 {
+    if width >= 8 {
+        u64::MAX
+    } else {
+        (1u64 << (8 * width)) - 1
+    }
+}
+
+/// The narrowest width for `values`: every value but `T::MAX` below the all-ones value of the width.
+pub(crate) fn width_for<T: Word>(values: &[T]) -> usize {
+    let max = values.iter().filter(|&&v| v != T::MAX).map(|&v| v.to_u64()).max().unwrap_or(0);
+    [1, 2, 3, 4, 8].into_iter().find(|&w| w <= T::BYTES && max < ones(w)).unwrap_or(T::BYTES)
+}
+
+/// A borrowed packed array (copied freely): of a [`Packed`], or of a plain slice at the full width.
+#[derive(Clone, Copy)]
+pub(crate) struct Ints<'a, T> {
+    bytes: &'a [u8],
+    width: usize,
+    len: usize,
+    _t: PhantomData<T>,
+}
+
+impl<'a, T: Word> Ints<'a, T> {
+    /// A plain slice, at the full width (no copy).
+    pub(crate) fn of(values: &'a [T]) -> Ints<'a, T> {
+        Ints { bytes: bytemuck::cast_slice(values), width: T::BYTES, len: values.len(), _t: PhantomData }
+    }
+
+    #[inline]
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Element `i`; panics past the end, as indexing a slice does.
+    #[inline]
+    pub(crate) fn get(&self, i: usize) -> T {
+        let (b, w) = (self.bytes, self.width);
+        let at = i * w;
+        let v = match w {
+            1 => b[at] as u64,
+            2 => u16::from_ne_bytes([b[at], b[at + 1]]) as u64,
+            3 => (u16::from_ne_bytes([b[at], b[at + 1]]) as u64) | ((b[at + 2] as u64) << 16),
+            4 => u32::from_ne_bytes(b[at..at + 4].try_into().unwrap()) as u64,
+            _ => u64::from_ne_bytes(b[at..at + 8].try_into().unwrap()),
+        };
+        if w < T::BYTES && v == ones(w) {
+            T::MAX
+        } else {
+            T::from_u64(v)
+        }
+    }
+
+    /// The elements `r` (panics past the end, as slicing does).
+    #[inline]
+    pub(crate) fn slice(&self, r: Range<usize>) -> Ints<'a, T> {
+        assert!(r.start <= r.end && r.end <= self.len, "range {r:?} of a packed array of {}", self.len);
+        let bytes = &self.bytes[r.start * self.width..r.end * self.width];
+        Ints { bytes, width: self.width, len: r.end - r.start, _t: PhantomData }
+    }
+
+    pub(crate) fn iter(&self) -> impl DoubleEndedIterator<Item = T> + ExactSizeIterator + 'a {
+        let a = *self;
+        (0..a.len).map(move |i| a.get(i))
+    }
+
+    pub(crate) fn last(&self) -> Option<T> {
+        self.len.checked_sub(1).map(|i| self.get(i))
+    }
+
+    /// Whether the elements ascend (strictly when `strict`).
+    pub(crate) fn ascending(&self, strict: bool) -> bool {
+        (1..self.len).all(|i| if strict { self.get(i - 1) < self.get(i) } else { self.get(i - 1) <= self.get(i) })
+    }
+
+    /// The first index whose element fails `pred` (the elements partitioned by it), as for a slice.
+    #[inline]
+    pub(crate) fn partition_point(&self, mut pred: impl FnMut(T) -> bool) -> usize {
+        let (mut lo, mut hi) = (0, self.len);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if pred(self.get(mid)) {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        lo
+    }
+
+    /// As `[T]::binary_search` on ascending elements (`Ok` of some index holding `x`).
+    pub(crate) fn binary_search(&self, x: T) -> Result<usize, usize> {
+        let i = self.partition_point(|v| v < x);
+        if i < self.len && self.get(i) == x {
+            Ok(i)
+        } else {
+            Err(i)
+        }
+    }
+
+    /// The bytes the elements take (for the block checks of a lazily loaded file, and for saving).
+    #[inline]
+    pub(crate) fn bytes(&self) -> &'a [u8] {
+        self.bytes
+    }
+
+    #[cfg(test)]
+    pub(crate) fn to_vec(self) -> Vec<T> {
+        self.iter().collect()
+    }
+}
+
+/// An owned or file-mapped packed array.
+pub(crate) struct Packed<T> {
+    bytes: Array<u8>,
+    width: usize,
+    len: usize,
+    _t: PhantomData<T>,
+}
+
+impl<T: Word> Packed<T> {
+    /// `values` at the full width (their buffer, no copy).
+    pub(crate) fn plain(values: Vec<T>) -> Packed<T> {
+        let len = values.len();
+        Packed { bytes: Array::bytes_of(values), width: T::BYTES, len, _t: PhantomData }
+    }
+
+    /// `values` at the narrowest width they fit ([`width_for`]).
+    pub(crate) fn narrow(values: &[T]) -> Packed<T> {
+        Packed::with_width(values, width_for(values))
+    }
+
+    /// `values` at `width` bytes each; panics unless every value fits ([`width_for`] at most `width`).
+    pub(crate) fn with_width(values: &[T], width: usize) -> Packed<T> {
+        assert!(valid_width::<T>(width) && width_for(values) <= width, "width {width}");
+        if width == T::BYTES {
+            return Packed::plain(values.to_vec());
+        }
+        let mut out = Vec::with_capacity(values.len() * width);
+        for &v in values {
+            let v = v.to_u64();
+            match width {
+                1 => out.push(v as u8),
+                2 => out.extend_from_slice(&(v as u16).to_ne_bytes()),
+                3 => {
+                    out.extend_from_slice(&(v as u16).to_ne_bytes());
+                    out.push((v >> 16) as u8);
+                }
+                _ => out.extend_from_slice(&(v as u32).to_ne_bytes()),
+            }
+        }
+        Packed { bytes: out.into(), width, len: values.len(), _t: PhantomData }
+    }
+
+    /// `len` elements of `width` bytes at byte `offset` of `map`; `None` for another width or when they do not
+    /// fit.
+    pub(crate) fn mapped(map: &Arc<Mapping>, offset: usize, len: usize, width: usize) -> Option<Packed<T>> {
+        if !valid_width::<T>(width) {
+            return None;
+        }
+        let bytes = Array::mapped(map, offset, len.checked_mul(width)?)?;
+        Some(Packed { bytes, width, len, _t: PhantomData })
+    }
+
+    /// The borrowed view, with the reading methods.
+    #[inline]
+    pub(crate) fn ints(&self) -> Ints<'_, T> {
+        Ints { bytes: &self.bytes, width: self.width, len: self.len, _t: PhantomData }
+    }
+
+    #[inline]
+    pub(crate) fn get(&self, i: usize) -> T {
+        self.ints().get(i)
+    }
+
+    #[inline]
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    pub(crate) fn last(&self) -> Option<T> {
+        self.ints().last()
+    }
+
+    #[inline]
+    pub(crate) fn slice(&self, r: Range<usize>) -> Ints<'_, T> {
+        self.ints().slice(r)
+    }
+
+    pub(crate) fn iter(&self) -> impl DoubleEndedIterator<Item = T> + ExactSizeIterator + '_ {
+        self.ints().iter()
+    }
+
+    /// Bytes per element.
+    pub(crate) fn width(&self) -> usize {
+        self.width
+    }
+
+    /// Whether the array is stored at its type's full width (the layout of a plain array).
+    pub(crate) fn is_plain(&self) -> bool {
+        self.width == T::BYTES
+    }
+
+    /// The bytes the elements take.
+    pub(crate) fn bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+
+    pub(crate) fn size_bytes(&self) -> usize {
+        self.bytes.len()
+    }
+}
+
+impl<T: Word> From<Vec<T>> for Packed<T> {
+    /// At the full width.
+    fn from(values: Vec<T>) -> Packed<T> {
+        Packed::plain(values)
+    }
+}
+
+impl<T: Word> Default for Packed<T> {
+    fn default() -> Packed<T> {
+        Packed::plain(Vec::new())
+    }
+}
+
+impl<T: Word> std::fmt::Debug for Packed<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.iter()).finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The width is the narrowest whose all-ones value is above every value (all-ones is `MAX`): each boundary.
+    #[test]
+    fn widths_at_their_boundaries() {
+        let cases: [(u32, usize); 9] = [
+            (0, 1),
+            (254, 1),
+            (255, 2),
+            (65_534, 2),
+            (65_535, 3),
+            (0xFF_FFFE, 3),
+            (0xFF_FFFF, 4),
+            (u32::MAX - 1, 4),
+            (1 << 31, 4),
+        ];
+        for (max, width) in cases {
+            let values = vec![0, max / 2, max, u32::MAX, 1];
+            let p = Packed::narrow(&values);
+            assert_eq!(p.width(), width, "max {max}");
+            assert_eq!(p.size_bytes(), values.len() * width);
+            assert_eq!(p.iter().collect::<Vec<_>>(), values, "max {max}");
+            assert_eq!(p.get(3), u32::MAX, "the sentinel at width {width}");
+        }
+        assert_eq!(width_for::<u32>(&[]), 1);
+        assert_eq!(width_for(&[u32::MAX, u32::MAX]), 1, "only sentinels");
+    }
+
+    /// Member offsets: 4 bytes while the member bytes are under 4 GiB, 8 from there (no sentinel in them, but
+    /// `u32::MAX` as a `u64` is a value, and needs 8).
+    #[test]
+    fn u64_offsets_take_four_bytes_under_four_gib() {
+        let under: Vec<u64> = vec![0, 7, (1 << 32) - 2];
+        assert_eq!(width_for(&under), 4);
+        let p = Packed::narrow(&under);
+        assert_eq!((p.width(), p.to_vec_for_test()), (4, under));
+        for over in [(1u64 << 32) - 1, 1 << 32, 5 << 40, u64::MAX - 1] {
+            let values = vec![0, 3, over];
+            let p = Packed::narrow(&values);
+            assert_eq!(p.width(), 8, "{over}");
+            assert_eq!(p.to_vec_for_test(), values);
+        }
+        assert_eq!(Packed::narrow(&[0u64, 200, 254]).width(), 1);
+    }
+
+    #[test]
+    fn the_full_width_is_the_plain_layout() {
+        let values: Vec<u32> = vec![5, 0, u32::MAX, 1 << 30];
+        let p = Packed::with_width(&values, 4);
+        assert!(p.is_plain());
+        assert_eq!(p.bytes(), bytemuck::cast_slice::<u32, u8>(&values));
+        let q = Packed::with_width(&[1u32, 2, 3], 3);
+        assert_eq!(q.bytes().len(), 9);
+        assert_eq!(q.slice(1..3).to_vec(), [2, 3]);
+        assert_eq!(Ints::of(&values[..]).to_vec(), values);
+    }
+
+    #[test]
+    fn searches_match_the_slice_ones() {
+        let values: Vec<u32> = vec![0, 3, 3, 9, 300, 70_000, 70_001];
+        for width in [3, 4] {
+            let p = Packed::with_width(&values, width);
+            for x in [0, 1, 3, 4, 9, 299, 300, 70_001, 80_000] {
+                assert_eq!(p.ints().partition_point(|v| v <= x), values.partition_point(|&v| v <= x), "{x}");
+                assert_eq!(p.ints().binary_search(x).is_ok(), values.binary_search(&x).is_ok(), "{x}");
+                assert_eq!(p.ints().binary_search(x).unwrap_or_else(|e| e), values.partition_point(|&v| v < x));
+            }
+            assert!(p.ints().ascending(false) && !p.ints().ascending(true));
+            assert_eq!(p.last(), Some(70_001));
+        }
+    }
+
+    #[test]
+    fn mapped_arrays_read_their_width() {
+        let p = Packed::with_width(&[1u32, 600, 70_000], 3);
+        let map = Arc::new(Mapping::copy_of(p.bytes()));
+        let q: Packed<u32> = Packed::mapped(&map, 0, 3, 3).unwrap();
+        assert_eq!(q.bytes().as_ptr(), map.bytes().as_ptr(), "in place");
+        assert_eq!(q.to_vec_for_test(), [1, 600, 70_000]);
+        assert!(Packed::<u32>::mapped(&map, 0, 4, 3).is_none(), "past the end");
+        assert!(Packed::<u32>::mapped(&map, 0, 1, 8).is_none(), "8 bytes for a u32");
+        assert!(Packed::<u32>::mapped(&map, 0, 1, 5).is_none(), "no width 5");
+    }
+
+    impl<T: Word> Packed<T> {
+        fn to_vec_for_test(&self) -> Vec<T> {
+            self.ints().to_vec()
+        }
+    }
+}
