@@ -291,7 +291,7 @@ impl Automaton {
                 && self.chain_base.get(0) == 0
                 && self.chain_base.ints().ascending(true)
                 && self.chain_member.ints().ascending(true)
-                && self.chain_member.iter().all(|m| (m as usize) < n_members),
+                && self.chain_member.ints().all(|m| (m as usize) < n_members),
             || "chain tables".into(),
         )?;
         let bad_chain = (0..k).into_par_iter().with_min_len(1 << 14).find_any(|&i| {
@@ -318,13 +318,13 @@ impl Automaton {
             })
         });
         ensure(bad.is_none(), || "a state's tokens are not ascending ids of the vocabulary, or lead outside".into())?;
-        ensure(self.depth.iter().all(|d| (d as usize) <= self.member_bytes.len()), || "state depths".into())?;
+        ensure(self.depth.ints().all(|d| (d as usize) <= self.member_bytes.len()), || "state depths".into())?;
         ensure(self.derived_sizes_ok(), || "derived rows: tables of inconsistent sizes".into())?;
         let bad_derived = (0..e).into_par_iter().with_min_len(1 << 14).find_any(|&s| {
             self.is_derived(s) && !(self.derived_state_ok(s) && self.dense_states.binary_search(&(s as u32)).is_err())
         });
         ensure(bad_derived.is_none(), || format!("derived state {} is not unary", bad_derived.unwrap()))?;
-        ensure(self.single_member.iter().all(|m| m == NONE || (m as usize) < n_members), || "single members".into())?;
+        ensure(self.single_member.ints().all(|m| m == NONE || (m as usize) < n_members), || "single members".into())?;
         let words = self.mask_words();
         ensure(
             self.dense_states.windows(2).all(|w| w[0] < w[1])
