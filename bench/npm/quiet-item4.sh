@@ -4,7 +4,7 @@
 # alternately, in one run. Run it ALONE on the machine (nothing else building or measuring).
 #
 # It only measures: the two `compile_lines` binaries are prebuilt (see BIN below; `--build` rebuilds them, about
-# 10 minutes on 2 cores, from a `git worktree` of each commit). It takes about 5 to 8 minutes on 2 quiet cores:
+# 10 minutes on 2 cores, from a `git worktree` of each commit). It takes about 1.5 to 3 minutes on 2 cores:
 # all 4,499,322 npm names twice per layout (compile, peak RSS, sizes per section, save, 5 eager and 5 lazy loads,
 # masks and first use of the states of 200 random decodes, `advance`), then the 100,000 cities three times per
 # layout (and whether the two layouts save byte-identical files). It prints a markdown table and the load average
