@@ -12,7 +12,8 @@
 //! checked, pages read; then again), and the first member lookup (the whole check).
 //!
 //! `cargo run --release --example compile_lines -- VOCAB.gguf --load FILE.trie`: the load figures of a saved file
-//! only (a file of an earlier format version, say).
+//! only (a file of an earlier format version, say). `--byte-rows-max N`: the largest row a branching state derives
+//! from its byte children (`CompileOptions::byte_rows_max`, for measuring the choice; 0: none).
 #[path = "../benches/workloads/mod.rs"]
 mod workloads;
 
@@ -34,11 +35,19 @@ fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let flag = |f: &str| args.iter().position(|a| a == f);
     let save = flag("--save").map(|i| args[i + 1].clone());
+    let mut options = CompileOptions::default();
+    if let Some(i) = flag("--byte-rows-max") {
+        options = options.byte_rows_max(args[i + 1].parse().unwrap());
+    }
     let whole = flag("--whole").is_some();
     let pos: Vec<&String> = args
         .iter()
         .enumerate()
-        .filter(|&(i, a)| !a.starts_with("--") && flag("--save").map_or(true, |s| i != s + 1))
+        .filter(|&(i, a)| {
+            !a.starts_with("--")
+                && flag("--save").map_or(true, |s| i != s + 1)
+                && flag("--byte-rows-max").map_or(true, |s| i != s + 1)
+        })
         .map(|(_, a)| a)
         .collect();
     let vocab = Arc::new(Vocabulary::from_gguf(pos[0]).unwrap());
@@ -61,9 +70,9 @@ fn main() {
     let hwm_before = vm("VmHWM:");
     let t = Instant::now();
     let (a, phases) = if whole {
-        (Automaton::compile(vocab.clone(), &lines, &CompileOptions::default()).unwrap(), None)
+        (Automaton::compile(vocab.clone(), &lines, &options).unwrap(), None)
     } else {
-        let (a, p) = trie::profile::compile_phases(vocab.clone(), &lines, &CompileOptions::default()).unwrap();
+        let (a, p) = trie::profile::compile_phases(vocab.clone(), &lines, &options).unwrap();
         (a, Some(p))
     };
     let compile_ms = t.elapsed().as_secs_f64() * 1e3;

@@ -74,7 +74,7 @@ pub fn compile_phases<S: AsRef<[u8]> + Sync>(
     let t = Instant::now();
     let edges = match options.alignment {
         AlignmentMethod::TokenTrie => {
-            align_token_trie(&trie, &vocab, &budget, crate::compile::freeze::derives(&trie, &vocab, options))?
+            align_token_trie(&trie, &vocab, &budget, crate::compile::freeze::derives(&trie, &vocab, options, false))?
         }
         AlignmentMethod::AhoCorasick => align_aho_corasick(&trie, &vocab, &budget)?,
     };

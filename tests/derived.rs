@@ -1,8 +1,9 @@
-//! The derived-rows layout (`src/automaton/derived.rs`): unary explicit states keep no row and compute it on use.
-//! An automaton compiled with it answers exactly as the one that stores every row (every state's allowed tokens,
-//! masks, steps of allowed and refused tokens, forced continuations, members), on every vocabulary; saved, it is a
-//! format version 5 file (its integer arrays at packed widths, `src/util/packed.rs`) that loads (eagerly and
-//! lazily) to the same answers; a crafted file (derived bits, unary bytes, rows, packed arrays or their widths
+//! The derived-rows layout (`src/automaton/derived.rs`): unary explicit states keep no row and compute it on use,
+//! and branching states with short rows keep only their byte children. An automaton compiled with it answers
+//! exactly as the one that stores every row (every state's allowed tokens, masks, steps of allowed and refused
+//! tokens, forced continuations, members), on every vocabulary; saved, it is a format version 6 file (5 without
+//! byte rows; its integer arrays at packed widths, `src/util/packed.rs`) that loads (eagerly and lazily) to the
+//! same answers; a crafted file (derived bits, unary bytes, byte-row bits, rows, packed arrays or their widths
 //! spoiled, block hashes and checksum made valid again) is an error or a harmless automaton, never a panic.
 mod common;
 
@@ -83,8 +84,15 @@ fn derived_rows_answer_as_stored_rows_on_every_vocabulary() {
         // Saved and loaded (eagerly, lazily, from the file), the derived layout answers the same.
         let bytes = derived.to_bytes();
         let version = u32::from_ne_bytes(bytes[8..12].try_into().unwrap());
-        let want = if derived.allowed_total() < stored.allowed_total() { 5 } else { 2 };
-        assert_eq!(version, want, "{name}: derived rows (and packed arrays) need format version 5, stored rows stay 2");
+        let byte_rows = derived.memory_parts().iter().any(|&(n, b)| n == "byte_rows" && b > 0);
+        let want = if byte_rows {
+            6
+        } else if derived.allowed_total() < stored.allowed_total() {
+            5
+        } else {
+            2
+        };
+        assert_eq!(version, want, "{name}: derived rows need format version 5 (6 with byte rows), stored rows 2");
         same_behaviour(&stored, &Automaton::from_bytes(v.clone(), &bytes).unwrap(), i as u64);
         let lazy = Automaton::from_bytes_lazy(v.clone(), &bytes).unwrap();
         assert!(lazy.is_lazy());
@@ -139,6 +147,33 @@ fn derived_rows_on_a_byte_vocabulary() {
     let stored = Automaton::compile(letters.clone(), &set, &options(false)).unwrap();
     let derived = Automaton::compile(letters, &set, &options(true)).unwrap();
     assert_eq!(derived.to_bytes(), stored.to_bytes());
+}
+
+/// Branching states keep only their byte children up to a row size: at every limit (none, one token, a few, every
+/// row short of a precomputed one) the automaton answers as the one storing every row, on every token of every
+/// state, loaded eagerly and lazily; the more rows derived, the fewer transitions stored.
+#[test]
+fn byte_rows_at_every_limit_answer_as_stored_rows() {
+    let v = byte_vocab();
+    let mut set = prefixed_set(21, 300);
+    set.extend(random_set(21, 60, 3));
+    set.extend(["ab", "abc", "abcab", "ca", "cab", "tool", "tools"].map(String::from));
+    let stored = Automaton::compile(v.clone(), &set, &options(false)).unwrap();
+    let mut totals = Vec::new();
+    for max in [0usize, 1, 4, 32, usize::MAX] {
+        let a = Automaton::compile(v.clone(), &set, &options(true).byte_rows_max(max)).unwrap();
+        totals.push(a.allowed_total());
+        same_steps(&stored, &a, max as u64, 1);
+        let bytes = a.to_bytes();
+        same_steps(&stored, &Automaton::from_bytes(v.clone(), &bytes).unwrap(), 3, 7);
+        same_steps(&stored, &Automaton::from_bytes_lazy(v.clone(), &bytes).unwrap(), 4, 1);
+    }
+    assert!(totals.windows(2).all(|w| w[0] >= w[1]) && totals[0] > totals[4], "{totals:?}");
+    // Open templates: no end-of-generation ids where a member ends, in derived rows as in stored ones.
+    let t = trie::Template::bare().prefix("<").suffix(">").end(trie::End::Open);
+    let stored = Automaton::compile_template(v.clone(), &set, &t, &options(false)).unwrap();
+    let a = Automaton::compile_template(v.clone(), &set, &t, &options(true).byte_rows_max(usize::MAX)).unwrap();
+    same_steps(&stored, &a, 9, 1);
 }
 
 /// Section `tag` of a saved file: (byte offset, element count).
@@ -209,9 +244,11 @@ fn crafted_derived_files_are_errors_never_crashes() {
     const MEMBER_OFFSETS: u32 = 13;
     const DERIVED: u32 = 24;
     const UNARY_BYTE: u32 = 25;
-    const TAGS: [u32; 12] = [
+    const BYTE_ROWS: u32 = 26;
+    const TAGS: [u32; 13] = [
         DERIVED,
         UNARY_BYTE,
+        BYTE_ROWS,
         OFFSETS,
         TOKENS,
         TARGETS,
@@ -229,8 +266,20 @@ fn crafted_derived_files_are_errors_never_crashes() {
     let good = a.to_bytes();
     let (at, count) = section(&good, DERIVED).expect("a derived section");
     assert!(count >= 1 && good[at..at + 8 * count].iter().any(|&b| b != 0));
+    let (br_at, br_count) = section(&good, BYTE_ROWS).expect("a byte-rows section");
+    assert!(br_count == count && good[br_at..br_at + 8 * br_count].iter().any(|&b| b != 0));
     let mut rng = SmallRng::seed_from_u64(38);
     let (mut refused, mut loaded) = (0, 0);
+    // Every state a byte row (bits all ones, over unary and stored rows alike): the walks read whatever rows are
+    // stored; every query answers, eagerly and lazily.
+    let mut all_rows = good.clone();
+    all_rows[br_at..br_at + 8 * br_count].fill(0xff);
+    reseal(&mut all_rows);
+    match Automaton::from_bytes(v.clone(), &all_rows) {
+        Ok(x) => exercise(&x),
+        Err(e) => assert_eq!(e.kind(), ErrorKind::MalformedFile, "{e}"),
+    }
+    exercise(&Automaton::from_bytes_lazy(v.clone(), &all_rows).unwrap());
     // The packed widths of this set: one byte a depth and a single member (under 255 members), two a member
     // offset (under 65,535 bytes of members); the transitions stay four.
     assert_eq!((element_size(&good, DEPTH), element_size(&good, SINGLE)), (1, 1));
@@ -299,13 +348,25 @@ fn crafted_derived_files_are_errors_never_crashes() {
     let lazy = Automaton::from_bytes_lazy(v.clone(), &all).unwrap();
     assert_eq!(lazy.advance(lazy.start(), 0).unwrap_err().kind(), ErrorKind::MalformedFile);
     exercise(&lazy);
-    // Derived rows in a file that says version 3, packed arrays in one that says version 4: refused by their
-    // version.
+    // Derived rows in a file that says version 3, byte rows in one that says version 5, packed arrays in one that
+    // says version 4: refused by their version.
     let mut old = good.clone();
     old[8..12].copy_from_slice(&3u32.to_ne_bytes());
     reseal(&mut old);
     let e = Automaton::from_bytes(v.clone(), &old).expect_err("refused");
     assert!(e.message().contains("need version 4"), "{e}");
+    old[8..12].copy_from_slice(&5u32.to_ne_bytes());
+    reseal(&mut old);
+    for lazy in [false, true] {
+        let r = if lazy { Automaton::from_bytes_lazy(v.clone(), &old) } else { Automaton::from_bytes(v.clone(), &old) };
+        let e = r.expect_err("refused");
+        assert_eq!(e.kind(), ErrorKind::MalformedFile);
+        assert!(e.message().contains("section 26) in a format version 5 file (they need version 6)"), "{e}");
+    }
+    let no_byte_rows = Automaton::compile(v.clone(), &set, &options(true).byte_rows_max(0)).unwrap();
+    let mut old = no_byte_rows.to_bytes();
+    assert!(section(&old, BYTE_ROWS).is_none());
+    assert_eq!(u32::from_ne_bytes(old[8..12].try_into().unwrap()), 5);
     old[8..12].copy_from_slice(&4u32.to_ne_bytes());
     reseal(&mut old);
     for lazy in [false, true] {

@@ -123,7 +123,8 @@ fn values_sections_are_checked() {
 }
 
 /// The packed layout (automata with derived rows store row offsets, depths, single members, chains and member
-/// offsets at the width their values need; format version 5): compiled, saved and loaded (mapped, lazily, from
+/// offsets at the width their values need; format version 5, and 6 with branching states keeping only their
+/// byte children, as here): compiled, saved and loaded (mapped, lazily, from
 /// bytes, lazily from bytes) the automaton answers alike, takes the same memory, saves the same file, and updates
 /// to the same automaton; with values and a template too.
 #[test]
@@ -141,7 +142,7 @@ fn packed_arrays_load_and_behave_the_same() {
     ];
     for (what, a) in &automata {
         let bytes = a.to_bytes();
-        assert_eq!(u32::from_ne_bytes(bytes[8..12].try_into().unwrap()), 5, "{what}");
+        assert_eq!(u32::from_ne_bytes(bytes[8..12].try_into().unwrap()), 6, "{what}");
         // The widths: depths under 255 (one byte), chain and single members under 65,535 (two bytes: 3,000
         // members), member offsets by the members' bytes (two bytes for the 44 KB of bare names, three for the
         // 83 KB of templated ones).
@@ -177,7 +178,7 @@ fn packed_arrays_load_and_behave_the_same() {
             }
         };
         let updated = update(a);
-        assert_eq!(u32::from_ne_bytes(updated[8..12].try_into().unwrap()), 5, "{what}: updated, still packed");
+        assert_eq!(u32::from_ne_bytes(updated[8..12].try_into().unwrap()), 6, "{what}: updated, still packed");
         assert_eq!(update(&lazy), updated, "{what}");
         assert_eq!(update(&mapped), updated, "{what}");
     }
@@ -447,13 +448,16 @@ fn write_fuzz_seeds() {
     std::fs::write(out.join("regression-members-swapped"), swapped).unwrap();
     // The derived-rows layout, its arrays at packed widths (format version 5): unary states without rows, over the
     // byte-level vocabulary. (The `derived-*` seeds are the same sets in format version 4, every array at its full
-    // width, written before the packed widths: kept as they are.)
+    // width, written before the packed widths: kept as they are.) Then the same sets with the branching states of
+    // short rows keeping only their byte children (format version 6, `byterows-*`).
     let bv = byte_vocab();
     let opts = CompileOptions::new().derive_rows(true);
     let small: Vec<String> = ["tool_a", "tool_b", "toolbox"].iter().map(|s| s.to_string()).collect();
     for (i, set) in [small, tools(5, 40), tools(6, 300)].iter().enumerate() {
-        let a = Automaton::compile(bv.clone(), set, &opts).unwrap();
+        let a = Automaton::compile(bv.clone(), set, &opts.clone().byte_rows_max(0)).unwrap();
         std::fs::write(out.join(format!("packed-{i}")), a.to_bytes()).unwrap();
+        let a = Automaton::compile(bv.clone(), set, &opts).unwrap();
+        std::fs::write(out.join(format!("byterows-{i}")), a.to_bytes()).unwrap();
     }
 }
 

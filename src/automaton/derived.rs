@@ -17,6 +17,15 @@
 //! masks and `allowed` run the walk above. Smaller automata keep every row (no derived states): see
 //! [`derive_by_default`].
 //!
+//! **Branching states with short rows** (format version 6): with unary states derived, an explicit state that is
+//! not a precomputed (dense) row and allows at most [`BYTE_ROWS_MAX`] tokens keeps only its *byte children*: the
+//! single-byte tokens of its row and their targets, which are the trie's children of the state (every byte is a
+//! token's whole text; pruning keeps every node). Its row is derived by the same walk, which reads the byte
+//! children of such a state from what it keeps, as for any stored row; the end-of-generation ids are added where
+//! the state is accepting (and the automaton not open). One bit per explicit state (`byte_rows`) says which.
+//! The walk visits each token-trie node at most once and every token it allows is a row entry, so its cost is
+//! bounded by the row's size.
+//!
 //! A loaded file's derived states are only checked for what keeps every lookup in bounds (the bit and byte
 //! blocks, `u + 1` an explicit state, the row empty); every state the walk reaches is checked (lazily loaded:
 //! on first use) before its row is read, and the walk is bounded by the token trie, so a crafted file gives
@@ -27,6 +36,9 @@ use super::*;
 /// Automata with fewer explicit states keep every row (the memory does not matter at that size, and an update
 /// with [`Automaton::with_changes`] copies stored rows in place).
 pub(crate) const DERIVE_MIN_EXPLICIT: usize = 1 << 18;
+
+/// The most tokens a branching state's row may allow to be derived from its byte children (see the module doc).
+pub(crate) const BYTE_ROWS_MAX: usize = 32;
 
 /// Whether `assemble` derives the rows of unary states: `force` if given, else for automata of at least
 /// [`DERIVE_MIN_EXPLICIT`] explicit states.
@@ -104,16 +116,35 @@ impl Pos {
 }
 
 impl Automaton {
-    /// Whether explicit state `s` keeps no row (its row is derived).
+    /// Whether explicit state `s` is unary: no row stored, one byte into `s + 1`.
     #[inline]
-    pub(crate) fn is_derived(&self, s: usize) -> bool {
+    pub(crate) fn is_unary(&self, s: usize) -> bool {
         !self.derived.is_empty() && self.derived[s / 64] >> (s % 64) & 1 == 1
     }
 
-    /// Whether some explicit state keeps no row.
+    /// Whether explicit state `s` stores only its byte children.
+    #[inline]
+    pub(crate) fn is_byte_row(&self, s: usize) -> bool {
+        !self.byte_rows.is_empty() && self.byte_rows[s / 64] >> (s % 64) & 1 == 1
+    }
+
+    /// Whether the row of explicit state `s` is derived (unary, or only its byte children stored).
+    #[inline]
+    pub(crate) fn is_derived(&self, s: usize) -> bool {
+        self.is_unary(s) || self.is_byte_row(s)
+    }
+
+    /// Whether some explicit state's row is derived.
     #[inline]
     pub(crate) fn has_derived(&self) -> bool {
-        !self.derived.is_empty()
+        !self.derived.is_empty() || !self.byte_rows.is_empty()
+    }
+
+    /// Whether the derived row of `s` holds the end-of-generation ids: a member ends there (and the automaton is
+    /// not open).
+    #[inline]
+    pub(super) fn derived_ends(&self, s: usize) -> bool {
+        self.accepting[s / 64] >> (s % 64) & 1 == 1 && !self.is_open()
     }
 
     /// The position a target state is, `None` if it is `FINISHED`, out of range or fails its (lazy) check.
@@ -132,7 +163,7 @@ impl Automaton {
     #[inline]
     fn byte_child(&self, pos: Pos, b: u8) -> Option<Pos> {
         match pos {
-            Pos::Explicit(s) if self.is_derived(s as usize) => {
+            Pos::Explicit(s) if self.is_unary(s as usize) => {
                 (self.unary_byte[s as usize] == b).then(|| self.pos_of(s + 1)).flatten()
             }
             Pos::Explicit(s) => {
@@ -151,7 +182,7 @@ impl Automaton {
     #[inline]
     fn byte_children(&self, pos: Pos, mut f: impl FnMut(u8, Pos)) {
         match pos {
-            Pos::Explicit(s) if self.is_derived(s as usize) => {
+            Pos::Explicit(s) if self.is_unary(s as usize) => {
                 if let Some(c) = self.pos_of(s + 1) {
                     f(self.unary_byte[s as usize], c);
                 }
@@ -209,11 +240,18 @@ impl Automaton {
         let idx = &self.vocab.index;
         let mut ids = Vec::new();
         self.derived_row(u, |code, _| ids.extend_from_slice(idx.code_tokens(&code)));
+        if self.derived_ends(u) {
+            ids.extend_from_slice(self.vocab.eog_ids());
+        }
         ids
     }
 
-    /// The step of `token` from derived state `u`: its bytes walked down the trie.
+    /// The step of `token` from derived state `u`: its bytes walked down the trie (`FINISHED` for an
+    /// end-of-generation id where a member ends).
     pub(super) fn derived_advance(&self, u: usize, token: TokenId) -> Option<u32> {
+        if self.vocab.is_eog(token) && self.derived_ends(u) {
+            return Some(State::FINISHED.0);
+        }
         if !self.vocab.is_text_token(token) {
             return None;
         }
@@ -285,4 +323,53 @@ pub(super) fn derive_rows(e: &mut Explicit, bytes: &ByteTokens, dense: usize) ->
     e.targets.truncate(at);
     e.targets.shrink_to_fit();
     (derived, unary_byte)
+}
+
+/// Keeps only the byte children (single-byte tokens and their targets) in the rows of the branching states of `e`
+/// that allow at most `max` tokens, are not unary (`derived`) and have no precomputed row (fewer than `dense`
+/// tokens), compacting the transitions in place; returns their bits (empty when none). See the module doc.
+pub(super) fn keep_byte_children(
+    e: &mut Explicit,
+    bytes: &ByteTokens,
+    derived: &[u64],
+    dense: usize,
+    max: usize,
+) -> Vec<u64> {
+    let n = e.depth.len();
+    if !bytes.complete() || max == 0 || n < 2 {
+        return Vec::new();
+    }
+    let mut bits = vec![0u64; n.div_ceil(64)];
+    for (s, w) in (0..n).map(|s| (s, s / 64)) {
+        let len = (e.offsets[s + 1] - e.offsets[s]) as usize;
+        let unary = derived.get(w).is_some_and(|&d| d >> (s % 64) & 1 == 1);
+        if !unary && len <= max && len < dense {
+            bits[w] |= 1 << (s % 64);
+        }
+    }
+    if bits.iter().all(|&w| w == 0) {
+        return Vec::new();
+    }
+    // Compaction in place: rows only move towards the front.
+    let last = bytes.last();
+    let mut at = 0usize;
+    for s in 0..n {
+        let (a, b) = (e.offsets[s] as usize, e.offsets[s + 1] as usize);
+        e.offsets[s] = at as u32;
+        let byte_row = bits[s / 64] >> (s % 64) & 1 == 1;
+        for j in a..b {
+            let t = e.tokens[j];
+            if !byte_row || (t <= last && bytes.byte_of(t).is_some()) {
+                e.tokens[at] = t;
+                e.targets[at] = e.targets[j];
+                at += 1;
+            }
+        }
+    }
+    e.offsets[n] = at as u32;
+    e.tokens.truncate(at);
+    e.tokens.shrink_to_fit();
+    e.targets.truncate(at);
+    e.targets.shrink_to_fit();
+    bits
 }

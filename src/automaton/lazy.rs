@@ -104,10 +104,11 @@ impl Lazy {
             && toks.last().map_or(true, |&t| (t as u64) < n_vocab)
             && targets.iter().all(|&t| t == State::FINISHED.0 || (t as u64) < n_states);
         let single = a.single_member.get(s);
-        let derived_ok = a.derived.is_empty()
+        let derived_ok = (a.derived.is_empty()
             || (v.verify(&a.derived[s / 64..s / 64 + 1])
                 && v.verify(&a.unary_byte[s..s + 1])
-                && (!a.is_derived(s) || a.derived_state_ok(s)));
+                && (!a.is_unary(s) || a.derived_state_ok(s))))
+            && (a.byte_rows.is_empty() || v.verify(&a.byte_rows[s / 64..s / 64 + 1]));
         let ok = row_ok
             && derived_ok
             && v.verify(&a.accepting[s / 64..s / 64 + 1])

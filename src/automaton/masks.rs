@@ -29,6 +29,9 @@ impl Automaton {
                 row.fill(0);
                 let idx = &self.vocab.index;
                 self.derived_row(s, |code, _| set_bits(idx.code_tokens(&code), row));
+                if self.derived_ends(s) {
+                    set_bits(self.vocab.eog_ids(), row);
+                }
             }
             Kind::Explicit(s) => {
                 let allowed = &self.tokens[self.range(s)];
@@ -111,7 +114,7 @@ impl Automaton {
 /// The first `n_rows * row_words` words of `out`, or `BufferTooSmall` naming the sizes.
 /// The one dense-row threshold: an explicit state allowing at least this many tokens has a precomputed row, for a
 /// mask of `mask_words` words (used when rows are built and when they are looked up).
-pub(super) fn dense_threshold(mask_words: usize) -> usize {
+pub(crate) fn dense_threshold(mask_words: usize) -> usize {
     (mask_words / 4).max(64)
 }
 

@@ -43,6 +43,7 @@ pub use draft::{Draft, History};
 pub use persist::FileInfo;
 
 pub(crate) use derived::{derive_by_default, ByteTokens, Derive};
+pub(crate) use masks::dense_threshold;
 pub use segments::Crossing;
 pub(crate) use segments::Segments;
 
@@ -103,6 +104,11 @@ pub struct CompileOptions {
     /// For tests and measurements; the automaton behaves the same either way.
     #[doc(hidden)]
     pub derive_rows: Option<bool>,
+    /// With derived rows: the most transitions a branching explicit state (not a precomputed row) may allow to
+    /// keep only its byte children and derive its row on use (`None`: [`derived::BYTE_ROWS_MAX`]; `Some(0)`:
+    /// none). For tests and measurements; the automaton behaves the same either way.
+    #[doc(hidden)]
+    pub byte_rows_max: Option<usize>,
 }
 
 impl CompileOptions {
@@ -140,6 +146,18 @@ impl CompileOptions {
     pub fn derive_rows(mut self, yes: bool) -> Self {
         self.derive_rows = Some(yes);
         self
+    }
+
+    /// Sets [`CompileOptions::byte_rows_max`].
+    #[doc(hidden)]
+    pub fn byte_rows_max(mut self, max: usize) -> Self {
+        self.byte_rows_max = Some(max);
+        self
+    }
+
+    /// The most transitions of a row derived from its stored byte children (see `derived`).
+    pub(crate) fn byte_rows_limit(&self) -> usize {
+        self.byte_rows_max.unwrap_or(derived::BYTE_ROWS_MAX)
     }
 }
 
@@ -183,6 +201,10 @@ pub struct Automaton {
     /// from the trie below it (see `derived`), along its one byte `unary_byte[s]` into state `s + 1`.
     pub(crate) derived: Array<u64>,
     pub(crate) unary_byte: Array<u8>,
+    /// Bit `s` (of 64-bit words; empty when no state is): explicit state `s` stores only its byte children (the
+    /// single-byte tokens of its row and their targets); its row is derived from the trie below it, as a unary
+    /// state's (see `derived`).
+    pub(crate) byte_rows: Array<u64>,
     /// The vocabulary's single-byte tokens (for derived rows; not saved).
     pub(crate) byte_tokens: derived::ByteTokens,
     /// Precomputed rows for explicit states with many allowed tokens: `dense_states` ascending, row `i` is
@@ -276,6 +298,7 @@ impl Automaton {
             + self.dense_rows.size_bytes()
             + self.derived.size_bytes()
             + self.unary_byte.size_bytes()
+            + self.byte_rows.size_bytes()
             + self.chain_base.size_bytes()
             + self.chain_member.size_bytes()
             + self.chain_first_depth.size_bytes()
@@ -303,6 +326,7 @@ impl Automaton {
             ("dense_rows", self.dense_rows.size_bytes()),
             ("derived", self.derived.size_bytes()),
             ("unary_byte", self.unary_byte.size_bytes()),
+            ("byte_rows", self.byte_rows.size_bytes()),
             ("chain_base", self.chain_base.size_bytes()),
             ("chain_member", self.chain_member.size_bytes()),
             ("chain_first_depth", self.chain_first_depth.size_bytes()),
@@ -345,7 +369,8 @@ pub(crate) struct Chains {
 
 impl Automaton {
     /// An automaton from its parts, with precomputed rows for the explicit states that allow many tokens, and
-    /// without the rows of unary states as `derive` says (see `derived`).
+    /// without the rows of unary states as `derive` says (see `derived`); when some are derived, the branching
+    /// states allowing at most `byte_rows_max` tokens (and no precomputed row) keep only their byte children.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn assemble(
         vocab: Arc<Vocabulary>,
@@ -356,6 +381,7 @@ impl Automaton {
         dropped: Vec<usize>,
         n_dropped_members: usize,
         derive: Derive,
+        byte_rows_max: usize,
     ) -> Automaton {
         let words = vocab.mask_words();
         let threshold = masks::dense_threshold(words);
@@ -368,17 +394,23 @@ impl Automaton {
             fill_sparse(&e.tokens[r], &mut dense_rows[i * words..(i + 1) * words]);
         }
         let byte_tokens = derived::ByteTokens::new(&vocab);
-        let (derived, unary_byte) = match derive {
+        let (deriving, (derived, unary_byte)) = match derive {
             Derive::ByRows(force) if derived::derive_by_default(force, n) => {
-                derived::derive_rows(&mut e, &byte_tokens, threshold)
+                (true, derived::derive_rows(&mut e, &byte_tokens, threshold))
             }
-            Derive::ByRows(_) => (Vec::new(), Vec::new()),
-            Derive::Given(bits, _) if bits.iter().all(|&w| w == 0) => (Vec::new(), Vec::new()),
-            Derive::Given(bits, bytes) => (bits, bytes),
+            Derive::ByRows(_) => (false, (Vec::new(), Vec::new())),
+            Derive::Given(bits, _) if bits.iter().all(|&w| w == 0) => (true, (Vec::new(), Vec::new())),
+            Derive::Given(bits, bytes) => (true, (bits, bytes)),
+        };
+        // (Also where no state is unary: a compile whose alignment cut the short rows relies on it.)
+        let byte_rows = if deriving {
+            derived::keep_byte_children(&mut e, &byte_tokens, &derived, threshold, byte_rows_max)
+        } else {
+            Vec::new()
         };
         // The large layout (with derived rows) stores its per-state, per-chain and per-member integers at the
         // widths their values need; every other automaton keeps plain arrays (files byte for byte as before).
-        let pack = !derived.is_empty();
+        let pack = !derived.is_empty() || !byte_rows.is_empty();
         let p32 = |v: Vec<u32>| if pack { Packed::narrow(&v) } else { Packed::plain(v) };
         Automaton {
             vocab,
@@ -392,6 +424,7 @@ impl Automaton {
             dense_rows: dense_rows.into(),
             derived: derived.into(),
             unary_byte: unary_byte.into(),
+            byte_rows: byte_rows.into(),
             byte_tokens,
             chain_base: p32(chains.base),
             chain_member: p32(chains.member),

@@ -21,6 +21,7 @@ const A_DROPPED: u32 = 15;
 // (16 to 18: the template sections, `segments.rs`; 19: the member values, `values.rs`.)
 const A_DERIVED: u32 = 24;
 const A_UNARY_BYTE: u32 = 25;
+const A_BYTE_ROWS: u32 = 26;
 /// The format version of files with derived rows (sections `A_DERIVED`, `A_UNARY_BYTE`): older libtries, which
 /// would read their empty rows as dead ends, refuse them by their version.
 const DERIVED_VERSION: u32 = 4;
@@ -28,6 +29,9 @@ const DERIVED_VERSION: u32 = 4;
 /// arrays, `member_offsets`: [`Packed`], the width as the section's element size): written for automata with
 /// derived rows whose arrays fit narrower widths; older libtries refuse them by their version.
 const PACKED_VERSION: u32 = 5;
+/// The format version of files whose branching states may keep only their byte children (section
+/// `A_BYTE_ROWS`): older libtries would read those rows as the whole rows, and refuse the files by their version.
+const BYTE_ROWS_VERSION: u32 = 6;
 
 /// The header of a saved automaton ([`Automaton::file_info`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -43,7 +47,7 @@ pub struct FileInfo {
 impl Automaton {
     /// The newest file format version. [`Automaton::save`] writes version 2 (which older libtries read) unless
     /// the automaton needs a later one: 3 for members with values, 4 for derived rows, 5 for arrays at packed
-    /// widths (automata with derived rows).
+    /// widths (automata with derived rows), 6 for branching states keeping only their byte children.
     pub const FORMAT_VERSION: u32 = crate::format::FORMAT_VERSION;
 
     /// Saves the automaton to `path` (written atomically: a temporary file renamed into place). The file is the
@@ -83,10 +87,14 @@ impl Automaton {
         w.section_packed(A_MEMBER_OFFSETS, &self.member_offsets);
         w.section(A_MEMBER_BYTES, &self.member_bytes);
         w.section(A_DROPPED, &dropped);
-        if self.has_derived() {
+        if !self.derived.is_empty() {
             w.section(A_DERIVED, &self.derived);
             w.section(A_UNARY_BYTE, &self.unary_byte);
             w.require_version(DERIVED_VERSION);
+        }
+        if !self.byte_rows.is_empty() {
+            w.section(A_BYTE_ROWS, &self.byte_rows);
+            w.require_version(BYTE_ROWS_VERSION);
         }
         if !self.arrays_plain() {
             w.require_version(PACKED_VERSION);
@@ -190,8 +198,9 @@ impl Automaton {
             single_member: r.packed(A_SINGLE)?,
             dense_states: r.array(A_DENSE_STATES)?,
             dense_rows: r.array(A_DENSE_ROWS)?,
-            derived: Self::read_optional(&r, A_DERIVED)?,
-            unary_byte: Self::read_optional(&r, A_UNARY_BYTE)?,
+            derived: Self::read_optional(&r, A_DERIVED, DERIVED_VERSION)?,
+            unary_byte: Self::read_optional(&r, A_UNARY_BYTE, DERIVED_VERSION)?,
+            byte_rows: Self::read_optional(&r, A_BYTE_ROWS, BYTE_ROWS_VERSION)?,
             byte_tokens: derived::ByteTokens::new(&vocab),
             chain_base: r.packed(A_CHAIN_BASE)?,
             chain_member: r.packed(A_CHAIN_MEMBER)?,
@@ -218,14 +227,15 @@ impl Automaton {
         }
     }
 
-    /// A section of the derived-rows layout (empty when absent; present only in version 4 files and later).
-    fn read_optional<T: bytemuck::Pod>(r: &Reader, tag: u32) -> Result<Array<T>> {
+    /// A section of the derived-rows layout (empty when absent; present only in files of version `since` and
+    /// later).
+    fn read_optional<T: bytemuck::Pod>(r: &Reader, tag: u32, since: u32) -> Result<Array<T>> {
         if !r.has(tag) {
             return Ok(Vec::new().into());
         }
         let version = r.version();
-        ensure(version >= DERIVED_VERSION, || {
-            format!("derived rows in a format version {version} file (they need version {DERIVED_VERSION})")
+        ensure(version >= since, || {
+            format!("derived rows (section {tag}) in a format version {version} file (they need version {since})")
         })?;
         r.array(tag)
     }
@@ -241,11 +251,13 @@ impl Automaton {
             && self.member_offsets.is_plain()
     }
 
-    /// The sizes of the derived-rows arrays: both empty, or one bit and one byte per explicit state.
+    /// The sizes of the derived-rows arrays: the unary bits and bytes both empty, or one bit and one byte per
+    /// explicit state; the byte-row bits empty or one per explicit state.
     pub(super) fn derived_sizes_ok(&self) -> bool {
         let e = self.depth.len();
-        (self.derived.is_empty() && self.unary_byte.is_empty())
-            || (self.derived.len() == e.div_ceil(64) && self.unary_byte.len() == e)
+        ((self.derived.is_empty() && self.unary_byte.is_empty())
+            || (self.derived.len() == e.div_ceil(64) && self.unary_byte.len() == e))
+            && (self.byte_rows.is_empty() || self.byte_rows.len() == e.div_ceil(64))
     }
 
     /// A derived state `s` (`< n_explicit`) is sound: its child `s + 1` is an explicit state and its row empty.
@@ -291,7 +303,7 @@ impl Automaton {
                 && self.chain_base.get(0) == 0
                 && self.chain_base.ints().ascending(true)
                 && self.chain_member.ints().ascending(true)
-                && self.chain_member.iter().all(|m| (m as usize) < n_members),
+                && self.chain_member.ints().all(|m| (m as usize) < n_members),
             || "chain tables".into(),
         )?;
         let bad_chain = (0..k).into_par_iter().with_min_len(1 << 14).find_any(|&i| {
@@ -318,13 +330,13 @@ impl Automaton {
             })
         });
         ensure(bad.is_none(), || "a state's tokens are not ascending ids of the vocabulary, or lead outside".into())?;
-        ensure(self.depth.iter().all(|d| (d as usize) <= self.member_bytes.len()), || "state depths".into())?;
+        ensure(self.depth.ints().all(|d| (d as usize) <= self.member_bytes.len()), || "state depths".into())?;
         ensure(self.derived_sizes_ok(), || "derived rows: tables of inconsistent sizes".into())?;
         let bad_derived = (0..e).into_par_iter().with_min_len(1 << 14).find_any(|&s| {
-            self.is_derived(s) && !(self.derived_state_ok(s) && self.dense_states.binary_search(&(s as u32)).is_err())
+            self.is_unary(s) && !(self.derived_state_ok(s) && self.dense_states.binary_search(&(s as u32)).is_err())
         });
         ensure(bad_derived.is_none(), || format!("derived state {} is not unary", bad_derived.unwrap()))?;
-        ensure(self.single_member.iter().all(|m| m == NONE || (m as usize) < n_members), || "single members".into())?;
+        ensure(self.single_member.ints().all(|m| m == NONE || (m as usize) < n_members), || "single members".into())?;
         let words = self.mask_words();
         ensure(
             self.dense_states.windows(2).all(|w| w[0] < w[1])
@@ -388,8 +400,10 @@ mod tests {
     fn version_4_files_with_full_widths_still_load() {
         let v = byte_vocab();
         let set: Vec<String> = (0..300).map(|i| format!("tool_name_{}{}", i % 7, i * 7919 % 1000)).collect();
-        let a = Automaton::compile(v.clone(), &set, &CompileOptions::new().derive_rows(true)).unwrap();
-        assert!(a.has_derived() && !a.arrays_plain());
+        // (Without byte rows, which need version 6: see the next test.)
+        let opts = CompileOptions::new().derive_rows(true).byte_rows_max(0);
+        let a = Automaton::compile(v.clone(), &set, &opts).unwrap();
+        assert!(a.has_derived() && !a.arrays_plain() && a.byte_rows.is_empty());
         assert_eq!((a.depth.width(), a.member_offsets.width()), (1, 2), "depths under 255, 4 KB of members");
         let packed = a.to_bytes();
         assert_eq!(u32::from_ne_bytes(packed[8..12].try_into().unwrap()), PACKED_VERSION);
@@ -413,5 +427,24 @@ mod tests {
             assert_eq!(b.memory_usage() - b.lazy.as_ref().map_or(0, |l| l.memory_usage()), wide.memory_usage());
             same_answers(&a, &b);
         }
+    }
+
+    /// Branching states keeping only their byte children make a version 6 file, loading (eagerly and lazily) to
+    /// the answers of the automaton storing every row.
+    #[test]
+    fn byte_rows_need_version_6() {
+        let v = byte_vocab();
+        let set: Vec<String> = (0..300).map(|i| format!("tool_name_{}{}", i % 7, i * 7919 % 1000)).collect();
+        let stored = Automaton::compile(v.clone(), &set, &CompileOptions::new().derive_rows(false)).unwrap();
+        let a = Automaton::compile(v.clone(), &set, &CompileOptions::new().derive_rows(true)).unwrap();
+        assert!(!a.byte_rows.is_empty() && a.allowed_total() < stored.allowed_total());
+        let n_byte_rows: u32 = a.byte_rows.iter().map(|w| w.count_ones()).sum();
+        assert!(n_byte_rows >= 10, "{n_byte_rows}");
+        same_answers(&stored, &a);
+        let bytes = a.to_bytes();
+        assert_eq!(u32::from_ne_bytes(bytes[8..12].try_into().unwrap()), BYTE_ROWS_VERSION);
+        same_answers(&stored, &Automaton::from_bytes(v.clone(), &bytes).unwrap());
+        same_answers(&stored, &Automaton::from_bytes_lazy(v.clone(), &bytes).unwrap());
+        // (A version 5 header over byte rows is refused: tests/derived.rs, which reseals crafted files.)
     }
 }

@@ -112,6 +112,7 @@ impl Automaton {
         self.check(state)?;
         match self.kind(state) {
             Kind::Explicit(s) if self.is_derived(s) => match self.derived_advance(s, token) {
+                Some(t) if t == State::FINISHED.0 => Ok(Step::Finished),
                 Some(t) => Ok(Step::Next(State(t))),
                 None => Err(self.rejected(state, token)),
             },

@@ -297,7 +297,7 @@ impl Automaton {
             if single != NONE {
                 return self.member(single as usize).get(..depth);
             }
-            let next = if self.is_derived(cur) {
+            let next = if self.is_unary(cur) {
                 cur as u32 + 1
             } else {
                 self.targets[self.range(cur)].iter().copied().find(|&t| t != State::FINISHED.0)?

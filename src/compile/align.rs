@@ -83,17 +83,35 @@ fn chain_position(trie: &StringTrie, k: u32, d: usize) -> u32 {
     trie.chain_base[k as usize] + (d - trie.explicit_depth[m] as usize - 1) as u32
 }
 
-/// `derive`: skip the unary nodes (see [`Edges::skipped`]).
+/// How the alignment treats the rows the automaton will derive (`automaton/derived.rs`): the unary nodes are not
+/// walked (see [`Edges::skipped`]), and a node whose row allows at most `max` tokens, fewer than `dense` (counting
+/// `eog` end-of-generation ids where a member ends) keeps only the edges of its single-byte tokens, its byte
+/// children: the automaton keeps no more of such a row (`keep_byte_children`, which finds the same rows from
+/// their lengths, whether they were cut here or not).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct DeriveRule {
+    pub(crate) max: usize,
+    pub(crate) dense: usize,
+    pub(crate) eog: usize,
+}
+
+/// `derive`: skip the unary nodes and cut the short rows (see [`DeriveRule`]).
 pub(crate) fn align_token_trie(
     trie: &StringTrie,
     vocab: &Vocabulary,
     budget: &Budget,
-    derive: bool,
+    derive: Option<DeriveRule>,
 ) -> crate::Result<Edges> {
     let tt = &vocab.index.trie;
+    let idx = &vocab.index;
     let n = trie.n_nodes();
-    let skipped: Option<Vec<bool>> = derive.then(|| (0..n as u32).into_par_iter().map(|u| trie.is_unary(u)).collect());
+    let skipped: Option<Vec<bool>> = derive.map(|_| (0..n as u32).into_par_iter().map(|u| trie.is_unary(u)).collect());
     let skip = skipped.as_deref();
+    // The codes of the single-byte tokens, sorted.
+    let mut byte_codes: Vec<u32> =
+        (0..=255u8).map(|b| tt.child(0, b)).filter(|&u| u != NONE).map(|u| tt.code(u)).filter(|&c| c != NONE).collect();
+    byte_codes.sort_unstable();
+    let cut = derive.filter(|r| r.max > 0);
     let blocks: Vec<(usize, usize)> = (0..n).step_by(CHUNK_NODES).map(|a| (a, (a + CHUNK_NODES).min(n))).collect();
     let walk_block = |&(a, b): &(usize, usize)| -> crate::Result<(Vec<u32>, Vec<u32>, Vec<Target>)> {
         if budget.exhausted() {
@@ -142,6 +160,22 @@ pub(crate) fn align_token_trie(
                             target.push(Target::chain(chain_position(trie, k, d + 1)));
                         }
                     }
+                }
+            }
+            if let Some(rule) = cut {
+                let eog = if trie.end_member[source as usize] != NONE { rule.eog } else { 0 };
+                let tokens = eog + pattern[before..].iter().map(|c| idx.code_tokens(c).len()).sum::<usize>();
+                if tokens <= rule.max && tokens < rule.dense {
+                    let mut kept = before;
+                    for j in before..pattern.len() {
+                        if byte_codes.binary_search(&pattern[j]).is_ok() {
+                            pattern[kept] = pattern[j];
+                            target[kept] = target[j];
+                            kept += 1;
+                        }
+                    }
+                    pattern.truncate(kept);
+                    target.truncate(kept);
                 }
             }
             counts.push((pattern.len() - before) as u32);

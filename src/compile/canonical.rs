@@ -162,6 +162,7 @@ impl Automaton {
             Vec::new(),
             0,
             Derive::ByRows(Some(false)),
+            0,
         ))
     }
 }

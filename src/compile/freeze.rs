@@ -1,9 +1,10 @@
 //! The compile's last step: prune the alignment, number the states, lay out the flat arrays.
 
 use crate::automaton::{
-    derive_by_default, AlignmentMethod, Automaton, ByteTokens, Chains, CompileOptions, Derive, Explicit, State,
+    dense_threshold, derive_by_default, AlignmentMethod, Automaton, ByteTokens, Chains, CompileOptions, Derive,
+    Explicit, State,
 };
-use crate::compile::align::{align_aho_corasick, align_token_trie, Edges, Target, TargetKind};
+use crate::compile::align::{align_aho_corasick, align_token_trie, DeriveRule, Edges, Target, TargetKind};
 use crate::compile::string_trie::{StringTrie, NONE};
 use crate::error::{Error, ErrorKind, Result};
 use crate::util::budget::Budget;
@@ -49,7 +50,7 @@ impl Automaton {
         let budget = Budget::new(options.max_bytes);
         let trie = StringTrie::build(strings, &vocab.index.single_byte, &budget, options.max_states)?;
         let by_rank = values.map(|v| first_copy_values(&trie.member_input, v));
-        let edges = align(&trie, &vocab, options, &budget)?;
+        let edges = align(&trie, &vocab, options, &budget, false)?;
         let mut a = freeze(vocab, trie, edges, options, &budget, false)?;
         a.values = by_rank.map(Into::into);
         Ok(a)
@@ -71,18 +72,35 @@ pub(crate) fn check_values_len(n_values: usize, n_strings: usize, what: &str) ->
     )))
 }
 
-/// The alignment of `trie` with the vocabulary by the options' method.
-pub(crate) fn align(trie: &StringTrie, vocab: &Vocabulary, options: &CompileOptions, budget: &Budget) -> Result<Edges> {
+/// The alignment of `trie` with the vocabulary by the options' method (`open`: no end-of-generation ids where a
+/// member ends, as for [`freeze`]).
+pub(crate) fn align(
+    trie: &StringTrie,
+    vocab: &Vocabulary,
+    options: &CompileOptions,
+    budget: &Budget,
+    open: bool,
+) -> Result<Edges> {
     match options.alignment {
-        AlignmentMethod::TokenTrie => align_token_trie(trie, vocab, budget, derives(trie, vocab, options)),
+        AlignmentMethod::TokenTrie => align_token_trie(trie, vocab, budget, derives(trie, vocab, options, open)),
         AlignmentMethod::AhoCorasick => align_aho_corasick(trie, vocab, budget),
     }
 }
 
-/// Whether the compile of `trie` derives the rows of its unary nodes instead of storing them (see
-/// `automaton/derived.rs`): on a vocabulary where every byte is a token, by the options or the trie's size.
-pub(crate) fn derives(trie: &StringTrie, vocab: &Vocabulary, options: &CompileOptions) -> bool {
-    derive_by_default(options.derive_rows, trie.n_nodes()) && ByteTokens::new(vocab).complete()
+/// Whether the compile of `trie` derives the rows of its unary nodes (and of the branching ones with short rows)
+/// instead of storing them (see `automaton/derived.rs`): on a vocabulary where every byte is a token, by the
+/// options or the trie's size; then how.
+pub(crate) fn derives(
+    trie: &StringTrie,
+    vocab: &Vocabulary,
+    options: &CompileOptions,
+    open: bool,
+) -> Option<DeriveRule> {
+    (derive_by_default(options.derive_rows, trie.n_nodes()) && ByteTokens::new(vocab).complete()).then(|| DeriveRule {
+        max: options.byte_rows_limit(),
+        dense: dense_threshold(vocab.mask_words()),
+        eog: if open { 0 } else { vocab.eog_ids().len() },
+    })
 }
 
 /// Prunes the alignment to live, reachable explicit nodes, numbers the states and lays out the flat arrays.
@@ -132,6 +150,7 @@ pub(crate) fn freeze(
         dropped,
         n_dropped_members,
         derive,
+        options.byte_rows_limit(),
     ))
 }
 

@@ -96,7 +96,7 @@ impl Automaton {
         let n_members = trie.n_members();
         let mut member_input = trie.member_input.clone();
         let by_rank = values.map(|v| first_copy_values(&member_input, v));
-        let edges = align(&trie, &vocab, options, budget)?;
+        let edges = align(&trie, &vocab, options, budget, open)?;
         let mut a = freeze(vocab, trie, edges, options, budget, open)?;
         if !a.dropped.is_empty() {
             // Mark dropped members: their first input index is in `dropped`.

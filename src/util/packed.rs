@@ -72,6 +72,50 @@ pub(crate) fn width_for<T: Word>(values: &[T]) -> usize {
     [1, 2, 3, 4, 8].into_iter().find(|&w| w <= T::BYTES && max < ones(w)).unwrap_or(T::BYTES)
 }
 
+/// The raw value of the `W` bytes of `c` (as [`Ints::get`] reads them, before the all-ones mapping).
+#[inline(always)]
+fn raw<const W: usize>(c: &[u8]) -> u64 {
+    match W {
+        1 => c[0] as u64,
+        2 => u16::from_ne_bytes([c[0], c[1]]) as u64,
+        3 => (u16::from_ne_bytes([c[0], c[1]]) as u64) | ((c[2] as u64) << 16),
+        4 => u32::from_ne_bytes([c[0], c[1], c[2], c[3]]) as u64,
+        _ => u64::from_ne_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]),
+    }
+}
+
+/// Elements per block of the width-specialised loops: each block is checked whole (no early exit inside it, so
+/// the loop has no branch per element), the blocks in order until one fails.
+const CHECK_BLOCK: usize = 4096;
+
+fn ascending_at<const W: usize>(bytes: &[u8], strict: bool) -> bool {
+    let n = bytes.len() / W;
+    if n < 2 {
+        return true;
+    }
+    let (prev, next) = (&bytes[..(n - 1) * W], &bytes[W..n * W]);
+    prev.chunks(CHECK_BLOCK * W).zip(next.chunks(CHECK_BLOCK * W)).all(|(p, q)| {
+        let pairs = p.chunks_exact(W).zip(q.chunks_exact(W));
+        if strict {
+            pairs.fold(true, |ok, (a, b)| ok & (raw::<W>(a) < raw::<W>(b)))
+        } else {
+            pairs.fold(true, |ok, (a, b)| ok & (raw::<W>(a) <= raw::<W>(b)))
+        }
+    })
+}
+
+fn all_at<const W: usize, T: Word>(bytes: &[u8], pred: impl Fn(T) -> bool) -> bool {
+    let value = |c: &[u8]| {
+        let v = raw::<W>(c);
+        if W < T::BYTES && v == ones(W) {
+            T::MAX
+        } else {
+            T::from_u64(v)
+        }
+    };
+    bytes.chunks(CHECK_BLOCK * W).all(|block| block.chunks_exact(W).fold(true, |ok, c| ok & pred(value(c))))
+}
+
 /// A borrowed packed array (copied freely): of a [`Packed`], or of a plain slice at the full width.
 #[derive(Clone, Copy)]
 pub(crate) struct Ints<'a, T> {
@@ -128,9 +172,27 @@ impl<'a, T: Word> Ints<'a, T> {
         self.len.checked_sub(1).map(|i| self.get(i))
     }
 
-    /// Whether the elements ascend (strictly when `strict`).
+    /// Whether the elements ascend (strictly when `strict`). One loop per width over the raw bytes (no dispatch
+    /// per element): the raw values at a width order as the values do (all-ones, `MAX`, is the largest of both).
     pub(crate) fn ascending(&self, strict: bool) -> bool {
-        (1..self.len).all(|i| if strict { self.get(i - 1) < self.get(i) } else { self.get(i - 1) <= self.get(i) })
+        match self.width {
+            1 => ascending_at::<1>(self.bytes, strict),
+            2 => ascending_at::<2>(self.bytes, strict),
+            3 => ascending_at::<3>(self.bytes, strict),
+            4 => ascending_at::<4>(self.bytes, strict),
+            _ => ascending_at::<8>(self.bytes, strict),
+        }
+    }
+
+    /// Whether every element satisfies `pred` (one loop per width, as [`Ints::ascending`]).
+    pub(crate) fn all(&self, pred: impl Fn(T) -> bool) -> bool {
+        match self.width {
+            1 => all_at::<1, T>(self.bytes, pred),
+            2 => all_at::<2, T>(self.bytes, pred),
+            3 => all_at::<3, T>(self.bytes, pred),
+            4 => all_at::<4, T>(self.bytes, pred),
+            _ => all_at::<8, T>(self.bytes, pred),
+        }
     }
 
     /// The first index whose element fails `pred` (the elements partitioned by it), as for a slice.
@@ -361,6 +423,70 @@ mod tests {
             }
             assert!(p.ints().ascending(false) && !p.ints().ascending(true));
             assert_eq!(p.last(), Some(70_001));
+        }
+    }
+
+    /// The width-specialised checks answer as the element-by-element ones, at every width, on ascending arrays
+    /// (with repeats, with the all-ones sentinel last) and on arrays made non-ascending at each place.
+    #[test]
+    fn ascending_and_all_match_the_element_checks_at_every_width() {
+        fn reference<T: Word>(p: &Ints<'_, T>, strict: bool) -> bool {
+            (1..p.len()).all(|i| if strict { p.get(i - 1) < p.get(i) } else { p.get(i - 1) <= p.get(i) })
+        }
+        fn check<T: Word>(values: &[T], width: usize) {
+            let p = Packed::with_width(values, width);
+            let q = p.ints();
+            for strict in [false, true] {
+                assert_eq!(q.ascending(strict), reference(&q, strict), "width {width} strict {strict} {values:?}");
+            }
+            let limit = values.iter().copied().filter(|&v| v != T::MAX).max();
+            if let Some(limit) = limit {
+                assert!(q.all(|v| v == T::MAX || v <= limit));
+                assert_eq!(q.all(|v| v < limit), values.iter().all(|&v| v < limit), "width {width}");
+            }
+            assert_eq!(q.all(|v| v != T::MAX), !values.contains(&T::MAX), "width {width}");
+        }
+        let mut rng = 0x9E37_79B9_7F4A_7C15u64;
+        let mut next = |bound: u64| {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng % bound
+        };
+        for (width, top) in [(1usize, 254u64), (2, 65_534), (3, 0xFF_FFFE), (4, u32::MAX as u64 - 1)] {
+            // Long enough to span several check blocks.
+            for n in [0usize, 1, 2, 3, 5000, 9000] {
+                let mut values: Vec<u32> = (0..n).map(|_| next(top + 1) as u32).collect();
+                values.sort_unstable();
+                check(&values, width);
+                values.dedup();
+                check(&values, width);
+                if n >= 2 {
+                    values.push(u32::MAX);
+                    check(&values, width);
+                    values.pop();
+                    for _ in 0..20 {
+                        let mut bad = values.clone();
+                        let i = next(bad.len() as u64 - 1) as usize;
+                        bad.swap(i, i + 1);
+                        check(&bad, width);
+                        bad[i] = bad[i + 1];
+                        check(&bad, width);
+                        bad[i] = u32::MAX;
+                        check(&bad, width);
+                    }
+                }
+            }
+        }
+        for width in [4usize, 8] {
+            let top = if width == 4 { (1u64 << 32) - 2 } else { u64::MAX - 1 };
+            let mut values: Vec<u64> = (0..6000).map(|_| next(top)).collect();
+            values.sort_unstable();
+            check(&values, width);
+            let mut bad = values.clone();
+            bad.swap(4500, 4501);
+            check(&bad, width);
+            assert!(!Packed::with_width(&bad, width).ints().ascending(false) || bad[4500] == bad[4501]);
         }
     }
 

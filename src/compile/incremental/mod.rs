@@ -450,6 +450,7 @@ impl Automaton {
             Vec::new(),
             0,
             Derive::ByRows(options.derive_rows),
+            options.byte_rows_limit(),
         )))
     }
 }
