@@ -1,7 +1,8 @@
 """bench/bfcl/run.py's vLLM engine: vLLM's OpenAI-compatible server from the venv of scripts/setup-vllm.sh
 ($BFCL_VLLM_PYTHON, default <repo>/.cache/vllm-venv/bin/python), on CPU, one model, `--max-num-seqs 1`, context
 $BFCL_CTX (default 8192), the `hermes` tool parser (Qwen 2.5's format), `nice -n 10` ($BFCL_NICE) on a shared
-machine, libtrie's compiles on one thread (RAYON_NUM_THREADS=1: the other core stays with the model).
+machine, libtrie's compiles on one thread (RAYON_NUM_THREADS=1: the other core stays with the model), vLLM's default
+dtype (bfloat16 on CPU) or $BFCL_VLLM_DTYPE (`--dtype`, e.g. float32).
 
   stock    LIBTRIE_VLLM_ROUTE unset: tools with tool_choice "required" take vLLM's own xgrammar schema (vLLM
            enforces `required`; this is the comparison that counts);
@@ -65,6 +66,8 @@ def command(mode, registry, model, port):
            "--model", model, "--host", "127.0.0.1", "--port", str(port), "--enforce-eager", "--seed", "0",
            "--max-model-len", os.environ.get("BFCL_CTX", "8192"), "--max-num-seqs", "1",
            "--enable-auto-tool-choice", "--tool-call-parser", os.environ.get("BFCL_VLLM_TOOL_PARSER", "hermes")]
+    if os.environ.get("BFCL_VLLM_DTYPE"):  # e.g. float32: vLLM's CPU default is bfloat16, slow without AMX
+        cmd += ["--dtype", os.environ["BFCL_VLLM_DTYPE"]]
     return cmd, env
 
 

@@ -11,15 +11,19 @@
 # before and after each run; raw JSON lines go to $OUT/item4.jsonl.
 #
 # Usage: bench/npm/quiet-item4.sh [--build]
-#   BIN=/work/wt-pack/target/item4     where old/compile_lines and new/compile_lines are
-#   VOCAB, NAMES, CITIES               the qwen2 GGUF, the npm names, the 100,000 cities (defaults below)
+#   BIN=<repo>/target/item4            where old/compile_lines and new/compile_lines are
+#   VOCAB, NAMES, CITIES               the qwen2 GGUF, the npm names, 100,000 city names (defaults: the repo's
+#                                      fetch scripts; the 2026-12-06 run used the 100,000 cities of /work/vcache)
 #   OUT=/tmp/quiet-item4               results and the saved files (about 700 MB while running, removed after)
 set -euo pipefail
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
-BIN=${BIN:-/work/wt-pack/target/item4}
-VOCAB=${VOCAB:-/work/shared/assets/vocab/ggml-vocab-qwen2.gguf}
-NAMES=${NAMES:-/work/wt-compact/.cache/data/npm-package-names.txt}
-CITIES=${CITIES:-/work/vcache/bench-sets/cities-100000.txt}
+BIN=${BIN:-$REPO/target/item4}
+VOCAB=${VOCAB:-$("$REPO/scripts/fetch-assets.sh" | tail -n 1)/vocab/ggml-vocab-qwen2.gguf}
+NAMES=${NAMES:-$("$REPO/scripts/fetch-npm-names.sh" | tail -n 1)}
+if [[ -z "${CITIES:-}" ]]; then  # 100,000 GeoNames city names: the first 100,000 lines of scripts/fetch-cities.sh's
+    CITIES="${TRIE_CACHE:-$REPO/.cache}/data/cities-100000.txt"
+    [[ -s "$CITIES" ]] || head -n 100000 "$("$REPO/scripts/fetch-cities.sh" | tail -n 1)" >"$CITIES"
+fi
 OUT=${OUT:-/tmp/quiet-item4}
 OLD_COMMIT=${OLD_COMMIT:-189d39f}
 NEW_COMMIT=${NEW_COMMIT:-rows}
