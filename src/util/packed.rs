@@ -72,15 +72,31 @@ pub(crate) fn width_for<T: Word>(values: &[T]) -> usize {
     [1, 2, 3, 4, 8].into_iter().find(|&w| w <= T::BYTES && max < ones(w)).unwrap_or(T::BYTES)
 }
 
-/// The raw value of the `W` bytes of `c` (as [`Ints::get`] reads them, before the all-ones mapping).
+/// The raw value of the first `w` bytes of `c` (before the all-ones mapping of [`value_of`]).
 #[inline(always)]
-fn raw<const W: usize>(c: &[u8]) -> u64 {
-    match W {
+fn raw_at(c: &[u8], w: usize) -> u64 {
+    match w {
         1 => c[0] as u64,
         2 => u16::from_ne_bytes([c[0], c[1]]) as u64,
         3 => (u16::from_ne_bytes([c[0], c[1]]) as u64) | ((c[2] as u64) << 16),
         4 => u32::from_ne_bytes([c[0], c[1], c[2], c[3]]) as u64,
         _ => u64::from_ne_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]),
+    }
+}
+
+/// [`raw_at`] at a width known when compiling (the width-specialised loops).
+#[inline(always)]
+fn raw<const W: usize>(c: &[u8]) -> u64 {
+    raw_at(c, W)
+}
+
+/// The element a raw value at width `w` stands for: all-ones below the type's width is `MAX`.
+#[inline(always)]
+fn value_of<T: Word>(v: u64, w: usize) -> T {
+    if w < T::BYTES && v == ones(w) {
+        T::MAX
+    } else {
+        T::from_u64(v)
     }
 }
 
@@ -105,15 +121,9 @@ fn ascending_at<const W: usize>(bytes: &[u8], strict: bool) -> bool {
 }
 
 fn all_at<const W: usize, T: Word>(bytes: &[u8], pred: impl Fn(T) -> bool) -> bool {
-    let value = |c: &[u8]| {
-        let v = raw::<W>(c);
-        if W < T::BYTES && v == ones(W) {
-            T::MAX
-        } else {
-            T::from_u64(v)
-        }
-    };
-    bytes.chunks(CHECK_BLOCK * W).all(|block| block.chunks_exact(W).fold(true, |ok, c| ok & pred(value(c))))
+    bytes
+        .chunks(CHECK_BLOCK * W)
+        .all(|block| block.chunks_exact(W).fold(true, |ok, c| ok & pred(value_of::<T>(raw::<W>(c), W))))
 }
 
 /// A borrowed packed array (copied freely): of a [`Packed`], or of a plain slice at the full width.
@@ -139,20 +149,9 @@ impl<'a, T: Word> Ints<'a, T> {
     /// Element `i`; panics past the end, as indexing a slice does.
     #[inline]
     pub(crate) fn get(&self, i: usize) -> T {
-        let (b, w) = (self.bytes, self.width);
+        let w = self.width;
         let at = i * w;
-        let v = match w {
-            1 => b[at] as u64,
-            2 => u16::from_ne_bytes([b[at], b[at + 1]]) as u64,
-            3 => (u16::from_ne_bytes([b[at], b[at + 1]]) as u64) | ((b[at + 2] as u64) << 16),
-            4 => u32::from_ne_bytes(b[at..at + 4].try_into().unwrap()) as u64,
-            _ => u64::from_ne_bytes(b[at..at + 8].try_into().unwrap()),
-        };
-        if w < T::BYTES && v == ones(w) {
-            T::MAX
-        } else {
-            T::from_u64(v)
-        }
+        value_of(raw_at(&self.bytes[at..at + w], w), w)
     }
 
     /// The elements `r` (panics past the end, as slicing does).
