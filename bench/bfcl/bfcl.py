@@ -17,6 +17,7 @@ import glob
 import json
 import math
 import os
+import random
 import re
 import sys
 import types
@@ -71,6 +72,16 @@ def cases(category):
     return out
 
 
+def drawn(category, limit, seed=None):
+    """The cases a run takes: all (limit 0), the first `limit`, or with `seed` a sample of `limit` drawn with
+    random.Random("SEED:CATEGORY"), in file order."""
+    every = cases(category)
+    if limit and seed is not None:
+        keep = set(random.Random(f"{seed}:{category}").sample(range(len(every)), min(limit, len(every))))
+        return [c for i, c in enumerate(every) if i in keep]
+    return every[:limit] if limit else every
+
+
 def tools_of(functions):
     """bfcl-eval's conversion to OpenAI chat-completions tools."""
     return convert_to_tool(copy.deepcopy(functions), GORILLA_TO_OPENAPI, ModelStyle.OPENAI_COMPLETIONS)
@@ -109,6 +120,12 @@ def catalog():
                 tools.append(t)
                 base[cname] = name
     return tools, base
+
+
+def catalog_by_key(tools, base):
+    """{(converted BFCL name, parameters JSON): catalog name} of catalog()'s tools, for catalog_name_of."""
+    return {(base[t["function"]["name"]], json.dumps(t["function"].get("parameters"), sort_keys=True)):
+            t["function"]["name"] for t in tools}
 
 
 def catalog_name_of(tool, catalog_tools_by_key):

@@ -11,7 +11,6 @@ of each gold function (null: not in the top max(k)). Run it with the venv of ben
 import argparse
 import json
 import os
-import random
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -37,17 +36,14 @@ def main():
             ap.error(f"--category {c!r}: expected one of {', '.join(bfcl.CATEGORIES)}")
     tools, base = bfcl.catalog()
     index = run.Catalog(tools)
-    by_key = {(base[t["function"]["name"]], json.dumps(t["function"].get("parameters"), sort_keys=True)):
-              t["function"]["name"] for t in tools}
+    by_key = bfcl.catalog_by_key(tools, base)
     out = open(args.out, "w", encoding="utf-8") if args.out else None
     print(f"catalog: {len(tools)} tools, {len(set(base.values()))} distinct names; cases: {args.limit} a category, "
           f"seed {args.seed}")
     print("| category | cases | " + " | ".join(f"all gold in top {k}" for k in ks) + " |")
     print("|---|---:|" + "---:|" * len(ks))
     for category in categories:
-        cases = bfcl.cases(category)
-        keep = set(random.Random(f"{args.seed}:{category}").sample(range(len(cases)), min(args.limit, len(cases))))
-        cases = [c for i, c in enumerate(cases) if i in keep]
+        cases = bfcl.drawn(category, args.limit, args.seed)
         found = {k: 0 for k in ks}
         for case in cases:
             query = " ".join(m["content"] for m in case["messages"] if m.get("role") == "user")

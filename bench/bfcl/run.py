@@ -32,7 +32,6 @@ import argparse
 import importlib
 import json
 import os
-import random
 import sys
 import time
 import urllib.error
@@ -300,20 +299,14 @@ def main():
     if args.mode in ("catalog", "deferred"):
         tools, base = write_catalog(args.catalog)
         index = Catalog(tools)
-        by_key = {(base[t["function"]["name"]], json.dumps(t["function"].get("parameters"), sort_keys=True)):
-                  t["function"]["name"] for t in tools}
+        by_key = bfcl.catalog_by_key(tools, base)
         registry = args.catalog if args.mode == "catalog" else None
         print(f"[bfcl] catalog: {len(tools)} tools, {len(set(base.values()))} distinct names -> {args.catalog}",
               file=sys.stderr)
     url = args.url or engine.start(args.mode, registry, args.model)
     try:
         for category in categories:
-            cases = bfcl.cases(category)
-            if args.limit and args.seed is not None:
-                keep = set(random.Random(f"{args.seed}:{category}").sample(range(len(cases)), min(args.limit, len(cases))))
-                cases = [c for i, c in enumerate(cases) if i in keep]
-            elif args.limit:
-                cases = cases[: args.limit]
+            cases = bfcl.drawn(category, args.limit, args.seed)
             print(f"[bfcl] {args.engine} {args.mode} {category}: {len(cases)} cases; "
                   f"load: {' '.join(f'{x:.2f}' for x in os.getloadavg())}", file=sys.stderr)
             rows = run_category(args, category, cases, url, engine, index, base, by_key)
