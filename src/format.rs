@@ -9,6 +9,7 @@
 //! offset 64  section table: per section tag u32 | element size u32 | offset u64 | element count u64
 //! then       the sections, each at a 64-byte aligned offset, in native byte order
 //! version 2: at the body end, the xxh3-64 of each 64 KiB block of the body (bytes 64..body end), u64 each
+//!            (version 8: of each 4 KiB block)
 //! ```
 //!
 //! The checksum is the xxh3-64 of the header (checksum field zeroed) and of the block hashes; version 1 files have
@@ -26,8 +27,15 @@
 //! ([`Writer::section_packed`], `util/packed.rs`: the element size in the section table is the width), which an
 //! older libtrie would refuse by its element size anyway. Version 6 is the same layout again, required by an
 //! automaton whose branching states keep only their byte children (an older libtrie would read those as whole
-//! rows). Versions 1 to 6 are read; what a later version's section means is checked by its owner (an automaton
-//! refuses a values section, derived rows, packed arrays or byte rows in a file of an older version).
+//! rows). Version 8 is version 2's layout with blocks of 4 KiB instead of 64 KiB ([`SMALL_BLOCK`]): the first use
+//! of a state of a lazily loaded automaton hashes the few blocks its arrays lie in, and a smaller block is fewer
+//! pages to read and bytes to hash (the stored hashes are 0.2% of the body instead of 0.01%). It is written for
+//! every file whose body spans more than one 64 KiB block, or that needs version 4 or later anyway (whatever its
+//! size: an older libtrie refuses it by its version already); smaller files keep their version and blocks, byte
+//! for byte. Version 7 is written by another owner (it is read here as version 2's layout with 64 KiB blocks);
+//! version 8 files may hold its sections. Versions 1 to 8 are read, the block size by the version; what a later
+//! version's section means is checked by its owner (an automaton refuses a values section, derived rows, packed
+//! arrays or byte rows in a file of an older version, so every such check is `version >= since`).
 //!
 //! Invariants checked on reading (a failure is [`ErrorKind::MalformedFile`], never a crash): the magic, version,
 //! endianness and kind; the length; the checksum of everything after the header (a lazily opened file: of the
@@ -44,15 +52,30 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 const MAGIC: &[u8; 8] = b"LIBTRIE\0";
-/// The newest format this library reads and writes (see the module doc: it reads versions 1 to 6).
-pub(crate) const FORMAT_VERSION: u32 = 6;
+/// The newest format this library reads and writes (see the module doc: it reads versions 1 to 8).
+pub(crate) const FORMAT_VERSION: u32 = 8;
 /// The version written unless the file's owner requires a later one ([`Writer::require_version`]).
 pub(crate) const BASE_VERSION: u32 = 2;
 const OLDEST_VERSION: u32 = 1;
-/// The bytes of a checksum block: 64 KiB (version 2: a lazily loaded file hashes a block when it is first used,
-/// so a small block keeps the first use of a state cheap), 1 MiB in version 1.
+/// The bytes of a checksum block in versions 2 to 7: 64 KiB (a lazily loaded file hashes a block when it is first
+/// used), 1 MiB in version 1.
 const BLOCK: usize = 1 << 16;
 const V1_BLOCK: usize = 1 << 20;
+/// The first version whose checksum blocks are [`SMALL_BLOCK`] bytes.
+pub(crate) const SMALL_BLOCKS_VERSION: u32 = 8;
+/// The bytes of a checksum block from version 8 on: the first use of a lazily loaded state hashes a few of them.
+pub(crate) const SMALL_BLOCK: usize = 1 << 12;
+/// Files needing this version or later are written as [`SMALL_BLOCKS_VERSION`] whatever their size.
+const SMALL_BLOCKS_ANYWAY: u32 = 4;
+
+/// The bytes of a checksum block of a version 2 or later file.
+pub(crate) fn block_size(version: u32) -> usize {
+    if version >= SMALL_BLOCKS_VERSION {
+        SMALL_BLOCK
+    } else {
+        BLOCK
+    }
+}
 const ENDIAN_TAG: u32 = 0x0102_0304;
 const HEADER: usize = 64;
 const ENTRY: usize = 24;
@@ -140,6 +163,16 @@ impl Writer {
         self.sections.push((tag, items.width() as u32, items.bytes().to_vec()));
     }
 
+    /// The version the file is written as: the one required, raised to [`SMALL_BLOCKS_VERSION`] for a body of
+    /// more than one 64 KiB block or a required version of 4 or later (see the module doc).
+    fn written_version(&self, body_bytes: usize) -> u32 {
+        if body_bytes > BLOCK || self.version >= SMALL_BLOCKS_ANYWAY {
+            self.version.max(SMALL_BLOCKS_VERSION)
+        } else {
+            self.version
+        }
+    }
+
     /// The file's bytes.
     pub(crate) fn to_bytes(&self) -> Vec<u8> {
         let table_end = HEADER + ENTRY * self.sections.len();
@@ -150,7 +183,9 @@ impl Writer {
             offset = (offset + bytes.len()).next_multiple_of(ALIGN);
         }
         let body_end = offset;
-        let n_blocks = (body_end - HEADER).div_ceil(BLOCK);
+        let version = self.written_version(body_end - HEADER);
+        let block = block_size(version);
+        let n_blocks = (body_end - HEADER).div_ceil(block);
         let mut out = vec![0u8; body_end + 8 * n_blocks];
         for ((_, _, bytes), &(_, _, at, _)) in self.sections.iter().zip(&entries) {
             out[at..at + bytes.len()].copy_from_slice(bytes);
@@ -163,7 +198,7 @@ impl Writer {
             out[e + 16..e + 24].copy_from_slice(&(count as u64).to_ne_bytes());
         }
         out[0..8].copy_from_slice(MAGIC);
-        out[8..12].copy_from_slice(&self.version.to_ne_bytes());
+        out[8..12].copy_from_slice(&version.to_ne_bytes());
         out[12..16].copy_from_slice(&ENDIAN_TAG.to_ne_bytes());
         out[16..20].copy_from_slice(&(self.kind as u32).to_ne_bytes());
         out[20..24].copy_from_slice(&(self.sections.len() as u32).to_ne_bytes());
@@ -171,7 +206,7 @@ impl Writer {
         out[24..32].copy_from_slice(&len.to_ne_bytes());
         out[40..56].copy_from_slice(&self.fingerprint.to_ne_bytes());
         out[56..64].copy_from_slice(&(body_end as u64).to_ne_bytes());
-        let blocks = block_hashes(&out[HEADER..body_end], BLOCK);
+        let blocks = block_hashes(&out[HEADER..body_end], block);
         out[body_end..].copy_from_slice(bytemuck::cast_slice(&blocks));
         let sum = checksum_of(&out, &blocks);
         out[32..40].copy_from_slice(&sum.to_ne_bytes());
@@ -260,6 +295,8 @@ pub(crate) struct Blocks {
     body_end: usize,
     /// The stored hash of each block (in the file, past the body).
     hashes: Array<u64>,
+    /// log2 of the block size ([`block_size`] of the file's version).
+    shift: u32,
     /// Bit `i`: block `i` matched its hash.
     checked: Box<[AtomicU64]>,
 }
@@ -278,7 +315,7 @@ impl Blocks {
         if start < HEADER || end > self.body_end || start >= end {
             return false;
         }
-        ((start - HEADER) / BLOCK..=(end - 1 - HEADER) / BLOCK).all(|i| self.block(i))
+        ((start - HEADER) >> self.shift..=(end - 1 - HEADER) >> self.shift).all(|i| self.block(i))
     }
 
     /// Whether block `i` matches its stored hash (hashing it on its first check).
@@ -287,8 +324,8 @@ impl Blocks {
         if word.load(Ordering::Relaxed) & bit != 0 {
             return true;
         }
-        let from = HEADER + i * BLOCK;
-        let bytes = &self.map.bytes()[from..(from + BLOCK).min(self.body_end)];
+        let from = HEADER + (i << self.shift);
+        let bytes = &self.map.bytes()[from..(from + (1 << self.shift)).min(self.body_end)];
         // Under the fuzzer no checksum is checked, so that damaged arrays reach the validation behind it.
         let ok = cfg!(fuzzing) || xxhash_rust::xxh3::xxh3_64(bytes) == self.hashes[i];
         if ok {
@@ -406,11 +443,12 @@ impl Reader {
             return Err(malformed(what, format!("{n} sections do not fit")));
         }
         // The body, and (version 2) the block hashes past it.
+        let block = block_size(version);
         let body_end = if version == 1 { b.len() as u64 } else { u64_at(56) };
         let body_end = usize::try_from(body_end)
             .ok()
             .filter(|&e| e >= HEADER + ENTRY * n && e % 8 == 0 && e <= b.len())
-            .filter(|&e| version == 1 || b.len() - e == 8 * (e - HEADER).div_ceil(BLOCK))
+            .filter(|&e| version == 1 || b.len() - e == 8 * (e - HEADER).div_ceil(block))
             .ok_or_else(|| malformed(what, "the body and its block hashes do not fit the file"))?;
         let stored: Option<Array<u64>> =
             (version >= 2).then(|| Array::mapped(&map, body_end, (b.len() - body_end) / 8)).flatten();
@@ -430,8 +468,9 @@ impl Reader {
                 if lazy {
                     let checked = (0..hashes.len().div_ceil(64)).map(|_| AtomicU64::new(0)).collect();
                     let hashes = Array::mapped(&map, body_end, hashes.len()).expect("mapped above");
-                    blocks = Some(Blocks { map: map.clone(), body_end, hashes, checked });
-                } else if !cfg!(fuzzing) && block_hashes(&b[HEADER..body_end], BLOCK)[..] != hashes[..] {
+                    let shift = block.trailing_zeros();
+                    blocks = Some(Blocks { map: map.clone(), body_end, hashes, shift, checked });
+                } else if !cfg!(fuzzing) && block_hashes(&b[HEADER..body_end], block)[..] != hashes[..] {
                     return Err(corrupt());
                 }
             }
@@ -548,13 +587,26 @@ mod tests {
         }
     }
 
-    /// Recomputes a version 2 file's block hashes and checksum after an edit (a crafted file with valid sums).
-    fn reseal(b: &mut [u8]) {
+    /// Recomputes a version 2 or later file's block hashes (at the block size of the version its header says, the
+    /// file's length with them) and checksum after an edit (a crafted file with valid sums).
+    fn reseal(b: &mut Vec<u8>) {
+        let version = u32::from_ne_bytes(b[8..12].try_into().unwrap());
         let body_end = u64::from_ne_bytes(b[56..64].try_into().unwrap()) as usize;
-        let blocks = block_hashes(&b[HEADER..body_end], BLOCK);
-        b[body_end..].copy_from_slice(bytemuck::cast_slice(&blocks));
+        let blocks = block_hashes(&b[HEADER..body_end], block_size(version));
+        b.truncate(body_end);
+        b.extend_from_slice(bytemuck::cast_slice(&blocks));
+        let len = b.len() as u64;
+        b[24..32].copy_from_slice(&len.to_ne_bytes());
         let sum = checksum_of(b, &blocks);
         b[32..40].copy_from_slice(&sum.to_ne_bytes());
+    }
+
+    /// The same file saying format `version`, its block hashes at that version's block size.
+    fn as_version(file: &[u8], version: u32) -> Vec<u8> {
+        let mut b = file.to_vec();
+        b[8..12].copy_from_slice(&version.to_ne_bytes());
+        reseal(&mut b);
+        b
     }
 
     /// The same file in version 1's layout: no block hashes, reserved bytes zero, the checksum over the body.
@@ -596,14 +648,14 @@ mod tests {
         let mut bad = v1.clone();
         bad[1000] ^= 1;
         assert!(Reader::from_bytes_lazy(&bad, Kind::Automaton).err().unwrap().message().contains("checksum"));
-        for version in [0u32, 7, 99] {
+        for version in [0u32, 9, 99] {
             let mut other = v2.clone();
             other[8..12].copy_from_slice(&version.to_ne_bytes());
             reseal(&mut other);
             let e = Reader::from_bytes(&other, Kind::Automaton).err().unwrap();
             assert_eq!(e.kind(), ErrorKind::MalformedFile);
             assert!(e.message().contains(&format!("format version {version}, but this libtrie")), "{e}");
-            assert!(e.message().contains("reads versions 1 to 6"), "{e}");
+            assert!(e.message().contains("reads versions 1 to 8"), "{e}");
         }
     }
 
@@ -632,7 +684,7 @@ mod tests {
         assert!(!blocks.verify(&big[599_990..600_010]), "the damaged block");
         assert!(!blocks.verify(&big[599_990..600_010]), "and again");
         assert!(!blocks.verify(&big[..]));
-        assert_eq!(blocks.verify_all(), Some((flip - HEADER) / BLOCK));
+        assert_eq!(blocks.verify_all(), Some((flip - HEADER) / SMALL_BLOCK));
         // Eagerly, the same damage is an error at once.
         assert!(Reader::from_bytes(&bad, Kind::Automaton).err().unwrap().message().contains("checksum"));
         // Damage to the stored hashes or the header is an error at open, lazily too.
@@ -640,6 +692,79 @@ mod tests {
             let mut bad = good.clone();
             bad[i] ^= 0x01;
             assert!(Reader::from_bytes_lazy(&bad, Kind::Automaton).is_err(), "byte {i}");
+        }
+    }
+
+    /// Which files are written as version 8 (4 KiB blocks): a body over one 64 KiB block, or a file needing
+    /// version 4 or later; the others keep their version and 64 KiB blocks, so older libtries read them.
+    #[test]
+    fn small_blocks_for_large_files_and_late_versions() {
+        let tail = |b: &[u8]| b.len() - u64::from_ne_bytes(b[56..64].try_into().unwrap()) as usize;
+        let version = |b: &[u8]| u32::from_ne_bytes(b[8..12].try_into().unwrap());
+        let large = large_file();
+        let body = u64::from_ne_bytes(large[56..64].try_into().unwrap()) as usize - HEADER;
+        assert_eq!((version(&large), tail(&large)), (8, 8 * body.div_ceil(SMALL_BLOCK)));
+        let small = |required: Option<u32>| {
+            let mut w = Writer::new(Kind::Automaton, 7);
+            w.section(1, &[3u32; 5000]);
+            if let Some(v) = required {
+                w.require_version(v);
+            }
+            w.to_bytes()
+        };
+        assert_eq!((version(&small(None)), tail(&small(None))), (2, 8));
+        assert_eq!((version(&small(Some(3))), tail(&small(Some(3)))), (3, 8));
+        for required in [4, 6, 7, 8] {
+            let b = small(Some(required));
+            assert_eq!((version(&b), tail(&b)), (8, 8 * 5), "requiring version {required}");
+            let r = Reader::from_bytes_lazy(&b, Kind::Automaton).unwrap();
+            assert_eq!(&r.array::<u32>(1).unwrap()[..], &[3u32; 5000][..]);
+        }
+        // A body of exactly one 64 KiB block stays version 2; one byte more does not fit one block.
+        let at = |n: usize| {
+            let mut w = Writer::new(Kind::Vocabulary, 1);
+            w.section(1, &vec![1u8; n]);
+            version(&w.to_bytes())
+        };
+        let table = (HEADER + ENTRY).next_multiple_of(ALIGN) - HEADER;
+        assert_eq!((at(BLOCK - table), at(BLOCK - table + 1)), (2, 8));
+    }
+
+    /// A large file in the older layout (64 KiB blocks, any version from 2 to 7) still loads, eagerly and lazily,
+    /// its blocks checked at their own size; the same damage is found in a 4 KiB block of a version 8 file and in a
+    /// 64 KiB one of the older file, so a neighbouring 4 KiB block is sound in one and damaged in the other.
+    #[test]
+    fn older_block_sizes_still_load() {
+        let v8 = large_file();
+        let flip = {
+            let r = Reader::from_bytes(&v8, Kind::Automaton).unwrap();
+            r.sections[0].2 + 4 * 600_000
+        };
+        let near = 600_000 - 1500; // 6,000 bytes before: another 4 KiB block, the same 64 KiB one
+        assert_ne!((flip - HEADER) / SMALL_BLOCK, (flip - 6000 - HEADER) / SMALL_BLOCK);
+        assert_eq!((flip - HEADER) / BLOCK, (flip - 6000 - HEADER) / BLOCK);
+        for version in [2, 5, 7, 8] {
+            let good = as_version(&v8, version);
+            let body = u64::from_ne_bytes(good[56..64].try_into().unwrap()) as usize - HEADER;
+            assert_eq!(good.len() - HEADER - body, 8 * body.div_ceil(block_size(version)));
+            assert_eq!(Reader::from_bytes(&good, Kind::Automaton).unwrap().array::<u32>(1).unwrap()[near], near as u32);
+            let mut bad = good.clone();
+            bad[flip] ^= 0x10;
+            assert!(Reader::from_bytes(&bad, Kind::Automaton).err().unwrap().message().contains("checksum"));
+            let mut r = Reader::from_bytes_lazy(&bad, Kind::Automaton).unwrap();
+            let blocks = r.take_blocks().unwrap();
+            let big = r.array::<u32>(1).unwrap();
+            assert!(blocks.verify(&big[..1000]), "version {version}: the first block is sound");
+            assert!(!blocks.verify(&big[600_000..600_001]), "version {version}: the damaged block");
+            assert_eq!(blocks.verify(&big[near..near + 1]), version >= 8, "version {version}: its neighbour");
+            assert_eq!(blocks.verify_all(), Some((flip - HEADER) / block_size(version)));
+        }
+        // A version 8 file whose hashes were laid out at 64 KiB (or the other way round) is refused at open.
+        for (from, to) in [(8, 2u32), (2, 8)] {
+            let mut b = as_version(&v8, from);
+            b[8..12].copy_from_slice(&to.to_ne_bytes());
+            let e = Reader::from_bytes_lazy(&b, Kind::Automaton).err().unwrap();
+            assert!(e.message().contains("block hashes do not fit"), "{from} as {to}: {e}");
         }
     }
 

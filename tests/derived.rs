@@ -1,8 +1,9 @@
 //! The derived-rows layout (`src/automaton/derived.rs`): unary explicit states keep no row and compute it on use,
 //! and branching states with short rows keep only their byte children. An automaton compiled with it answers
 //! exactly as the one that stores every row (every state's allowed tokens, masks, steps of allowed and refused
-//! tokens, forced continuations, members), on every vocabulary; saved, it is a format version 6 file (5 without
-//! byte rows; its integer arrays at packed widths, `src/util/packed.rs`) that loads (eagerly and lazily) to the
+//! tokens, forced continuations, members), on every vocabulary; saved, it needs format version 6 (5 without
+//! byte rows; its integer arrays at packed widths, `src/util/packed.rs`) and is written as version 8 (its checksum
+//! blocks 4 KiB), a file that loads (eagerly and lazily) to the
 //! same answers; a crafted file (derived bits, unary bytes, byte-row bits, rows, packed arrays or their widths
 //! spoiled, block hashes and checksum made valid again) is an error or a harmless automaton, never a panic.
 mod common;
@@ -85,13 +86,17 @@ fn derived_rows_answer_as_stored_rows_on_every_vocabulary() {
         let bytes = derived.to_bytes();
         let version = u32::from_ne_bytes(bytes[8..12].try_into().unwrap());
         let byte_rows = derived.memory_parts().iter().any(|&(n, b)| n == "byte_rows" && b > 0);
-        let want = if byte_rows {
+        let needed = if byte_rows {
             6
         } else if derived.allowed_total() < stored.allowed_total() {
             5
         } else {
             2
         };
+        // Written as version 8 (4 KiB checksum blocks) when version 4 or later is needed, or the body is larger
+        // than one 64 KiB block.
+        let body = u64::from_ne_bytes(bytes[56..64].try_into().unwrap()) - 64;
+        let want = if needed >= 4 || body > 1 << 16 { 8 } else { needed };
         assert_eq!(version, want, "{name}: derived rows need format version 5 (6 with byte rows), stored rows 2");
         same_behaviour(&stored, &Automaton::from_bytes(v.clone(), &bytes).unwrap(), i as u64);
         let lazy = Automaton::from_bytes_lazy(v.clone(), &bytes).unwrap();
@@ -198,11 +203,16 @@ fn element_size(file: &[u8], tag: u32) -> usize {
 }
 
 /// Recomputes the block hashes and the checksum of a (version 2 or later) file as `src/format.rs` does.
-fn reseal(file: &mut [u8]) {
+fn reseal(file: &mut Vec<u8>) {
     use xxhash_rust::xxh3::{xxh3_64, Xxh3};
+    let version = u32::from_ne_bytes(file[8..12].try_into().unwrap());
+    let block = if version >= 8 { 1 << 12 } else { 1 << 16 };
     let body_end = u64::from_ne_bytes(file[56..64].try_into().unwrap()) as usize;
-    let blocks: Vec<u8> = file[64..body_end].chunks(1 << 16).flat_map(|c| xxh3_64(c).to_ne_bytes()).collect();
-    file[body_end..].copy_from_slice(&blocks);
+    let blocks: Vec<u8> = file[64..body_end].chunks(block).flat_map(|c| xxh3_64(c).to_ne_bytes()).collect();
+    file.truncate(body_end);
+    file.extend_from_slice(&blocks);
+    let len = file.len() as u64;
+    file[24..32].copy_from_slice(&len.to_ne_bytes());
     let mut head = file[..64].to_vec();
     head[32..40].fill(0);
     let mut h = Xxh3::new();
@@ -366,7 +376,7 @@ fn crafted_derived_files_are_errors_never_crashes() {
     let no_byte_rows = Automaton::compile(v.clone(), &set, &options(true).byte_rows_max(0)).unwrap();
     let mut old = no_byte_rows.to_bytes();
     assert!(section(&old, BYTE_ROWS).is_none());
-    assert_eq!(u32::from_ne_bytes(old[8..12].try_into().unwrap()), 5);
+    assert_eq!(u32::from_ne_bytes(old[8..12].try_into().unwrap()), 8, "needs version 5: written as 8");
     old[8..12].copy_from_slice(&4u32.to_ne_bytes());
     reseal(&mut old);
     for lazy in [false, true] {

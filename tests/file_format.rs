@@ -124,7 +124,7 @@ fn values_sections_are_checked() {
 
 /// The packed layout (automata with derived rows store row offsets, depths, single members, chains and member
 /// offsets at the width their values need; format version 5, and 6 with branching states keeping only their
-/// byte children, as here): compiled, saved and loaded (mapped, lazily, from
+/// byte children, as here, written as version 8, its 4 KiB checksum blocks): compiled, saved and loaded (mapped, lazily, from
 /// bytes, lazily from bytes) the automaton answers alike, takes the same memory, saves the same file, and updates
 /// to the same automaton; with values and a template too.
 #[test]
@@ -142,7 +142,7 @@ fn packed_arrays_load_and_behave_the_same() {
     ];
     for (what, a) in &automata {
         let bytes = a.to_bytes();
-        assert_eq!(u32::from_ne_bytes(bytes[8..12].try_into().unwrap()), 6, "{what}");
+        assert_eq!(u32::from_ne_bytes(bytes[8..12].try_into().unwrap()), 8, "{what}: needs 6, written as 8");
         // The widths: depths under 255 (one byte), chain and single members under 65,535 (two bytes: 3,000
         // members), member offsets by the members' bytes (two bytes for the 44 KB of bare names, three for the
         // 83 KB of templated ones).
@@ -178,7 +178,8 @@ fn packed_arrays_load_and_behave_the_same() {
             }
         };
         let updated = update(a);
-        assert_eq!(u32::from_ne_bytes(updated[8..12].try_into().unwrap()), 6, "{what}: updated, still packed");
+        assert_eq!(u32::from_ne_bytes(updated[8..12].try_into().unwrap()), 8, "{what}: updated, version 8");
+        assert_eq!(element_size(&updated, 6), depth_w, "{what}: updated, still packed");
         assert_eq!(update(&lazy), updated, "{what}");
         assert_eq!(update(&mapped), updated, "{what}");
     }
@@ -392,7 +393,7 @@ proptest! {
     }
 }
 
-/// An automaton whose file spans many 64 KiB blocks, and the file (compiled once per test binary).
+/// An automaton whose file spans many 64 KiB blocks (many more of version 8's 4 KiB), and the file (compiled once).
 fn large() -> &'static (Automaton, Vec<u8>) {
     static LARGE: std::sync::OnceLock<(Automaton, Vec<u8>)> = std::sync::OnceLock::new();
     LARGE.get_or_init(|| {
@@ -562,14 +563,20 @@ fn accepts_string(a: &Automaton, s: &[u8]) -> bool {
     matches!(a.advance(state, 259), Ok(trie::Step::Finished))
 }
 
-/// The block hashes and checksum of a saved (version 2) file as `src/format.rs` computes them (the xxh3-64 of
-/// each 64 KiB block of the body, bytes 64 to the body end, stored past the body; the checksum the xxh3-64 of the
-/// header with its checksum field zeroed and of the block hashes), so a test can craft a file with valid ones.
-fn fix_checksum(file: &mut [u8]) {
+/// The block hashes and checksum of a saved (version 2 or later) file as `src/format.rs` computes them (the
+/// xxh3-64 of each 64 KiB block of the body, 4 KiB from version 8 on, bytes 64 to the body end, stored past the
+/// body, the file's length with them; the checksum the xxh3-64 of the header with its checksum field zeroed and of
+/// the block hashes), so a test can craft a file with valid ones (also one whose version field was changed).
+fn fix_checksum(file: &mut Vec<u8>) {
     use xxhash_rust::xxh3::{xxh3_64, Xxh3};
+    let version = u32::from_ne_bytes(file[8..12].try_into().unwrap());
+    let block = if version >= 8 { 1 << 12 } else { 1 << 16 };
     let body_end = u64::from_ne_bytes(file[56..64].try_into().unwrap()) as usize;
-    let blocks: Vec<u8> = file[64..body_end].chunks(1 << 16).flat_map(|c| xxh3_64(c).to_ne_bytes()).collect();
-    file[body_end..].copy_from_slice(&blocks);
+    let blocks: Vec<u8> = file[64..body_end].chunks(block).flat_map(|c| xxh3_64(c).to_ne_bytes()).collect();
+    file.truncate(body_end);
+    file.extend_from_slice(&blocks);
+    let len = file.len() as u64;
+    file[24..32].copy_from_slice(&len.to_ne_bytes());
     let mut head = file[..64].to_vec();
     head[32..40].fill(0);
     let mut h = Xxh3::new();

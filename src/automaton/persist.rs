@@ -47,7 +47,9 @@ pub struct FileInfo {
 impl Automaton {
     /// The newest file format version. [`Automaton::save`] writes version 2 (which older libtries read) unless
     /// the automaton needs a later one: 3 for members with values, 4 for derived rows, 5 for arrays at packed
-    /// widths (automata with derived rows), 6 for branching states keeping only their byte children.
+    /// widths (automata with derived rows), 6 for branching states keeping only their byte children; and 8 (the
+    /// file checked in 4 KiB blocks instead of 64 KiB, so that the first use of a lazily loaded state is cheap)
+    /// for every file over 64 KiB or needing version 4 or later.
     pub const FORMAT_VERSION: u32 = crate::format::FORMAT_VERSION;
 
     /// Saves the automaton to `path` (written atomically: a temporary file renamed into place). The file is the
@@ -137,8 +139,8 @@ impl Automaton {
     /// milliseconds whatever the file's size (the pages are read when used). At load: the header, the section
     /// table, the checksum of the header and of the file's stored block hashes, the sizes of the arrays. Then,
     /// once each: an explicit state's row, depth, member and mask row the first time the state is queried; a
-    /// chain the first time one of its states is; every 64 KiB block of the file against its stored hash the
-    /// first time an array in it is read; the whole automaton the first time a member is looked up by rank
+    /// chain the first time one of its states is; every block of the file (4 KiB from format version 8 on, 64 KiB
+    /// before) against its stored hash the first time an array in it is read; the whole automaton the first time a member is looked up by rank
     /// (`member_at`, `member_range`, `member_bytes`, `member_id`, the member values, `crossing`, `cross`) or it is updated with
     /// [`Automaton::with_changes`]. A state whose part of the file fails its check behaves as an invalid state
     /// ([`ErrorKind::MalformedFile`] from [`Automaton::advance`] and the mask fills; empty, `false` or `None`
