@@ -450,15 +450,17 @@ fn write_fuzz_seeds() {
     // The derived-rows layout, its arrays at packed widths (format version 5): unary states without rows, over the
     // byte-level vocabulary. (The `derived-*` seeds are the same sets in format version 4, every array at its full
     // width, written before the packed widths: kept as they are.) Then the same sets with the branching states of
-    // short rows keeping only their byte children (format version 6, `byterows-*`).
+    // short rows keeping only their byte children (format version 6, `byterows-*`). Both are written as format
+    // version 8 now (4 KiB checksum blocks: `v8-packed-*`, `v8-byterows-*`; the `packed-*` and `byterows-*` seeds
+    // are the same sets written before version 8, in versions 5 and 6: kept as they are).
     let bv = byte_vocab();
     let opts = CompileOptions::new().derive_rows(true);
     let small: Vec<String> = ["tool_a", "tool_b", "toolbox"].iter().map(|s| s.to_string()).collect();
     for (i, set) in [small, tools(5, 40), tools(6, 300)].iter().enumerate() {
         let a = Automaton::compile(bv.clone(), set, &opts.clone().byte_rows_max(0)).unwrap();
-        std::fs::write(out.join(format!("packed-{i}")), a.to_bytes()).unwrap();
+        std::fs::write(out.join(format!("v8-packed-{i}")), a.to_bytes()).unwrap();
         let a = Automaton::compile(bv.clone(), set, &opts).unwrap();
-        std::fs::write(out.join(format!("byterows-{i}")), a.to_bytes()).unwrap();
+        std::fs::write(out.join(format!("v8-byterows-{i}")), a.to_bytes()).unwrap();
     }
 }
 
