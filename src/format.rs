@@ -556,6 +556,31 @@ pub(crate) fn ensure(ok: bool, what: impl FnOnce() -> String) -> Result<()> {
     }
 }
 
+/// Recomputes a version 2 or later file's block hashes (at the block size of the version its header says, the
+/// file's length with them) and checksum after an edit (a crafted file with valid sums; tests only).
+#[cfg(test)]
+pub(crate) fn reseal(b: &mut Vec<u8>) {
+    let version = u32::from_ne_bytes(b[8..12].try_into().unwrap());
+    let body_end = u64::from_ne_bytes(b[56..64].try_into().unwrap()) as usize;
+    let blocks = block_hashes(&b[HEADER..body_end], block_size(version));
+    b.truncate(body_end);
+    b.extend_from_slice(bytemuck::cast_slice(&blocks));
+    let len = b.len() as u64;
+    b[24..32].copy_from_slice(&len.to_ne_bytes());
+    let sum = checksum_of(b, &blocks);
+    b[32..40].copy_from_slice(&sum.to_ne_bytes());
+}
+
+/// The version 2 or later file `file` saying format `version`, its block hashes at that version's block size
+/// (the file an older libtrie wrote; tests only).
+#[cfg(test)]
+pub(crate) fn as_version(file: &[u8], version: u32) -> Vec<u8> {
+    let mut b = file.to_vec();
+    b[8..12].copy_from_slice(&version.to_ne_bytes());
+    reseal(&mut b);
+    b
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -585,28 +610,6 @@ mod tests {
             bad[i] ^= 0x40;
             assert!(Reader::from_bytes(&bad, Kind::Automaton).is_err(), "byte {i} flipped unnoticed");
         }
-    }
-
-    /// Recomputes a version 2 or later file's block hashes (at the block size of the version its header says, the
-    /// file's length with them) and checksum after an edit (a crafted file with valid sums).
-    fn reseal(b: &mut Vec<u8>) {
-        let version = u32::from_ne_bytes(b[8..12].try_into().unwrap());
-        let body_end = u64::from_ne_bytes(b[56..64].try_into().unwrap()) as usize;
-        let blocks = block_hashes(&b[HEADER..body_end], block_size(version));
-        b.truncate(body_end);
-        b.extend_from_slice(bytemuck::cast_slice(&blocks));
-        let len = b.len() as u64;
-        b[24..32].copy_from_slice(&len.to_ne_bytes());
-        let sum = checksum_of(b, &blocks);
-        b[32..40].copy_from_slice(&sum.to_ne_bytes());
-    }
-
-    /// The same file saying format `version`, its block hashes at that version's block size.
-    fn as_version(file: &[u8], version: u32) -> Vec<u8> {
-        let mut b = file.to_vec();
-        b[8..12].copy_from_slice(&version.to_ne_bytes());
-        reseal(&mut b);
-        b
     }
 
     /// The same file in version 1's layout: no block hashes, reserved bytes zero, the checksum over the body.

@@ -397,7 +397,8 @@ mod tests {
     }
 
     /// A version 4 file (derived rows, every array at its full width, as the libtrie before packed widths wrote
-    /// it) still loads, eagerly and lazily, to the same answers; the packed automaton writes version 5.
+    /// it) still loads, eagerly and lazily, to the same answers; the packed automaton needs version 5 (written as
+    /// 8, and as 5 loads the same).
     #[test]
     fn version_4_files_with_full_widths_still_load() {
         let v = byte_vocab();
@@ -408,7 +409,13 @@ mod tests {
         assert!(a.has_derived() && !a.arrays_plain() && a.byte_rows.is_empty());
         assert_eq!((a.depth.width(), a.member_offsets.width()), (1, 2), "depths under 255, 4 KB of members");
         let packed = a.to_bytes();
-        assert_eq!(u32::from_ne_bytes(packed[8..12].try_into().unwrap()), PACKED_VERSION);
+        let version = |b: &[u8]| u32::from_ne_bytes(b[8..12].try_into().unwrap());
+        // Needs version 5, written as 8 (4 KiB checksum blocks); the file as the libtrie before version 8 wrote it
+        // loads the same.
+        assert_eq!(version(&packed), crate::format::SMALL_BLOCKS_VERSION);
+        let v5 = crate::format::as_version(&packed, PACKED_VERSION);
+        same_answers(&a, &Automaton::from_bytes(v.clone(), &v5).unwrap());
+        same_answers(&a, &Automaton::from_bytes_lazy(v.clone(), &v5).unwrap());
         let mut wide = Automaton::from_bytes(v.clone(), &packed).unwrap();
         same_answers(&a, &wide);
         wide.offsets = Packed::plain(wide.offsets.iter().collect());
@@ -420,8 +427,7 @@ mod tests {
         wide.member_offsets = Packed::plain(wide.member_offsets.iter().collect());
         assert!(wide.arrays_plain());
         assert!(wide.memory_usage() > a.memory_usage());
-        let old = wide.to_bytes();
-        assert_eq!(u32::from_ne_bytes(old[8..12].try_into().unwrap()), DERIVED_VERSION);
+        let old = crate::format::as_version(&wide.to_bytes(), DERIVED_VERSION);
         for lazy in [false, true] {
             let b =
                 if lazy { Automaton::from_bytes_lazy(v.clone(), &old) } else { Automaton::from_bytes(v.clone(), &old) };
@@ -431,7 +437,7 @@ mod tests {
         }
     }
 
-    /// Branching states keeping only their byte children make a version 6 file, loading (eagerly and lazily) to
+    /// Branching states keeping only their byte children need a version 6 file (written as 8), loading (eagerly and lazily) to
     /// the answers of the automaton storing every row.
     #[test]
     fn byte_rows_need_version_6() {
@@ -444,9 +450,12 @@ mod tests {
         assert!(n_byte_rows >= 10, "{n_byte_rows}");
         same_answers(&stored, &a);
         let bytes = a.to_bytes();
-        assert_eq!(u32::from_ne_bytes(bytes[8..12].try_into().unwrap()), BYTE_ROWS_VERSION);
-        same_answers(&stored, &Automaton::from_bytes(v.clone(), &bytes).unwrap());
-        same_answers(&stored, &Automaton::from_bytes_lazy(v.clone(), &bytes).unwrap());
+        assert_eq!(u32::from_ne_bytes(bytes[8..12].try_into().unwrap()), crate::format::SMALL_BLOCKS_VERSION);
+        // Written as version 8 (4 KiB checksum blocks), and as version 6 (64 KiB blocks, before version 8).
+        for bytes in [bytes.clone(), crate::format::as_version(&bytes, BYTE_ROWS_VERSION)] {
+            same_answers(&stored, &Automaton::from_bytes(v.clone(), &bytes).unwrap());
+            same_answers(&stored, &Automaton::from_bytes_lazy(v.clone(), &bytes).unwrap());
+        }
         // (A version 5 header over byte rows is refused: tests/derived.rs, which reseals crafted files.)
     }
 }
