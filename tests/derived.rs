@@ -3,7 +3,7 @@
 //! exactly as the one that stores every row (every state's allowed tokens, masks, steps of allowed and refused
 //! tokens, forced continuations, members), on every vocabulary; saved, it needs format version 6 (5 without
 //! byte rows; its integer arrays at packed widths, `src/util/packed.rs`) and is written as version 8 (its checksum
-//! blocks 4 KiB), a file that loads (eagerly and lazily) to the
+//! blocks 2 KiB), a file that loads (eagerly and lazily) to the
 //! same answers; a crafted file (derived bits, unary bytes, byte-row bits, rows, packed arrays or their widths
 //! spoiled, block hashes and checksum made valid again) is an error or a harmless automaton, never a panic.
 mod common;
@@ -93,7 +93,7 @@ fn derived_rows_answer_as_stored_rows_on_every_vocabulary() {
         } else {
             2
         };
-        // Written as version 8 (4 KiB checksum blocks) when version 4 or later is needed, or the body is larger
+        // Written as version 8 (2 KiB checksum blocks) when version 4 or later is needed, or the body is larger
         // than one 64 KiB block.
         let body = u64::from_ne_bytes(bytes[56..64].try_into().unwrap()) - 64;
         let want = if needed >= 4 || body > 1 << 16 { 8 } else { needed };
@@ -206,7 +206,7 @@ fn element_size(file: &[u8], tag: u32) -> usize {
 fn reseal(file: &mut Vec<u8>) {
     use xxhash_rust::xxh3::{xxh3_64, Xxh3};
     let version = u32::from_ne_bytes(file[8..12].try_into().unwrap());
-    let block = if version >= 8 { 1 << 12 } else { 1 << 16 };
+    let block = if version >= 8 { 1 << 11 } else { 1 << 16 };
     let body_end = u64::from_ne_bytes(file[56..64].try_into().unwrap()) as usize;
     let blocks: Vec<u8> = file[64..body_end].chunks(block).flat_map(|c| xxh3_64(c).to_ne_bytes()).collect();
     file.truncate(body_end);

@@ -124,9 +124,9 @@ fn values_sections_are_checked() {
 
 /// The packed layout (automata with derived rows store row offsets, depths, single members, chains and member
 /// offsets at the width their values need; format version 5, and 6 with branching states keeping only their
-/// byte children, as here, written as version 8, its 4 KiB checksum blocks): compiled, saved and loaded (mapped, lazily, from
-/// bytes, lazily from bytes) the automaton answers alike, takes the same memory, saves the same file, and updates
-/// to the same automaton; with values and a template too.
+/// byte children, as here, written as version 8, its 2 KiB checksum blocks): compiled, saved and loaded (mapped,
+/// lazily, from bytes, lazily from bytes) the automaton answers alike, takes the same memory, saves the same file,
+/// and updates to the same automaton; with values and a template too.
 #[test]
 fn packed_arrays_load_and_behave_the_same() {
     let v = byte_vocab();
@@ -393,7 +393,7 @@ proptest! {
     }
 }
 
-/// An automaton whose file spans many 64 KiB blocks (many more of version 8's 4 KiB), and the file (compiled once).
+/// An automaton whose file spans many 64 KiB blocks (many more of version 8's 2 KiB), and the file (compiled once).
 fn large() -> &'static (Automaton, Vec<u8>) {
     static LARGE: std::sync::OnceLock<(Automaton, Vec<u8>)> = std::sync::OnceLock::new();
     LARGE.get_or_init(|| {
@@ -451,7 +451,7 @@ fn write_fuzz_seeds() {
     // byte-level vocabulary. (The `derived-*` seeds are the same sets in format version 4, every array at its full
     // width, written before the packed widths: kept as they are.) Then the same sets with the branching states of
     // short rows keeping only their byte children (format version 6, `byterows-*`). Both are written as format
-    // version 8 now (4 KiB checksum blocks: `v8-packed-*`, `v8-byterows-*`; the `packed-*` and `byterows-*` seeds
+    // version 8 now (2 KiB checksum blocks: `v8-packed-*`, `v8-byterows-*`; the `packed-*` and `byterows-*` seeds
     // are the same sets written before version 8, in versions 5 and 6: kept as they are).
     let bv = byte_vocab();
     let opts = CompileOptions::new().derive_rows(true);
@@ -566,13 +566,13 @@ fn accepts_string(a: &Automaton, s: &[u8]) -> bool {
 }
 
 /// The block hashes and checksum of a saved (version 2 or later) file as `src/format.rs` computes them (the
-/// xxh3-64 of each 64 KiB block of the body, 4 KiB from version 8 on, bytes 64 to the body end, stored past the
+/// xxh3-64 of each 64 KiB block of the body, 2 KiB from version 8 on, bytes 64 to the body end, stored past the
 /// body, the file's length with them; the checksum the xxh3-64 of the header with its checksum field zeroed and of
 /// the block hashes), so a test can craft a file with valid ones (also one whose version field was changed).
 fn fix_checksum(file: &mut Vec<u8>) {
     use xxhash_rust::xxh3::{xxh3_64, Xxh3};
     let version = u32::from_ne_bytes(file[8..12].try_into().unwrap());
-    let block = if version >= 8 { 1 << 12 } else { 1 << 16 };
+    let block = if version >= 8 { 1 << 11 } else { 1 << 16 };
     let body_end = u64::from_ne_bytes(file[56..64].try_into().unwrap()) as usize;
     let blocks: Vec<u8> = file[64..body_end].chunks(block).flat_map(|c| xxh3_64(c).to_ne_bytes()).collect();
     file.truncate(body_end);

@@ -14,7 +14,7 @@
 //! arrays at packed widths (`src/util/packed.rs`, format version 5; the `packed-*` seeds: a section's element size
 //! is its width, so a crafted one reads the same bytes as other numbers), and whose branching states with short
 //! rows keep only their byte children (format version 6; the `byterows-*` seeds; the `v8-*` seeds are the same sets
-//! written as format version 8, its checksum blocks 4 KiB): a derived row is computed from
+//! written as format version 8, its checksum blocks 2 KiB): a derived row is computed from
 //! the other states' rows, so a crafted file must give an error, or a wrong row at worst, never a panic, an out-of-bounds
 //! read or a hang. A lazily loaded automaton may refuse a state (`MalformedFile`) where an
 //! eager load refuses the file.

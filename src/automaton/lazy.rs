@@ -6,7 +6,7 @@
 //! `advance` and the mask fills, empty / `false` / `None` from the queries without an error):
 //! - an explicit state, the first time it is asked about: its row (tokens ascending ids of the vocabulary,
 //!   targets inside the automaton), its depth, its accepting bit, its single member (offsets and bytes) and its
-//!   precomputed mask row, and every block of the file these lie in against its stored hash (4 KiB blocks from
+//!   precomputed mask row, and every block of the file these lie in against its stored hash (2 KiB blocks from
 //!   format version 8 on, 64 KiB before);
 //! - the chain index (`chain_base` ascending, its blocks) the first time any chain state is asked about, then a
 //!   chain (its member, offsets and bytes, first depth and length) the first time one of its states is;

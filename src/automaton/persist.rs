@@ -48,7 +48,7 @@ impl Automaton {
     /// The newest file format version. [`Automaton::save`] writes version 2 (which older libtries read) unless
     /// the automaton needs a later one: 3 for members with values, 4 for derived rows, 5 for arrays at packed
     /// widths (automata with derived rows), 6 for branching states keeping only their byte children; and 8 (the
-    /// file checked in 4 KiB blocks instead of 64 KiB, so that the first use of a lazily loaded state is cheap)
+    /// file checked in 2 KiB blocks instead of 64 KiB, so that the first use of a lazily loaded state is cheap)
     /// for every file over 64 KiB or needing version 4 or later.
     pub const FORMAT_VERSION: u32 = crate::format::FORMAT_VERSION;
 
@@ -139,10 +139,10 @@ impl Automaton {
     /// milliseconds whatever the file's size (the pages are read when used). At load: the header, the section
     /// table, the checksum of the header and of the file's stored block hashes, the sizes of the arrays. Then,
     /// once each: an explicit state's row, depth, member and mask row the first time the state is queried; a
-    /// chain the first time one of its states is; every block of the file (4 KiB from format version 8 on, 64 KiB
-    /// before) against its stored hash the first time an array in it is read; the whole automaton the first time a member is looked up by rank
-    /// (`member_at`, `member_range`, `member_bytes`, `member_id`, the member values, `crossing`, `cross`) or it is updated with
-    /// [`Automaton::with_changes`]. A state whose part of the file fails its check behaves as an invalid state
+    /// chain the first time one of its states is; every block of the file (2 KiB from format version 8 on, 64 KiB
+    /// before) against its stored hash the first time an array in it is read; the whole automaton the first time
+    /// a member is looked up by rank (`member_at`, `member_range`, `member_bytes`, `member_id`, the member values,
+    /// `crossing`, `cross`) or it is updated with [`Automaton::with_changes`]. A state whose part of the file fails its check behaves as an invalid state
     /// ([`ErrorKind::MalformedFile`] from [`Automaton::advance`] and the mask fills; empty, `false` or `None`
     /// from the others), so a damaged or crafted file is still never a crash; but a damaged file is noticed when
     /// the damaged part is used, not at load. A file with a template, and a version 1 file (no block hashes),
@@ -410,7 +410,7 @@ mod tests {
         assert_eq!((a.depth.width(), a.member_offsets.width()), (1, 2), "depths under 255, 4 KB of members");
         let packed = a.to_bytes();
         let version = |b: &[u8]| u32::from_ne_bytes(b[8..12].try_into().unwrap());
-        // Needs version 5, written as 8 (4 KiB checksum blocks); the file as the libtrie before version 8 wrote it
+        // Needs version 5, written as 8 (2 KiB checksum blocks); the file as the libtrie before version 8 wrote it
         // loads the same.
         assert_eq!(version(&packed), crate::format::SMALL_BLOCKS_VERSION);
         let v5 = crate::format::as_version(&packed, PACKED_VERSION);
@@ -451,7 +451,7 @@ mod tests {
         same_answers(&stored, &a);
         let bytes = a.to_bytes();
         assert_eq!(u32::from_ne_bytes(bytes[8..12].try_into().unwrap()), crate::format::SMALL_BLOCKS_VERSION);
-        // Written as version 8 (4 KiB checksum blocks), and as version 6 (64 KiB blocks, before version 8).
+        // Written as version 8 (2 KiB checksum blocks), and as version 6 (64 KiB blocks, before version 8).
         for bytes in [bytes.clone(), crate::format::as_version(&bytes, BYTE_ROWS_VERSION)] {
             same_answers(&stored, &Automaton::from_bytes(v.clone(), &bytes).unwrap());
             same_answers(&stored, &Automaton::from_bytes_lazy(v.clone(), &bytes).unwrap());
