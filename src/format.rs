@@ -26,8 +26,11 @@
 //! ([`Writer::section_packed`], `util/packed.rs`: the element size in the section table is the width), which an
 //! older libtrie would refuse by its element size anyway. Version 6 is the same layout again, required by an
 //! automaton whose branching states keep only their byte children (an older libtrie would read those as whole
-//! rows). Versions 1 to 6 are read; what a later version's section means is checked by its owner (an automaton
-//! refuses a values section, derived rows, packed arrays or byte rows in a file of an older version).
+//! rows). Version 7 is the same layout again, required by an automaton whose members are front-coded (each
+//! stores only the bytes after the prefix it shares with the member before it, `automaton/front.rs`: an older
+//! libtrie would read those suffixes as whole members). Versions 1 to 7 are read; what a later version's section
+//! means is checked by its owner (an automaton refuses a values section, derived rows, packed arrays, byte rows or
+//! front-coded members in a file of an older version).
 //!
 //! Invariants checked on reading (a failure is [`ErrorKind::MalformedFile`], never a crash): the magic, version,
 //! endianness and kind; the length; the checksum of everything after the header (a lazily opened file: of the
@@ -44,8 +47,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 const MAGIC: &[u8; 8] = b"LIBTRIE\0";
-/// The newest format this library reads and writes (see the module doc: it reads versions 1 to 6).
-pub(crate) const FORMAT_VERSION: u32 = 6;
+/// The newest format this library reads and writes (see the module doc: it reads versions 1 to 7).
+pub(crate) const FORMAT_VERSION: u32 = 7;
 /// The version written unless the file's owner requires a later one ([`Writer::require_version`]).
 pub(crate) const BASE_VERSION: u32 = 2;
 const OLDEST_VERSION: u32 = 1;
@@ -596,14 +599,14 @@ mod tests {
         let mut bad = v1.clone();
         bad[1000] ^= 1;
         assert!(Reader::from_bytes_lazy(&bad, Kind::Automaton).err().unwrap().message().contains("checksum"));
-        for version in [0u32, 7, 99] {
+        for version in [0u32, FORMAT_VERSION + 1, 99] {
             let mut other = v2.clone();
             other[8..12].copy_from_slice(&version.to_ne_bytes());
             reseal(&mut other);
             let e = Reader::from_bytes(&other, Kind::Automaton).err().unwrap();
             assert_eq!(e.kind(), ErrorKind::MalformedFile);
             assert!(e.message().contains(&format!("format version {version}, but this libtrie")), "{e}");
-            assert!(e.message().contains("reads versions 1 to 6"), "{e}");
+            assert!(e.message().contains(&format!("reads versions 1 to {FORMAT_VERSION}")), "{e}");
         }
     }
 
