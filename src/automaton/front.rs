@@ -19,31 +19,37 @@ use std::borrow::Cow;
 /// Every this many members one is stored whole (bounds the work of decoding a member).
 pub(crate) const RESTART: usize = 16;
 
-/// The front coding of the sorted members `offsets` / `bytes`: the suffix offsets, the suffix bytes and the
-/// shared prefix lengths (0 at every restart point).
-pub(super) fn front_code(offsets: &[u64], bytes: &[u8]) -> (Vec<u64>, Vec<u8>, Vec<u32>) {
+/// The front coding of the sorted members `offsets` / `bytes`: the suffix offsets, the suffix bytes (`bytes`,
+/// compacted in place) and the shared prefix lengths (0 at every restart point).
+pub(super) fn front_code(offsets: &[u64], mut bytes: Vec<u8>) -> (Vec<u64>, Vec<u8>, Vec<u32>) {
     let n = offsets.len() - 1;
-    let member = |m: usize| &bytes[offsets[m] as usize..offsets[m + 1] as usize];
-    let lcp: Vec<u32> = (0..n)
-        .into_par_iter()
-        .with_min_len(1 << 14)
-        .map(|m| {
-            if m % RESTART == 0 {
-                return 0;
-            }
-            let (a, b) = (member(m - 1), member(m));
-            a.iter().zip(b).take_while(|(x, y)| x == y).count() as u32
-        })
-        .collect();
-    let total: usize = (0..n).map(|m| member(m).len() - lcp[m] as usize).sum();
+    let lcp: Vec<u32> = {
+        let member = |m: usize| &bytes[offsets[m] as usize..offsets[m + 1] as usize];
+        (0..n)
+            .into_par_iter()
+            .with_min_len(1 << 14)
+            .map(|m| {
+                if m % RESTART == 0 {
+                    return 0;
+                }
+                let (a, b) = (member(m - 1), member(m));
+                a.iter().zip(b).take_while(|(x, y)| x == y).count() as u32
+            })
+            .collect()
+    };
+    // Each suffix moves towards the front (it begins at or after where its member did).
     let mut suffix_offsets = Vec::with_capacity(n + 1);
-    let mut suffix_bytes = Vec::with_capacity(total);
     suffix_offsets.push(0u64);
+    let mut at = 0usize;
     for m in 0..n {
-        suffix_bytes.extend_from_slice(&member(m)[lcp[m] as usize..]);
-        suffix_offsets.push(suffix_bytes.len() as u64);
+        let (from, to) = (offsets[m] as usize + lcp[m] as usize, offsets[m + 1] as usize);
+        bytes.copy_within(from..to, at);
+        at += to - from;
+        suffix_offsets.push(at as u64);
     }
-    (suffix_offsets, suffix_bytes, lcp)
+    bytes.truncate(at);
+    bytes.shrink_to_fit();
+    (suffix_offsets, bytes, lcp)
 }
 
 impl Automaton {

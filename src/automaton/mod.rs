@@ -422,8 +422,7 @@ impl Automaton {
         let p32 = |v: Vec<u32>| if pack { Packed::narrow(&v) } else { Packed::plain(v) };
         // The large layout also front-codes its members (format version 7, see `front`).
         let (member_offsets, member_bytes, member_lcp) = if pack {
-            let (o, b, l) = front::front_code(&member_offsets, &member_bytes);
-            drop(member_bytes);
+            let (o, b, l) = front::front_code(&member_offsets, member_bytes);
             (Packed::narrow(&o), b, Packed::narrow(&l))
         } else {
             (Packed::plain(member_offsets), member_bytes, Packed::default())
