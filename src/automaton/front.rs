@@ -283,6 +283,22 @@ mod tests {
         }
     }
 
+    /// An update of a front-coded automaton (which reads its members decoded) is the compile of the changed set.
+    #[test]
+    fn updates_of_front_coded_members_equal_a_compile() {
+        let v = byte_vocab();
+        let opts = CompileOptions::new().derive_rows(true);
+        let input = set(11, 500);
+        let a = Automaton::compile(v.clone(), &input, &opts).unwrap();
+        let (add, remove) = (vec![b"abc-zz".to_vec(), b"a".to_vec()], vec![input[3].clone(), input[100].clone()]);
+        let updated = a.with_changes(&add, &remove, &opts).unwrap();
+        let mut changed: Vec<Vec<u8>> = input.iter().filter(|s| !remove.contains(s)).cloned().collect();
+        changed.extend(add.iter().cloned());
+        let want = Automaton::compile(v.clone(), &changed, &opts).unwrap();
+        assert!(updated.is_front_coded());
+        assert_eq!(updated.to_bytes(), want.to_bytes());
+    }
+
     /// A shared prefix reaching a chain's first depth (or past the member before) is refused by the eager check;
     /// in memory, the chain positions then read an empty rest, never out of bounds.
     #[test]
