@@ -351,6 +351,29 @@ fn crafted_derived_files_are_errors_never_crashes() {
     let lazy = Automaton::from_bytes_lazy(v.clone(), &all).unwrap();
     assert_eq!(lazy.advance(lazy.start(), 0).unwrap_err().kind(), ErrorKind::MalformedFile);
     exercise(&lazy);
+    // Shared prefix lengths spoiled one at a time (each member's, at one byte): longer than the member before, or
+    // reaching into a chain, or a restart point's not 0, is refused eagerly; lazily, the states reading that member
+    // are malformed or answer (the whole check refuses the member lookups); never a panic.
+    let (lcp_at, lcp_count) = section(&good, MEMBER_LCP).expect("front-coded members");
+    assert_eq!((element_size(&good, MEMBER_LCP), lcp_count), (1, a.n_members()));
+    let mut refused_lcp = 0;
+    for m in 0..lcp_count.min(40) {
+        for value in [good[lcp_at + m].wrapping_add(1), 0xfe] {
+            let mut bad = good.clone();
+            bad[lcp_at + m] = value;
+            reseal(&mut bad);
+            match Automaton::from_bytes(v.clone(), &bad) {
+                Ok(x) => exercise(&x),
+                Err(e) => {
+                    refused_lcp += 1;
+                    assert_eq!(e.kind(), ErrorKind::MalformedFile, "member {m}: {e}");
+                }
+            }
+            let lazy = Automaton::from_bytes_lazy(v.clone(), &bad).unwrap();
+            exercise(&lazy);
+        }
+    }
+    assert!(refused_lcp >= 60, "{refused_lcp} of 80 spoiled lengths refused");
     // Front-coded members in a file that says version 6, derived rows in one that says version 3, byte rows in one
     // that says version 5, packed arrays in one that says version 4: refused by their version.
     let mut old = good.clone();
