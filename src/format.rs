@@ -27,16 +27,18 @@
 //! ([`Writer::section_packed`], `util/packed.rs`: the element size in the section table is the width), which an
 //! older libtrie would refuse by its element size anyway. Version 6 is the same layout again, required by an
 //! automaton whose branching states keep only their byte children (an older libtrie would read those as whole
-//! rows). Version 8 is version 2's layout with blocks of 2 KiB instead of 64 KiB ([`SMALL_BLOCK`]): the first use
-//! of a state of a lazily loaded automaton hashes the few blocks its arrays lie in, and a smaller block is fewer
-//! pages to map and bytes to hash (the stored hashes are 0.4% of the body instead of 0.01%; on all npm names the
-//! first use p99 was about 16 us with 2 KiB blocks, 17-18 with 4, 25 with 8, 35 with 16, 100 with 64). It is
-//! written for every file whose body spans more than one 64 KiB block, or that needs version 4 or later anyway (whatever its
-//! size: an older libtrie refuses it by its version already); smaller files keep their version and blocks, byte
-//! for byte. Version 7 is written by another owner (it is read here as version 2's layout with 64 KiB blocks);
-//! version 8 files may hold its sections. Versions 1 to 8 are read, the block size by the version; what a later
-//! version's section means is checked by its owner (an automaton refuses a values section, derived rows, packed
-//! arrays or byte rows in a file of an older version, so every such check is `version >= since`).
+//! rows). Version 7 is the same layout again, required by an automaton whose members are front-coded (each
+//! stores only the bytes after the prefix it shares with the member before it, `automaton/front.rs`: an older
+//! libtrie would read those suffixes as whole members). Version 8 is version 2's layout with blocks of 2 KiB
+//! instead of 64 KiB ([`SMALL_BLOCK`]): the first use of a state of a lazily loaded automaton hashes the few
+//! blocks its arrays lie in, and a smaller block is fewer pages to map and bytes to hash (the stored hashes are
+//! 0.4% of the body instead of 0.01%; on all npm names the first use p99 was about 16 us with 2 KiB blocks, 17-18
+//! with 4, 25 with 8, 35 with 16, 100 with 64). It is written for every file whose body spans more than one 64 KiB
+//! block, or that needs version 4 or later anyway (whatever its size: an older libtrie refuses it by its version
+//! already); smaller files keep their version and blocks, byte for byte. Version 8 files may hold the sections of
+//! versions 3 to 7. Versions 1 to 8 are read, the block size by the version; what a later version's section
+//! means is checked by its owner (an automaton refuses a values section, derived rows, packed arrays, byte rows or
+//! front-coded members in a file of an older version, so every such check is `version >= since`).
 //!
 //! Invariants checked on reading (a failure is [`ErrorKind::MalformedFile`], never a crash): the magic, version,
 //! endianness and kind; the length; the checksum of everything after the header (a lazily opened file: of the
@@ -652,14 +654,14 @@ mod tests {
         let mut bad = v1.clone();
         bad[1000] ^= 1;
         assert!(Reader::from_bytes_lazy(&bad, Kind::Automaton).err().unwrap().message().contains("checksum"));
-        for version in [0u32, 9, 99] {
+        for version in [0u32, FORMAT_VERSION + 1, 99] {
             let mut other = v2.clone();
             other[8..12].copy_from_slice(&version.to_ne_bytes());
             reseal(&mut other);
             let e = Reader::from_bytes(&other, Kind::Automaton).err().unwrap();
             assert_eq!(e.kind(), ErrorKind::MalformedFile);
             assert!(e.message().contains(&format!("format version {version}, but this libtrie")), "{e}");
-            assert!(e.message().contains("reads versions 1 to 8"), "{e}");
+            assert!(e.message().contains(&format!("reads versions 1 to {FORMAT_VERSION}")), "{e}");
         }
     }
 

@@ -1,11 +1,12 @@
 //! The derived-rows layout (`src/automaton/derived.rs`): unary explicit states keep no row and compute it on use,
 //! and branching states with short rows keep only their byte children. An automaton compiled with it answers
 //! exactly as the one that stores every row (every state's allowed tokens, masks, steps of allowed and refused
-//! tokens, forced continuations, members), on every vocabulary; saved, it needs format version 6 (5 without
-//! byte rows; its integer arrays at packed widths, `src/util/packed.rs`) and is written as version 8 (its checksum
-//! blocks 2 KiB), a file that loads (eagerly and lazily) to the
-//! same answers; a crafted file (derived bits, unary bytes, byte-row bits, rows, packed arrays or their widths
-//! spoiled, block hashes and checksum made valid again) is an error or a harmless automaton, never a panic.
+//! tokens, forced continuations, members), on every vocabulary; saved, it needs format version 7 (its members
+//! front-coded, `src/automaton/front.rs`; its integer arrays at packed widths, `src/util/packed.rs`) and is
+//! written as version 8 (its checksum blocks 2 KiB), a file that loads (eagerly and lazily) to the same answers; a
+//! crafted file (derived bits, unary bytes, byte-row bits, rows, packed arrays or their widths, member bytes and
+//! shared prefix lengths spoiled, block hashes and checksum made valid again) is an error or a harmless automaton,
+//! never a panic.
 mod common;
 
 use common::*;
@@ -86,18 +87,12 @@ fn derived_rows_answer_as_stored_rows_on_every_vocabulary() {
         let bytes = derived.to_bytes();
         let version = u32::from_ne_bytes(bytes[8..12].try_into().unwrap());
         let byte_rows = derived.memory_parts().iter().any(|&(n, b)| n == "byte_rows" && b > 0);
-        let needed = if byte_rows {
-            6
-        } else if derived.allowed_total() < stored.allowed_total() {
-            5
-        } else {
-            2
-        };
-        // Written as version 8 (2 KiB checksum blocks) when version 4 or later is needed, or the body is larger
-        // than one 64 KiB block.
+        // (The layout with derived rows also front-codes its members: version 7.) Written as version 8 (2 KiB
+        // checksum blocks) when version 4 or later is needed, or the body is larger than one 64 KiB block.
+        let needed = if byte_rows || derived.allowed_total() < stored.allowed_total() { 7 } else { 2 };
         let body = u64::from_ne_bytes(bytes[56..64].try_into().unwrap()) - 64;
         let want = if needed >= 4 || body > 1 << 16 { 8 } else { needed };
-        assert_eq!(version, want, "{name}: derived rows need format version 5 (6 with byte rows), stored rows 2");
+        assert_eq!(version, want, "{name}: derived rows need format version 7 (front-coded members), stored rows 2");
         same_behaviour(&stored, &Automaton::from_bytes(v.clone(), &bytes).unwrap(), i as u64);
         let lazy = Automaton::from_bytes_lazy(v.clone(), &bytes).unwrap();
         assert!(lazy.is_lazy());
@@ -229,12 +224,15 @@ fn exercise(a: &Automaton) {
     for s in (0..n).map(State).chain([State(n), State(a.n_states() as u32), State::FINISHED]) {
         let allowed: Vec<u32> = a.allowed(s).to_vec();
         let _ = a.fill_bitmask(s, &mut row);
-        let _ = (a.is_accepting(s), a.depth(s), a.forced(s), a.draft(s, 8), a.member_at(s));
+        let _ = (a.is_accepting(s), a.depth(s), a.forced(s), a.draft(s, 8), a.member_at(s), a.forced_bytes(s));
         for t in allowed.iter().copied().chain([0, 1, 97, 255, 256, a.vocab().n_vocab() as u32]) {
             let _ = a.advance(s, t);
         }
     }
     let _ = a.possible_members(a.start());
+    for r in 0..a.n_members() + 1 {
+        let _ = (a.member_bytes(r), a.member_id(r));
+    }
 }
 
 /// Crafted derived files: spoiled derived bits, unary bytes, offsets, tokens, targets and the packed arrays
@@ -252,10 +250,12 @@ fn crafted_derived_files_are_errors_never_crashes() {
     const CHAIN_MEMBER: u32 = 11;
     const CHAIN_DEPTH: u32 = 12;
     const MEMBER_OFFSETS: u32 = 13;
+    const MEMBER_BYTES: u32 = 14;
     const DERIVED: u32 = 24;
     const UNARY_BYTE: u32 = 25;
     const BYTE_ROWS: u32 = 26;
-    const TAGS: [u32; 13] = [
+    const MEMBER_LCP: u32 = 27;
+    const TAGS: [u32; 15] = [
         DERIVED,
         UNARY_BYTE,
         BYTE_ROWS,
@@ -269,6 +269,8 @@ fn crafted_derived_files_are_errors_never_crashes() {
         CHAIN_MEMBER,
         CHAIN_DEPTH,
         MEMBER_OFFSETS,
+        MEMBER_BYTES,
+        MEMBER_LCP,
     ];
     let v = byte_vocab();
     let set = prefixed_set(9, 120);
@@ -294,7 +296,7 @@ fn crafted_derived_files_are_errors_never_crashes() {
     // offset (under 65,535 bytes of members); the transitions stay four.
     assert_eq!((element_size(&good, DEPTH), element_size(&good, SINGLE)), (1, 1));
     assert_eq!((element_size(&good, TOKENS), element_size(&good, MEMBER_OFFSETS)), (4, 2));
-    for round in 0..800 {
+    for round in 0..1000 {
         let mut bad = good.clone();
         let tag = TAGS[round % TAGS.len()];
         let (at, count) = section(&bad, tag).unwrap();
@@ -328,7 +330,7 @@ fn crafted_derived_files_are_errors_never_crashes() {
     assert!(refused > 100 && loaded > 20, "refused {refused}, loaded {loaded}");
     // Another element size for a packed array: refused (no such width, or wider than the type, or the array past
     // its place), or read at that width (the bytes then mean other numbers) and answering without a panic.
-    for tag in [OFFSETS, DEPTH, SINGLE, CHAIN_BASE, CHAIN_MEMBER, CHAIN_DEPTH, MEMBER_OFFSETS] {
+    for tag in [OFFSETS, DEPTH, SINGLE, CHAIN_BASE, CHAIN_MEMBER, CHAIN_DEPTH, MEMBER_OFFSETS, MEMBER_LCP] {
         for size in [1u32, 2, 3, 4, 5, 8, 0] {
             let mut bad = good.clone();
             let e = entry(&bad, tag).unwrap();
@@ -358,8 +360,41 @@ fn crafted_derived_files_are_errors_never_crashes() {
     let lazy = Automaton::from_bytes_lazy(v.clone(), &all).unwrap();
     assert_eq!(lazy.advance(lazy.start(), 0).unwrap_err().kind(), ErrorKind::MalformedFile);
     exercise(&lazy);
-    // Derived rows in a file that says version 3, byte rows in one that says version 5, packed arrays in one that
-    // says version 4: refused by their version.
+    // Shared prefix lengths spoiled one at a time (each member's, at one byte): longer than the member before, or
+    // reaching into a chain, or a restart point's not 0, is refused eagerly; lazily, the states reading that member
+    // are malformed or answer (the whole check refuses the member lookups); never a panic.
+    let (lcp_at, lcp_count) = section(&good, MEMBER_LCP).expect("front-coded members");
+    assert_eq!((element_size(&good, MEMBER_LCP), lcp_count), (1, a.n_members()));
+    let mut refused_lcp = 0;
+    for m in 0..lcp_count.min(40) {
+        for value in [good[lcp_at + m].wrapping_add(1), 0xfe] {
+            let mut bad = good.clone();
+            bad[lcp_at + m] = value;
+            reseal(&mut bad);
+            match Automaton::from_bytes(v.clone(), &bad) {
+                Ok(x) => exercise(&x),
+                Err(e) => {
+                    refused_lcp += 1;
+                    assert_eq!(e.kind(), ErrorKind::MalformedFile, "member {m}: {e}");
+                }
+            }
+            let lazy = Automaton::from_bytes_lazy(v.clone(), &bad).unwrap();
+            exercise(&lazy);
+        }
+    }
+    assert!(refused_lcp >= 60, "{refused_lcp} of 80 spoiled lengths refused");
+    // Front-coded members in a file that says version 6, derived rows in one that says version 3, byte rows in one
+    // that says version 5, packed arrays in one that says version 4: refused by their version.
+    let mut old = good.clone();
+    assert_eq!(u32::from_ne_bytes(old[8..12].try_into().unwrap()), 8, "needs version 7: written as 8");
+    old[8..12].copy_from_slice(&6u32.to_ne_bytes());
+    reseal(&mut old);
+    for lazy in [false, true] {
+        let r = if lazy { Automaton::from_bytes_lazy(v.clone(), &old) } else { Automaton::from_bytes(v.clone(), &old) };
+        let e = r.expect_err("refused");
+        assert_eq!(e.kind(), ErrorKind::MalformedFile);
+        assert!(e.message().contains("section 27) in a format version 6 file (they need version 7)"), "{e}");
+    }
     let mut old = good.clone();
     old[8..12].copy_from_slice(&3u32.to_ne_bytes());
     reseal(&mut old);
@@ -376,14 +411,15 @@ fn crafted_derived_files_are_errors_never_crashes() {
     let no_byte_rows = Automaton::compile(v.clone(), &set, &options(true).byte_rows_max(0)).unwrap();
     let mut old = no_byte_rows.to_bytes();
     assert!(section(&old, BYTE_ROWS).is_none());
-    assert_eq!(u32::from_ne_bytes(old[8..12].try_into().unwrap()), 8, "needs version 5: written as 8");
+    assert_eq!(u32::from_ne_bytes(old[8..12].try_into().unwrap()), 8, "needs version 7: written as 8");
     old[8..12].copy_from_slice(&4u32.to_ne_bytes());
     reseal(&mut old);
     for lazy in [false, true] {
         let r = if lazy { Automaton::from_bytes_lazy(v.clone(), &old) } else { Automaton::from_bytes(v.clone(), &old) };
         let e = r.expect_err("refused");
         assert_eq!(e.kind(), ErrorKind::MalformedFile);
-        assert!(e.message().contains("packed widths in a format version 4 file (they need version 5)"), "{e}");
+        // (The front-coded members, read first, are refused before the packed widths.)
+        assert!(e.message().contains("in a format version 4 file (they need version 7)"), "{e}");
     }
 }
 

@@ -56,13 +56,13 @@ fn forced_runs_on_a_toy_set() {
     let v = toy_vocab();
     let a = Automaton::compile(v.clone(), &["abcd", "abce", "b"], &CompileOptions::default()).unwrap();
     // At the start members part at once: nothing forced.
-    assert_eq!(a.forced_bytes(a.start()), b"");
+    assert_eq!(&*a.forced_bytes(a.start()), b"");
     let d = a.draft(a.start(), 8);
     assert!(d.tokens.is_empty() && !d.complete);
     assert_eq!(d.end_state(a.start()), a.start());
     // After "a", "bc" is shared by both members left: the run is the single longest token "bc".
     let s_a = next(&a, a.start(), 0);
-    assert_eq!(a.forced_bytes(s_a), b"bc");
+    assert_eq!(&*a.forced_bytes(s_a), b"bc");
     let d = a.draft(s_a, 8);
     assert_eq!(d.tokens, vec![7]);
     assert_eq!(d.bytes, b"bc");
@@ -75,11 +75,11 @@ fn forced_runs_on_a_toy_set() {
     assert!(a.is_complete(s) && a.is_accepting(s));
     // After "ab" (token 5) of "abcd": one member left only once "d" comes; "c" is forced first.
     let s_ab = next(&a, a.start(), 5);
-    assert_eq!(a.forced_bytes(s_ab), b"c");
+    assert_eq!(&*a.forced_bytes(s_ab), b"c");
     // A cut: at most 0 tokens is an empty run even where bytes are forced.
     assert!(a.draft(s_a, 0).tokens.is_empty());
     // FINISHED and invalid states: nothing forced.
-    assert_eq!(a.forced_bytes(State::FINISHED), b"");
+    assert_eq!(&*a.forced_bytes(State::FINISHED), b"");
     assert!(a.draft(State(1 << 30), 4).tokens.is_empty());
     assert!(!a.is_complete(State::FINISHED));
 }
@@ -146,7 +146,7 @@ fn drafts_cross_a_templates_segment_boundaries() {
         let s = d.end_state(a.start());
         let t_search = *a.allowed(s).iter().find(|&&t| v.token_bytes(t) == b"search").expect("a 'search' token");
         let s = next(&a, s, t_search);
-        assert_eq!(a.forced_bytes(s), b"_");
+        assert_eq!(&*a.forced_bytes(s), b"_");
         // "_fl" makes the member unique: the rest of the name, the closing quote and the suffix are one run.
         let d = a.draft(s, 64);
         let s = d.end_state(s);

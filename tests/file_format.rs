@@ -123,10 +123,10 @@ fn values_sections_are_checked() {
 }
 
 /// The packed layout (automata with derived rows store row offsets, depths, single members, chains and member
-/// offsets at the width their values need; format version 5, and 6 with branching states keeping only their
-/// byte children, as here, written as version 8, its 2 KiB checksum blocks): compiled, saved and loaded (mapped,
-/// lazily, from bytes, lazily from bytes) the automaton answers alike, takes the same memory, saves the same file,
-/// and updates to the same automaton; with values and a template too.
+/// offsets at the width their values need; format version 5, 6 with branching states keeping only their byte
+/// children, 7 with front-coded members, as here, written as version 8, its 2 KiB checksum blocks): compiled,
+/// saved and loaded (mapped, lazily, from bytes, lazily from bytes) the automaton answers alike, takes the same
+/// memory, saves the same file, and updates to the same automaton; with values and a template too.
 #[test]
 fn packed_arrays_load_and_behave_the_same() {
     let v = byte_vocab();
@@ -142,19 +142,23 @@ fn packed_arrays_load_and_behave_the_same() {
     ];
     for (what, a) in &automata {
         let bytes = a.to_bytes();
-        assert_eq!(u32::from_ne_bytes(bytes[8..12].try_into().unwrap()), 8, "{what}: needs 6, written as 8");
+        assert_eq!(u32::from_ne_bytes(bytes[8..12].try_into().unwrap()), 8, "{what}: needs 7, written as 8");
         // The widths: depths under 255 (one byte), chain and single members under 65,535 (two bytes: 3,000
-        // members), member offsets by the members' bytes (two bytes for the 44 KB of bare names, three for the
-        // 83 KB of templated ones).
+        // members), member offsets by the members' stored bytes (front-coded: the bytes after each member's
+        // prefix shared with the one before, under 65,535 for the 44 KB of bare names and the 83 KB of templated
+        // ones), shared prefix lengths under 255 (one byte).
         let (depth_w, member_w, offsets_w) =
             (element_size(&bytes, 6), element_size(&bytes, 11), element_size(&bytes, 13));
         let stored_members = a.n_members() + a.dropped().len();
         let member_bytes: usize = (0..stored_members).map(|r| a.member_bytes(r).unwrap().len()).sum();
         let max_depth = (0..a.n_explicit() as u32).filter_map(|s| a.depth(State(s))).max().unwrap();
         assert_eq!((depth_w, member_w), (width_of(max_depth as u64), 2), "{what}");
-        assert_eq!(offsets_w, width_of(member_bytes as u64), "{what}: {member_bytes} bytes of members");
-        assert_eq!(offsets_w, if *what == "templated" { 3 } else { 2 }, "{what}: {member_bytes} bytes of members");
         let parts: std::collections::HashMap<&str, usize> = a.memory_parts().into_iter().collect();
+        let stored = parts["member_bytes"];
+        assert!(stored * 2 < member_bytes, "{what}: {stored} of {member_bytes} bytes of members stored");
+        assert_eq!(offsets_w, width_of(stored as u64), "{what}: {stored} bytes of members stored");
+        assert_eq!((offsets_w, element_size(&bytes, 27)), (2, 1), "{what}: {stored} bytes of members stored");
+        assert_eq!(parts["member_lcp"], stored_members, "{what}");
         assert_eq!(parts["depth"], depth_w * a.n_explicit(), "{what}");
         assert_eq!(parts["member_offsets"], offsets_w * (stored_members + 1), "{what}");
         let path = dir.join(format!("{what}.trie"));
@@ -447,20 +451,18 @@ fn write_fuzz_seeds() {
     swapped[at..at + 4].copy_from_slice(b"bbaa");
     fix_checksum(&mut swapped);
     std::fs::write(out.join("regression-members-swapped"), swapped).unwrap();
-    // The derived-rows layout, its arrays at packed widths (format version 5): unary states without rows, over the
-    // byte-level vocabulary. (The `derived-*` seeds are the same sets in format version 4, every array at its full
-    // width, written before the packed widths: kept as they are.) Then the same sets with the branching states of
-    // short rows keeping only their byte children (format version 6, `byterows-*`). Both are written as format
-    // version 8 now (2 KiB checksum blocks: `v8-packed-*`, `v8-byterows-*`; the `packed-*` and `byterows-*` seeds
-    // are the same sets written before version 8, in versions 5 and 6: kept as they are).
+    // The derived-rows layout over the byte-level vocabulary: unary states without rows, branching states of short
+    // rows keeping only their byte children, arrays at packed widths, members front-coded (needs format version 7,
+    // written as 8 with its 2 KiB checksum blocks: `front-*`). (The `derived-*` seeds are the same sets in format
+    // version 4, every array at its full width; `packed-*` in version 5, arrays at packed widths; `byterows-*` in
+    // version 6, with byte rows; `v8-packed-*` and `v8-byterows-*` the packed and byte-row sets in version 8:
+    // written by the libtries before front-coded members, kept as they are.)
     let bv = byte_vocab();
     let opts = CompileOptions::new().derive_rows(true);
     let small: Vec<String> = ["tool_a", "tool_b", "toolbox"].iter().map(|s| s.to_string()).collect();
     for (i, set) in [small, tools(5, 40), tools(6, 300)].iter().enumerate() {
-        let a = Automaton::compile(bv.clone(), set, &opts.clone().byte_rows_max(0)).unwrap();
-        std::fs::write(out.join(format!("v8-packed-{i}")), a.to_bytes()).unwrap();
         let a = Automaton::compile(bv.clone(), set, &opts).unwrap();
-        std::fs::write(out.join(format!("v8-byterows-{i}")), a.to_bytes()).unwrap();
+        std::fs::write(out.join(format!("front-{i}")), a.to_bytes()).unwrap();
     }
 }
 

@@ -67,8 +67,15 @@ fn same_map(got: &Automaton, want: &Automaton, what: &str) -> Result<(), TestCas
     prop_assert_eq!(got.n_states(), want.n_states(), "{}", what);
     let mut r = 0;
     while let Some(m) = want.member_bytes(r) {
-        prop_assert_eq!(got.member_bytes(r), Some(m), "{}: rank {}", what, r);
-        prop_assert_eq!(got.rank_value(r), want.rank_value(r), "{}: rank {} {:?}", what, r, String::from_utf8_lossy(m));
+        prop_assert_eq!(got.member_bytes(r), Some(m.clone()), "{}: rank {}", what, r);
+        prop_assert_eq!(
+            got.rank_value(r),
+            want.rank_value(r),
+            "{}: rank {} {:?}",
+            what,
+            r,
+            String::from_utf8_lossy(&m)
+        );
         r += 1;
     }
     prop_assert_eq!(got.member_bytes(r), None);
@@ -226,7 +233,7 @@ fn first_copy_wins_and_readding_replaces() {
             (0..a.n_members())
                 .find(|&r| {
                     let m = a.member_bytes(r).unwrap();
-                    m == key.as_bytes() || t.as_ref().is_some_and(|t| t.segment(key.as_bytes()).unwrap() == m)
+                    m == key.as_bytes() || t.as_ref().is_some_and(|t| t.segment(key.as_bytes()).unwrap() == *m)
                 })
                 .and_then(|r| a.rank_value(r))
         };

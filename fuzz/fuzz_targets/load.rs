@@ -13,7 +13,9 @@
 //! unary states (`src/automaton/derived.rs`, format version 4; the `derived-*` seeds) and store their integer
 //! arrays at packed widths (`src/util/packed.rs`, format version 5; the `packed-*` seeds: a section's element size
 //! is its width, so a crafted one reads the same bytes as other numbers), and whose branching states with short
-//! rows keep only their byte children (format version 6; the `byterows-*` seeds; the `v8-*` seeds are the same sets
+//! rows keep only their byte children (format version 6; the `byterows-*` seeds), and whose members are front-coded
+//! (each stored as the bytes after its prefix shared with the member before, format version 7, `src/automaton/
+//! front.rs`; the `front-*` seeds: a crafted shared length decodes other members; the `v8-*` seeds are sets
 //! written as format version 8, its checksum blocks 2 KiB): a derived row is computed from
 //! the other states' rows, so a crafted file must give an error, or a wrong row at worst, never a panic, an out-of-bounds
 //! read or a hang. A lazily loaded automaton may refuse a state (`MalformedFile`) where an
@@ -75,12 +77,16 @@ fn walk(a: &Automaton, consistent: bool, lazy: bool) {
         if consistent {
             assert_eq!(ones, allowed.len(), "mask and allowed list of state {s:?}");
         }
-        let _ = (a.is_accepting(s), a.depth(s), a.forced(s));
+        let _ = (a.is_accepting(s), a.depth(s), a.forced(s), a.forced_bytes(s));
         for &t in allowed.iter() {
             if let Ok(Step::Next(n)) = a.advance(s, t) {
                 stack.push(n);
             }
         }
+    }
+    // The member table (decoded from front-coded members: a crafted shared length gives other bytes, never a panic).
+    for r in 0..a.n_members().min(64) + 1 {
+        let _ = a.member_bytes(r);
     }
 }
 

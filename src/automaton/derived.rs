@@ -172,9 +172,8 @@ impl Automaton {
                 let i = self.tokens[r.clone()].binary_search(&t).ok()?;
                 self.pos_of(self.targets[r.start + i])
             }
-            Pos::Chain(state, m, d) => {
-                (self.member(m as usize).get(d as usize) == Some(&b)).then_some(Pos::Chain(state + 1, m, d + 1))
-            }
+            Pos::Chain(state, m, d) => (self.member_rest(m as usize, d as usize).first() == Some(&b))
+                .then_some(Pos::Chain(state + 1, m, d + 1)),
         }
     }
 
@@ -203,7 +202,7 @@ impl Automaton {
                 }
             }
             Pos::Chain(state, m, d) => {
-                if let Some(&b) = self.member(m as usize).get(d as usize) {
+                if let Some(&b) = self.member_rest(m as usize, d as usize).first() {
                     f(b, Pos::Chain(state + 1, m, d + 1));
                 }
             }

@@ -16,6 +16,7 @@
 //! an open template, the hand-over) can follow, and the run includes neither.
 
 use super::*;
+use std::borrow::Cow;
 
 /// A forced token run from a state (see [`Automaton::draft`]).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -44,8 +45,8 @@ impl Automaton {
     /// left, the longest common prefix of the rests otherwise (empty where members part or one ends; empty for
     /// `FINISHED` and invalid states). For a templated automaton this covers the prefix at the start and the
     /// suffix once the member is known.
-    pub fn forced_bytes(&self, state: State) -> &[u8] {
-        let Some(depth) = self.depth(state) else { return &[] };
+    pub fn forced_bytes(&self, state: State) -> Cow<'_, [u8]> {
+        let Some(depth) = self.depth(state) else { return Cow::Borrowed(&[]) };
         // Found by walking the automaton from `state` (no lookup in the member table, so a lazily loaded automaton
         // checks only the states walked, not the whole file): while several members remain, the state is not
         // accepting and every token it allows begins with one byte `b`, every member below continues with `b`
@@ -55,13 +56,13 @@ impl Automaton {
         let mut at = depth;
         loop {
             if let Some(m) = self.single_member_of(s) {
-                return self.member(m).get(depth..).unwrap_or(&[]);
+                return self.member_from(m, depth).unwrap_or_default();
             }
             let Some(b) = self.only_next_byte(s) else { return self.bytes_below(s, depth, at) };
             let Some(next) = self.one_byte_step(s, b) else { return self.forced_bytes_by_range(state, depth) };
             match self.depth(next) {
                 Some(d) if d == at + 1 => (s, at) = (next, d),
-                _ => return &[], // a loaded file whose transitions do not add their bytes: nothing is forced
+                _ => return Cow::Borrowed(&[]), // a loaded file whose transitions do not add their bytes
             }
         }
     }
@@ -95,18 +96,26 @@ impl Automaton {
 
     /// The bytes `depth..at` of the text leading to `state` (at depth `at`): taken from a member below it, reached
     /// by following the first text token of each state down to one member.
-    fn bytes_below(&self, state: State, depth: usize, at: usize) -> &[u8] {
+    fn bytes_below(&self, state: State, depth: usize, at: usize) -> Cow<'_, [u8]> {
         let mut s = state;
         let mut d = at;
+        let none = Cow::Borrowed(&[][..]);
         loop {
             if let Some(m) = self.single_member_of(s) {
-                return self.member(m).get(depth..at).unwrap_or(&[]);
+                return match self.member_from(m, depth) {
+                    Some(Cow::Borrowed(rest)) => Cow::Borrowed(rest.get(..at - depth).unwrap_or(&[])),
+                    Some(Cow::Owned(mut rest)) if rest.len() >= at - depth => {
+                        rest.truncate(at - depth);
+                        Cow::Owned(rest)
+                    }
+                    _ => none,
+                };
             }
-            let Some(t) = self.allowed(s).iter().copied().find(|&t| !self.vocab.is_eog(t)) else { return &[] };
-            let Ok(Step::Next(next)) = self.advance(s, t) else { return &[] };
+            let Some(t) = self.allowed(s).iter().copied().find(|&t| !self.vocab.is_eog(t)) else { return none };
+            let Ok(Step::Next(next)) = self.advance(s, t) else { return none };
             match self.depth(next) {
                 Some(nd) if nd > d => (s, d) = (next, nd), // progress bounds the walk by a member's length
-                _ => return &[],
+                _ => return none,
             }
         }
     }
@@ -114,25 +123,30 @@ impl Automaton {
     /// [`Automaton::forced_bytes`] from the member table: the common prefix of the members in the state's range.
     /// For the vocabularies that lack a one-byte token where the walk needs one (it checks the whole file once
     /// when the automaton was loaded lazily).
-    fn forced_bytes_by_range(&self, state: State, depth: usize) -> &[u8] {
+    fn forced_bytes_by_range(&self, state: State, depth: usize) -> Cow<'_, [u8]> {
         let range = self.member_range(state);
         if range.is_empty() {
-            return &[];
+            return Cow::Borrowed(&[]);
         }
         // Members are sorted by bytes: the common prefix of a contiguous range is that of its first and last.
-        let (Some(first), Some(last)) =
-            (self.member(range.start).get(depth..), self.member(range.end - 1).get(depth..))
+        let (Some(first), Some(last)) = (self.member_from(range.start, depth), self.member_from(range.end - 1, depth))
         else {
-            return &[];
+            return Cow::Borrowed(&[]);
         };
-        let n = first.iter().zip(last).take_while(|(x, y)| x == y).count();
-        &first[..n]
+        let n = first.iter().zip(last.iter()).take_while(|(x, y)| x == y).count();
+        match first {
+            Cow::Borrowed(f) => Cow::Borrowed(&f[..n]),
+            Cow::Owned(mut f) => {
+                f.truncate(n);
+                Cow::Owned(f)
+            }
+        }
     }
 
     /// Whether `state` ends the only member left (nothing but its end, or the hand-over of its segment, follows).
     pub fn is_complete(&self, state: State) -> bool {
         match (self.single_member_of(state), self.depth(state)) {
-            (Some(m), Some(d)) => self.member(m).len() == d,
+            (Some(m), Some(d)) => self.member_len(m) == d,
             _ => false,
         }
     }

@@ -75,11 +75,32 @@ impl Lazy {
         is_set(&self.chains, k) || self.check_chain(a, k)
     }
 
-    /// Whether member `m`'s offsets and bytes are sound (and their blocks match).
+    /// Whether member `m`'s offsets and bytes are sound (and their blocks match); front-coded, those of every
+    /// member from its restart point, their shared prefix lengths (0 at the restart point, none longer than the
+    /// member before), so that decoding it reads only checked bytes.
     fn member_ok(&self, a: &Automaton, m: usize) -> bool {
         if m + 1 >= a.member_offsets.len() {
             return false;
         }
+        if !a.is_front_coded() {
+            return self.stored_ok(a, m);
+        }
+        let mut prev_len = 0u64;
+        for i in m - m % front::RESTART..=m {
+            if !(self.stored_ok(a, i) && self.blocks.verify(a.member_lcp.slice(i..i + 1).bytes())) {
+                return false;
+            }
+            let shared = a.member_lcp.get(i) as u64;
+            if (i % front::RESTART == 0 && shared != 0) || shared > prev_len {
+                return false;
+            }
+            prev_len = shared + (a.member_offsets.get(i + 1) - a.member_offsets.get(i));
+        }
+        true
+    }
+
+    /// Whether member `m`'s (`< n_members`) offsets and stored bytes are sound (and their blocks match).
+    fn stored_ok(&self, a: &Automaton, m: usize) -> bool {
         let o = a.member_offsets.slice(m..m + 2);
         let (from, to) = (o.get(0), o.get(1));
         self.blocks.verify(o.bytes())
@@ -153,9 +174,8 @@ impl Lazy {
         if !(m < a.n_members_stored() && self.member_ok(a, m)) {
             return false;
         }
-        let len = a.member_offsets.get(m + 1) - a.member_offsets.get(m);
         let (first, n) = (a.chain_first_depth.get(k) as u64, (a.chain_base.get(k + 1) - a.chain_base.get(k)) as u64);
-        let ok = first >= 1 && first + n - 1 == len;
+        let ok = a.chain_ok(m, first, n);
         if ok {
             set(&self.chains, k);
         }
@@ -229,6 +249,7 @@ impl Automaton {
         ensure(mo.get(0) == 0 && mo.get(n) == a.member_bytes.len() as u64 && a.n_dropped_members <= n, || {
             "member offsets are not within the member bytes".into()
         })?;
+        ensure(!a.is_front_coded() || a.member_lcp.len() == n, || "member prefix lengths: not one per member".into())?;
         // Member values are read by rank, after the whole automaton is checked; their count is checked now.
         a.validate_values()?;
         let e = a.depth.len();

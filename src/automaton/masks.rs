@@ -47,7 +47,7 @@ impl Automaton {
             }
             Kind::Chain(m, d) => {
                 row.fill(0);
-                let rest = &self.member(m)[d..];
+                let rest = self.member_rest(m, d);
                 self.prefix_tokens(rest, |t, _| set_bits(t, row));
                 if rest.is_empty() && !self.is_open() {
                     set_bits(self.vocab.eog_ids(), row);

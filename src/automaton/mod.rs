@@ -30,6 +30,7 @@ use std::sync::Arc;
 mod allowed;
 mod derived;
 mod draft;
+mod front;
 mod lazy;
 mod masks;
 mod persist;
@@ -216,13 +217,18 @@ pub struct Automaton {
     pub(crate) chain_base: Packed<u32>,
     pub(crate) chain_member: Packed<u32>,
     pub(crate) chain_first_depth: Packed<u32>,
-    /// Members (sorted, distinct): `member_bytes[member_offsets[i]..member_offsets[i + 1]]`.
+    /// Members (sorted, distinct): `member_bytes[member_offsets[i]..member_offsets[i + 1]]` (front-coded: the
+    /// bytes after the prefix shared with the member before, see `member_lcp`).
     ///
     /// (`offsets`, `depth`, `single_member`, the chain arrays and `member_offsets` are [`Packed`]: at their full
     /// width, the layout of plain arrays, except in automata with derived rows, where each is stored at the width
     /// its values need: see `persist`.)
     pub(crate) member_offsets: Packed<u64>,
     pub(crate) member_bytes: Array<u8>,
+    /// Empty, or (front-coded members, the large layout: see `front`) by member, the length of the prefix it
+    /// shares with the member before it, which `member_bytes` leaves out: the member is that prefix followed by
+    /// its bytes in `member_bytes`.
+    pub(crate) member_lcp: Packed<u32>,
     /// Input indices of the strings dropped as unreachable (every copy of a duplicated one), ascending.
     pub(crate) dropped: Vec<usize>,
     /// Number of distinct members dropped.
@@ -304,6 +310,7 @@ impl Automaton {
             + self.chain_first_depth.size_bytes()
             + self.member_offsets.size_bytes()
             + self.member_bytes.size_bytes()
+            + self.member_lcp.size_bytes()
             + self.dropped.capacity() * std::mem::size_of::<usize>()
             + self.segments.as_ref().map_or(0, Segments::memory_usage)
             + self.values.as_ref().map_or(0, Array::size_bytes)
@@ -332,6 +339,7 @@ impl Automaton {
             ("chain_first_depth", self.chain_first_depth.size_bytes()),
             ("member_offsets", self.member_offsets.size_bytes()),
             ("member_bytes", self.member_bytes.size_bytes()),
+            ("member_lcp", self.member_lcp.size_bytes()),
             ("dropped", self.dropped.capacity() * std::mem::size_of::<usize>()),
             ("values", self.values.as_ref().map_or(0, Array::size_bytes)),
         ]
@@ -412,6 +420,13 @@ impl Automaton {
         // widths their values need; every other automaton keeps plain arrays (files byte for byte as before).
         let pack = !derived.is_empty() || !byte_rows.is_empty();
         let p32 = |v: Vec<u32>| if pack { Packed::narrow(&v) } else { Packed::plain(v) };
+        // The large layout also front-codes its members (format version 7, see `front`).
+        let (member_offsets, member_bytes, member_lcp) = if pack {
+            let (o, b, l) = front::front_code(&member_offsets, member_bytes);
+            (Packed::narrow(&o), b, Packed::narrow(&l))
+        } else {
+            (Packed::plain(member_offsets), member_bytes, Packed::default())
+        };
         Automaton {
             vocab,
             offsets: p32(e.offsets),
@@ -429,8 +444,9 @@ impl Automaton {
             chain_base: p32(chains.base),
             chain_member: p32(chains.member),
             chain_first_depth: p32(chains.first_depth),
-            member_offsets: if pack { Packed::narrow(&member_offsets) } else { Packed::plain(member_offsets) },
+            member_offsets,
             member_bytes: member_bytes.into(),
+            member_lcp,
             dropped,
             n_dropped_members,
             segments: None,
@@ -488,8 +504,8 @@ mod tests {
             assert_eq!(lazy.forced_bytes(s), a.forced_bytes(s));
             assert_eq!(lazy.draft(s, 8), a.draft(s, 8));
         }
-        assert_eq!(a.forced_bytes(s_a), b"bc", "several members left, all continuing with bc");
-        assert_eq!(a.forced_bytes(s_b), b"d");
+        assert_eq!(&*a.forced_bytes(s_a), b"bc", "several members left, all continuing with bc");
+        assert_eq!(&*a.forced_bytes(s_b), b"d");
         assert!(!lazy.whole_checked(), "draft walked states only");
         assert_eq!(lazy.possible_members(s_b), a.possible_members(s_b));
         assert!(lazy.whole_checked(), "a member lookup checks the whole file");

@@ -22,6 +22,7 @@ const A_DROPPED: u32 = 15;
 const A_DERIVED: u32 = 24;
 const A_UNARY_BYTE: u32 = 25;
 const A_BYTE_ROWS: u32 = 26;
+const A_MEMBER_LCP: u32 = 27;
 /// The format version of files with derived rows (sections `A_DERIVED`, `A_UNARY_BYTE`): older libtries, which
 /// would read their empty rows as dead ends, refuse them by their version.
 const DERIVED_VERSION: u32 = 4;
@@ -32,6 +33,9 @@ const PACKED_VERSION: u32 = 5;
 /// The format version of files whose branching states may keep only their byte children (section
 /// `A_BYTE_ROWS`): older libtries would read those rows as the whole rows, and refuse the files by their version.
 const BYTE_ROWS_VERSION: u32 = 6;
+/// The format version of files whose members are front-coded (section `A_MEMBER_LCP`, see `front`): older
+/// libtries would read the suffixes as whole members, and refuse the files by their version.
+const FRONT_VERSION: u32 = 7;
 
 /// The header of a saved automaton ([`Automaton::file_info`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -47,9 +51,10 @@ pub struct FileInfo {
 impl Automaton {
     /// The newest file format version. [`Automaton::save`] writes version 2 (which older libtries read) unless
     /// the automaton needs a later one: 3 for members with values, 4 for derived rows, 5 for arrays at packed
-    /// widths (automata with derived rows), 6 for branching states keeping only their byte children; and 8 (the
-    /// file checked in 2 KiB blocks instead of 64 KiB, so that the first use of a lazily loaded state is cheap)
-    /// for every file over 64 KiB or needing version 4 or later.
+    /// widths (automata with derived rows), 6 for branching states keeping only their byte children, 7 for
+    /// front-coded members (automata with derived rows); and 8 (the file checked in 2 KiB blocks instead of
+    /// 64 KiB, so that the first use of a lazily loaded state is cheap) for every file over 64 KiB or needing
+    /// version 4 or later.
     pub const FORMAT_VERSION: u32 = crate::format::FORMAT_VERSION;
 
     /// Saves the automaton to `path` (written atomically: a temporary file renamed into place). The file is the
@@ -100,6 +105,10 @@ impl Automaton {
         }
         if !self.arrays_plain() {
             w.require_version(PACKED_VERSION);
+        }
+        if self.is_front_coded() {
+            w.section_packed(A_MEMBER_LCP, &self.member_lcp);
+            w.require_version(FRONT_VERSION);
         }
         if let Some(seg) = &self.segments {
             seg.write(&mut w);
@@ -209,6 +218,7 @@ impl Automaton {
             chain_first_depth: r.packed(A_CHAIN_DEPTH)?,
             member_offsets: r.packed(A_MEMBER_OFFSETS)?,
             member_bytes: r.array(A_MEMBER_BYTES)?,
+            member_lcp: Self::read_front(&r)?,
             dropped: dropped.iter().map(|&d| usize::try_from(d).unwrap_or(usize::MAX)).collect(),
             n_dropped_members: usize::try_from(meta[1]).unwrap_or(usize::MAX),
             segments: Segments::read(&r)?,
@@ -242,6 +252,22 @@ impl Automaton {
         r.array(tag)
     }
 
+    /// The shared prefix lengths of front-coded members (empty when absent; present only in files of version
+    /// [`FRONT_VERSION`] and later).
+    fn read_front(r: &Reader) -> Result<Packed<u32>> {
+        if !r.has(A_MEMBER_LCP) {
+            return Ok(Packed::default());
+        }
+        let version = r.version();
+        ensure(version >= FRONT_VERSION, || {
+            format!(
+                "front-coded members (section {A_MEMBER_LCP}) in a format version {version} file (they need version \
+                 {FRONT_VERSION})"
+            )
+        })?;
+        r.packed(A_MEMBER_LCP)
+    }
+
     /// Whether every packed array is at its type's full width (the layout of format versions 1 to 4).
     pub(super) fn arrays_plain(&self) -> bool {
         self.offsets.is_plain()
@@ -262,6 +288,14 @@ impl Automaton {
             && (self.byte_rows.is_empty() || self.byte_rows.len() == e.div_ceil(64))
     }
 
+    /// A chain of member `m` (`< n_members`) from depth `first`, `n` states long, is sound: it ends at the member's
+    /// end and (front-coded) begins past the prefix the member shares with the one before it, so every position
+    /// reads its rest from the member's stored bytes (see `front`).
+    pub(super) fn chain_ok(&self, m: usize, first: u64, n: u64) -> bool {
+        let len = self.member_len(m) as u64;
+        first >= 1 && first > self.member_shared(m) as u64 && first + n - 1 == len
+    }
+
     /// A derived state `s` (`< n_explicit`) is sound: its child `s + 1` is an explicit state and its row empty.
     pub(super) fn derived_state_ok(&self, s: usize) -> bool {
         s + 1 < self.depth.len() && self.offsets.get(s) == self.offsets.get(s + 1)
@@ -280,12 +314,8 @@ impl Automaton {
                 && self.n_dropped_members <= n_members,
             || "member offsets are not ascending within the member bytes".into(),
         )?;
-        // Members sorted and distinct: `with_changes` binary-searches them.
-        let unsorted =
-            (1..n_members).into_par_iter().with_min_len(1 << 14).find_any(|&i| self.member(i - 1) >= self.member(i));
-        ensure(unsorted.is_none(), || {
-            format!("members {} and {} are not ascending and distinct", unsorted.unwrap() - 1, unsorted.unwrap())
-        })?;
+        // Front coding sound, members sorted and distinct: `with_changes` binary-searches them.
+        self.validate_members()?;
         let e = self.depth.len();
         ensure(
             e >= 1
@@ -310,12 +340,13 @@ impl Automaton {
         )?;
         let bad_chain = (0..k).into_par_iter().with_min_len(1 << 14).find_any(|&i| {
             let m = self.chain_member.get(i) as usize;
-            let len = mo.get(m + 1) - mo.get(m);
             let base = self.chain_base.ints();
             let (first, n) = (self.chain_first_depth.get(i) as u64, (base.get(i + 1) - base.get(i)) as u64);
-            !(first >= 1 && first + n - 1 == len)
+            !self.chain_ok(m, first, n)
         });
-        ensure(bad_chain.is_none(), || format!("chain {} does not end at its member's end", bad_chain.unwrap()))?;
+        ensure(bad_chain.is_none(), || {
+            format!("chain {} does not end at its member's end, or begins inside its shared prefix", bad_chain.unwrap())
+        })?;
         let n_states = e as u64 + self.chain_base.get(k) as u64;
         ensure(n_states < State::FINISHED.0 as u64, || "too many states".into())?;
         // The transitions, in parallel blocks of states: ids of the vocabulary, ascending within each state, and
@@ -377,6 +408,19 @@ mod tests {
         Arc::new(Vocabulary::new(toks, kinds, &[259], None).unwrap())
     }
 
+    fn version_of(file: &[u8]) -> u32 {
+        u32::from_ne_bytes(file[8..12].try_into().unwrap())
+    }
+
+    /// Stores every member whole (the layout before format version 7).
+    fn members_whole(a: &mut Automaton) {
+        let (offsets, bytes) = a.decoded_members().expect("front-coded");
+        a.member_offsets = Packed::narrow(&offsets);
+        a.member_bytes = bytes.into();
+        a.member_lcp = Packed::default();
+        a.validate().unwrap();
+    }
+
     fn same_answers(a: &Automaton, b: &Automaton) {
         assert_eq!((a.n_states(), a.n_explicit(), a.n_members()), (b.n_states(), b.n_explicit(), b.n_members()));
         let (mut ra, mut rb) = (vec![0u32; a.mask_words()], vec![0u32; a.mask_words()]);
@@ -408,11 +452,13 @@ mod tests {
         let a = Automaton::compile(v.clone(), &set, &opts).unwrap();
         assert!(a.has_derived() && !a.arrays_plain() && a.byte_rows.is_empty());
         assert_eq!((a.depth.width(), a.member_offsets.width()), (1, 2), "depths under 255, 4 KB of members");
-        let packed = a.to_bytes();
-        let version = |b: &[u8]| u32::from_ne_bytes(b[8..12].try_into().unwrap());
-        // Needs version 5, written as 8 (2 KiB checksum blocks); the file as the libtrie before version 8 wrote it
-        // loads the same.
-        assert_eq!(version(&packed), crate::format::SMALL_BLOCKS_VERSION);
+        // Needs version 7 (front-coded members), written as 8 (2 KiB checksum blocks); with every member whole it
+        // needs version 5, and the file as the libtrie before versions 7 and 8 wrote it loads the same.
+        assert_eq!(version_of(&a.to_bytes()), crate::format::SMALL_BLOCKS_VERSION);
+        let mut whole = Automaton::from_bytes(v.clone(), &a.to_bytes()).unwrap();
+        members_whole(&mut whole);
+        let packed = whole.to_bytes();
+        assert_eq!(version_of(&packed), crate::format::SMALL_BLOCKS_VERSION);
         let v5 = crate::format::as_version(&packed, PACKED_VERSION);
         same_answers(&a, &Automaton::from_bytes(v.clone(), &v5).unwrap());
         same_answers(&a, &Automaton::from_bytes_lazy(v.clone(), &v5).unwrap());
@@ -449,12 +495,20 @@ mod tests {
         let n_byte_rows: u32 = a.byte_rows.iter().map(|w| w.count_ones()).sum();
         assert!(n_byte_rows >= 10, "{n_byte_rows}");
         same_answers(&stored, &a);
-        let bytes = a.to_bytes();
-        assert_eq!(u32::from_ne_bytes(bytes[8..12].try_into().unwrap()), crate::format::SMALL_BLOCKS_VERSION);
-        // Written as version 8 (2 KiB checksum blocks), and as version 6 (64 KiB blocks, before version 8).
-        for bytes in [bytes.clone(), crate::format::as_version(&bytes, BYTE_ROWS_VERSION)] {
-            same_answers(&stored, &Automaton::from_bytes(v.clone(), &bytes).unwrap());
-            same_answers(&stored, &Automaton::from_bytes_lazy(v.clone(), &bytes).unwrap());
+        // Front-coded (needs version 7) and with every member whole (needs 6), both written as 8 (2 KiB checksum
+        // blocks); and as versions 7 and 6 (64 KiB blocks, before version 8).
+        let front = a.to_bytes();
+        assert_eq!(version_of(&front), crate::format::SMALL_BLOCKS_VERSION);
+        let mut whole = Automaton::from_bytes(v.clone(), &front).unwrap();
+        members_whole(&mut whole);
+        let bytes = whole.to_bytes();
+        assert_eq!(version_of(&bytes), crate::format::SMALL_BLOCKS_VERSION);
+        assert!(bytes.len() > front.len(), "front coding saves bytes");
+        let v6 = crate::format::as_version(&bytes, BYTE_ROWS_VERSION);
+        let v7 = crate::format::as_version(&front, FRONT_VERSION);
+        for b in [&front, &bytes, &v6, &v7] {
+            same_answers(&stored, &Automaton::from_bytes(v.clone(), b).unwrap());
+            same_answers(&stored, &Automaton::from_bytes_lazy(v.clone(), b).unwrap());
         }
         // (A version 5 header over byte rows is refused: tests/derived.rs, which reseals crafted files.)
     }

@@ -20,12 +20,6 @@ impl Automaton {
         }
     }
 
-    /// Member `m`'s bytes.
-    #[inline]
-    pub(crate) fn member(&self, m: usize) -> &[u8] {
-        &self.member_bytes[self.member_offsets.get(m) as usize..self.member_offsets.get(m + 1) as usize]
-    }
-
     /// What `state` (`< n_states()`) is.
     #[inline]
     pub(super) fn kind(&self, state: State) -> Kind {
@@ -73,7 +67,7 @@ impl Automaton {
             Kind::Explicit(s) if self.is_derived(s) => Allowed::collect(self.derived_tokens(s)),
             Kind::Explicit(s) => Allowed(AllowedRepr::Borrowed(&self.tokens[self.range(s)])),
             Kind::Chain(m, d) => {
-                let rest = &self.member(m)[d..];
+                let rest = self.member_rest(m, d);
                 let mut ids = Vec::new();
                 self.prefix_tokens(rest, |t, _| ids.extend_from_slice(t));
                 if rest.is_empty() && !self.is_open() {
@@ -94,7 +88,7 @@ impl Automaton {
         }
         match self.kind(state) {
             Kind::Explicit(s) => self.accepting[s / 64] >> (s % 64) & 1 == 1,
-            Kind::Chain(m, d) => d == self.member(m).len(),
+            Kind::Chain(m, d) => d == self.member_len(m),
         }
     }
 
@@ -127,7 +121,7 @@ impl Automaton {
                 }
             }
             Kind::Chain(m, d) => {
-                let rest = &self.member(m)[d..];
+                let rest = self.member_rest(m, d);
                 if self.vocab.is_eog(token) {
                     return if rest.is_empty() && !self.is_open() {
                         Ok(Step::Finished)
@@ -184,13 +178,14 @@ impl Automaton {
     /// engine can jump forward. `None` when several members remain or for `FINISHED`.
     pub fn forced(&self, state: State) -> Option<Forced> {
         let m = self.single_member_of(state)?;
-        let member = self.member(m);
-        // (`get`: a loaded file's single-member table is not checked against depths; nothing else reads it.)
-        let bytes = member.get(self.depth(state)?..)?.to_vec();
+        // (`None` past the end: a loaded file's single-member table is not checked against depths; nothing else
+        // reads it.)
+        let bytes = self.member_from(m, self.depth(state)?)?.into_owned();
+        let len = self.member_len(m);
         let mut tokens = Vec::new();
         let mut s = state;
         let mut depth = self.depth(s)?;
-        while depth < member.len() {
+        while depth < len {
             // Every allowed text token leads to a live state on the member's path: take the longest.
             let best = self
                 .allowed(s)

@@ -11,6 +11,7 @@
 
 use super::*;
 use crate::template::{End, Render, Template};
+use std::borrow::Cow;
 use std::ops::Range;
 
 // Section tags of a templated automaton (optional: absent for a bare set).
@@ -95,9 +96,15 @@ impl Segments {
         let n = a.member_offsets.len() - 1;
         ensure(self.member_input.len() == n, || "member input indices".into())?;
         let (p, q) = (&self.template.prefix[..], &self.template.suffix[..]);
-        let bad = (0..n).into_par_iter().with_min_len(1 << 14).find_any(|&m| {
-            let s = a.member(m);
-            !(s.len() >= p.len() + q.len() && s.starts_with(p) && s.ends_with(q))
+        const BLOCK: usize = 1 << 14;
+        let bad = (0..n.div_ceil(BLOCK)).into_par_iter().find_map_any(|b| {
+            let mut bad = None;
+            a.for_each_member(b * BLOCK..((b + 1) * BLOCK).min(n), |m, s| {
+                if bad.is_none() && !(s.len() >= p.len() + q.len() && s.starts_with(p) && s.ends_with(q)) {
+                    bad = Some(m);
+                }
+            });
+            bad
         });
         ensure(bad.is_none(), || format!("member {} is not framed by the template", bad.unwrap()))
     }
@@ -134,7 +141,7 @@ impl Automaton {
             Kind::Chain(m, _) => Some(m),
             Kind::Explicit(s) => {
                 let path = self.path(s)?;
-                self.first_rank_from(path, 0).filter(|&r| self.member(r) == path)
+                self.first_rank_from(&path, 0).filter(|&r| self.member(r) == path)
             }
         }
     }
@@ -152,12 +159,12 @@ impl Automaton {
                 None => 0..0,
                 Some(path) => {
                     let n = self.member_offsets.len() - 1;
-                    let lo = self.first_rank_from(path, 0).unwrap_or(n);
+                    let lo = self.first_rank_from(&path, 0).unwrap_or(n);
                     // Members beginning with `path` are contiguous from `lo`.
                     let (mut a, mut b) = (lo, n);
                     while a < b {
                         let mid = (a + b) / 2;
-                        if self.member(mid).starts_with(path) {
+                        if self.member(mid).starts_with(&path) {
                             a = mid + 1;
                         } else {
                             b = mid;
@@ -176,7 +183,9 @@ impl Automaton {
     }
 
     /// The segment (or, without a template, the member) of rank `rank`, or `None` past the last.
-    pub fn member_bytes(&self, rank: usize) -> Option<&[u8]> {
+    /// (Borrowed from the automaton, or decoded when the members are front-coded: large automata, see
+    /// [`Automaton::FORMAT_VERSION`].)
+    pub fn member_bytes(&self, rank: usize) -> Option<Cow<'_, [u8]>> {
         (rank + 1 < self.member_offsets.len() && self.check_whole().is_ok()).then(|| self.member(rank))
     }
 
@@ -221,11 +230,11 @@ impl Automaton {
         let max = index.max_pattern_len as usize;
         for rank in self.member_range(state) {
             let Some(id) = self.member_id(rank) else { continue };
-            let rest = &self.member(rank)[depth..];
+            let Some(rest) = self.member_from(rank, depth) else { continue };
             if rest.is_empty() || rest.len() >= max {
                 continue;
             }
-            let u = index.trie.walk(rest);
+            let u = index.trie.walk(&rest);
             if u == NONE {
                 continue;
             }
@@ -263,10 +272,12 @@ impl Automaton {
         let depth = depth.unwrap();
         let Some(first) = self.member_range(state).next() else { return Err(self.not_crossing(state, token)) };
         // The segment the token finishes is the text so far + bytes[..k] for some 1 <= k < len.
-        let mut key = self.member(first)[..depth].to_vec();
+        let Some(mut key) = self.member(first).get(..depth).map(<[u8]>::to_vec) else {
+            return Err(self.not_crossing(state, token));
+        };
         for k in 1..bytes.len() {
             key.push(bytes[k - 1]);
-            if let Some(r) = self.first_rank_from(&key, first).filter(|&r| self.member(r) == &key[..]) {
+            if let Some(r) = self.first_rank_from(&key, first).filter(|&r| *self.member(r) == key[..]) {
                 if let Some(member) = self.member_id(r) {
                     return Ok(Crossing { token, member, overflow: bytes.len() - k });
                 }
@@ -289,13 +300,13 @@ impl Automaton {
 
     /// The text so far in explicit state `s`: the first `depth(s)` bytes of a member below it, found by walking
     /// down transitions until a state with one member left (`None` on a crafted file whose walk does not end).
-    fn path(&self, s: usize) -> Option<&[u8]> {
+    fn path(&self, s: usize) -> Option<Cow<'_, [u8]>> {
         let depth = self.depth.get(s) as usize;
         let mut cur = s;
         loop {
             let single = self.single_member.get(cur);
             if single != NONE {
-                return self.member(single as usize).get(..depth);
+                return Self::prefix(self.member(single as usize), depth);
             }
             let next = if self.is_unary(cur) {
                 cur as u32 + 1
@@ -303,10 +314,22 @@ impl Automaton {
                 self.targets[self.range(cur)].iter().copied().find(|&t| t != State::FINISHED.0)?
             };
             match self.kind(State(next)) {
-                Kind::Chain(m, _) => return self.member(m).get(..depth),
+                Kind::Chain(m, _) => return Self::prefix(self.member(m), depth),
                 Kind::Explicit(e) if self.depth.get(e) > self.depth.get(cur) => cur = e,
                 Kind::Explicit(_) => return None,
             }
+        }
+    }
+
+    /// The first `depth` bytes of `member`, if it is that long.
+    fn prefix(member: Cow<'_, [u8]>, depth: usize) -> Option<Cow<'_, [u8]>> {
+        match member {
+            Cow::Borrowed(b) => b.get(..depth).map(Cow::Borrowed),
+            Cow::Owned(mut v) if v.len() >= depth => {
+                v.truncate(depth);
+                Some(Cow::Owned(v))
+            }
+            Cow::Owned(_) => None,
         }
     }
 
@@ -316,7 +339,7 @@ impl Automaton {
         let (mut lo, mut hi) = (from, n);
         while lo < hi {
             let mid = (lo + hi) / 2;
-            if self.member(mid) < key {
+            if *self.member(mid) < *key {
                 lo = mid + 1;
             } else {
                 hi = mid;

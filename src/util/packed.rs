@@ -299,6 +299,11 @@ impl<T: Word> Packed<T> {
         self.len
     }
 
+    #[inline]
+    pub(crate) fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
     pub(crate) fn last(&self) -> Option<T> {
         self.ints().last()
     }

@@ -52,8 +52,8 @@ pub fn run(argv: &[String]) -> Res<()> {
             println!("first members (id: segment, in byte order):");
         }
         match automaton.rank_value(rank) {
-            Some(value) => println!("  {id}: {} = {value}", show(bytes)),
-            None => println!("  {id}: {}", show(bytes)),
+            Some(value) => println!("  {id}: {} = {value}", show(&bytes)),
+            None => println!("  {id}: {}", show(&bytes)),
         }
         shown += 1;
     }

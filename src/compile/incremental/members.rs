@@ -108,7 +108,7 @@ pub(super) fn origins(a: &Automaton, old: &List, add: &[&[u8]], c: &Changes) -> 
             continue;
         }
         let r = o - r_removed + r_added;
-        debug_assert_eq!(a.member(r), old.get(o));
+        debug_assert_eq!(*a.member(r), *old.get(o));
         from_old[r] = o as u32;
     }
     // Every added string's first copy (the last written wins: walk the copies backwards).
@@ -133,15 +133,15 @@ pub(super) fn updated_values(o: &Origins, old_values: &[u64], add_values: &[u64]
 /// The rank of member `s` of `a` (members are sorted and distinct), if it is one.
 pub(super) fn rank_of(a: &Automaton, s: &[u8]) -> Option<usize> {
     let n = a.member_offsets.len() - 1;
-    let member = |i: usize| &a.member_bytes[a.member_offsets.get(i) as usize..a.member_offsets.get(i + 1) as usize];
+    let member = |i: usize| a.member(i);
     let (mut lo, mut hi) = (0, n);
     while lo < hi {
         let mid = (lo + hi) / 2;
-        if member(mid) < s {
+        if *member(mid) < *s {
             lo = mid + 1;
         } else {
             hi = mid;
         }
     }
-    (lo < n && member(lo) == s).then_some(lo)
+    (lo < n && *member(lo) == *s).then_some(lo)
 }

@@ -272,7 +272,8 @@ impl Automaton {
         if self.segments.is_some() {
             return self.with_changes_templated(add, add_values, remove, options);
         }
-        let old = List { offsets: self.member_offsets.ints(), bytes: &self.member_bytes };
+        let decoded = self.decoded_members();
+        let old = self.member_list(&decoded);
         let add_list: Vec<&[u8]> = add.iter().map(|s| s.as_ref()).collect();
         let remove_list: Vec<&[u8]> = remove.iter().map(|s| s.as_ref()).collect();
         let c = effective_changes(&old, &add_list, &remove_list);
@@ -287,7 +288,16 @@ impl Automaton {
                 }
             }
         }
-        self.recompile_with(add, add_values, &c.removed, options)
+        self.recompile_with(&old, add, add_values, &c.removed, options)
+    }
+
+    /// The member table as one list: the members as stored, or `decoded` ([`Automaton::decoded_members`]) when
+    /// they are front-coded.
+    fn member_list<'a>(&'a self, decoded: &'a Option<(Vec<u64>, Vec<u8>)>) -> List<'a> {
+        match decoded {
+            Some((offsets, bytes)) => List { offsets: Ints::of(offsets), bytes },
+            None => List { offsets: self.member_offsets.ints(), bytes: &self.member_bytes },
+        }
     }
 
     /// The values of an update's members (see [`members::origins`]), when the members carry values.
@@ -312,7 +322,7 @@ impl Automaton {
         let single = &self.vocab.index.single_byte;
         let fast = self.n_dropped_members == 0
             && (single.iter().all(|&b| b)
-                || (self.member_bytes.iter().all(|&b| single[b as usize])
+                || (old.bytes.iter().all(|&b| single[b as usize])
                     && c.adding.iter().all(|s| s.iter().all(|&b| single[b as usize]))));
         // Past about one change per 20 members the per-change work costs more than it saves (measured:
         // benches/incremental.rs); a full compile is then faster.
@@ -323,6 +333,7 @@ impl Automaton {
     /// The fallback: a full compile of `add ++ (members − removed)`.
     fn recompile_with<A: AsRef<[u8]> + Sync>(
         &self,
+        old: &List,
         add: &[A],
         add_values: Option<&[u64]>,
         removed: &[usize],
@@ -335,14 +346,14 @@ impl Automaton {
         }
         if self.n_dropped_members > 0 {
             // The strings this automaton dropped are not members.
-            let dropped: Vec<bool> = (0..n).into_par_iter().map(|m| !self.produces(self.member(m))).collect();
+            let dropped: Vec<bool> = (0..n).into_par_iter().map(|m| !self.produces(old.get(m))).collect();
             for (g, d) in gone.iter_mut().zip(dropped) {
                 *g |= d;
             }
         }
         let kept: Vec<usize> = (0..n).filter(|&m| !gone[m]).collect();
         let mut list: Vec<&[u8]> = add.iter().map(|s| s.as_ref()).collect();
-        list.extend(kept.iter().map(|&m| self.member(m)));
+        list.extend(kept.iter().map(|&m| old.get(m)));
         let values = self.list_values(add_values, &kept);
         Automaton::compile_valued(self.vocab.clone(), &list, values.as_deref(), options)
     }
@@ -397,9 +408,9 @@ impl Automaton {
         removed: &[usize],
         options: &CompileOptions,
     ) -> Result<Option<Automaton>> {
-        // The rows are copied from the old automaton's arrays: one that derives rows (large sets) is compiled
-        // again instead.
-        if self.has_derived() {
+        // The rows are copied from the old automaton's arrays: one that derives rows (large sets) or front-codes
+        // its members is compiled again instead.
+        if self.has_derived() || self.is_front_coded() {
             return Ok(None);
         }
         let budget = Budget::new(options.max_bytes);

@@ -41,7 +41,8 @@ impl Automaton {
             })
             .collect();
         let remove_segs: Vec<&[u8]> = remove_owned.iter().map(|s| &s[..]).collect();
-        let old = List { offsets: self.member_offsets.ints(), bytes: &self.member_bytes };
+        let decoded = self.decoded_members();
+        let old = self.member_list(&decoded);
         let c = effective_changes(&old, &add_segs, &remove_segs);
         if self.fast_path_fits(&old, &c) && add.len() < NONE as usize {
             if let Some(mut a) = self.update_in_place(&old, &c.adding, &c.ins, &c.removed, options)? {
@@ -72,10 +73,9 @@ impl Automaton {
 /// first offending pair.
 fn prefix_free_around(a: &Automaton, c: &Changes) -> bool {
     let n = a.member_offsets.len() - 1;
-    let member = |i: usize| &a.member_bytes[a.member_offsets.get(i) as usize..a.member_offsets.get(i + 1) as usize];
     c.adding.iter().all(|s| {
         let Some(r) = members::rank_of(a, s) else { return false };
-        (r == 0 || !s.starts_with(member(r - 1))) && (r + 1 >= n || !member(r + 1).starts_with(s))
+        (r == 0 || !s.starts_with(&a.member(r - 1))) && (r + 1 >= n || !a.member(r + 1).starts_with(s))
     })
 }
 
