@@ -57,11 +57,19 @@ pub(crate) enum Derive {
 }
 
 /// The single-byte tokens of a vocabulary: for each byte, the smallest text token id whose bytes are exactly that
-/// byte (`NONE` if none), and the same pairs sorted by token id.
+/// byte (`NONE` if none), and the same pairs sorted by token id (with a table from token id to byte when the largest
+/// such id is small, as in every vocabulary seen: the walk of derived rows looks a byte up per stored child).
 pub(crate) struct ByteTokens {
     pub(crate) of_byte: [u32; 256],
     by_token: Vec<(TokenId, u8)>,
+    /// `of_token[t]`: the byte of token `t` if it is the single-byte token of that byte, else `NOT_A_BYTE`; ids up to
+    /// [`ByteTokens::last`] (empty when that is [`TABLE_MAX`] or more: binary search of `by_token` instead).
+    of_token: Vec<u16>,
 }
+
+/// The largest single-byte token id a [`ByteTokens`] keeps a table up to (its 2-byte entries).
+const TABLE_MAX: u32 = 1 << 16;
+const NOT_A_BYTE: u16 = u16::MAX;
 
 impl ByteTokens {
     pub(crate) fn new(vocab: &Vocabulary) -> ByteTokens {
@@ -77,7 +85,14 @@ impl ByteTokens {
         let mut by_token: Vec<(TokenId, u8)> =
             of_byte.iter().enumerate().filter(|(_, &t)| t != NONE).map(|(b, &t)| (t, b as u8)).collect();
         by_token.sort_unstable();
-        ByteTokens { of_byte, by_token }
+        let mut of_token = Vec::new();
+        if let Some(&(last, _)) = by_token.last().filter(|&&(t, _)| t < TABLE_MAX) {
+            of_token = vec![NOT_A_BYTE; last as usize + 1];
+            for &(t, b) in &by_token {
+                of_token[t as usize] = b as u16;
+            }
+        }
+        ByteTokens { of_byte, by_token, of_token }
     }
 
     /// Every byte is a token's whole text: unary rows can be derived.
@@ -88,6 +103,12 @@ impl ByteTokens {
     /// The byte of `t` if it is the single-byte token of that byte.
     #[inline]
     fn byte_of(&self, t: TokenId) -> Option<u8> {
+        if !self.of_token.is_empty() {
+            return match self.of_token.get(t as usize) {
+                Some(&b) if b != NOT_A_BYTE => Some(b as u8),
+                _ => None,
+            };
+        }
         self.by_token.binary_search_by_key(&t, |&(tok, _)| tok).ok().map(|i| self.by_token[i].1)
     }
 
@@ -178,71 +199,94 @@ impl Automaton {
         }
     }
 
-    /// Calls `f(b, child)` for every byte child of `pos`.
+    /// Whether `t`, the target of a byte child, can be walked into: a state (not `FINISHED`, below `n_states`)
+    /// whose lazy check passes.
     #[inline]
-    fn byte_children(&self, pos: Pos, mut f: impl FnMut(u8, Pos)) {
-        match pos {
-            Pos::Explicit(s) if self.is_unary(s as usize) => {
-                if let Some(c) = self.pos_of(s + 1) {
-                    f(self.unary_byte[s as usize], c);
-                }
+    fn live(&self, t: u32, n_states: usize) -> bool {
+        (t as usize) < n_states && self.ready(State(t))
+    }
+
+    /// Pushes `(target, w)` for every byte child `b` of explicit state `s` with a live target where the token trie
+    /// goes on from node `v` along `b`, into `w`.
+    #[inline]
+    fn push_children(&self, s: usize, v: u32, n_states: usize, stack: &mut Vec<(u32, u32)>) {
+        let tt = &self.vocab.index.trie;
+        if self.is_unary(s) {
+            let w = tt.child(v, self.unary_byte[s]);
+            if w != NONE && self.live(s as u32 + 1, n_states) {
+                stack.push((s as u32 + 1, w));
             }
-            Pos::Explicit(s) => {
-                let r = self.range(s as usize);
-                let last = self.byte_tokens.last();
-                for i in r {
-                    let t = self.tokens[i];
-                    if t > last {
-                        break;
-                    }
-                    if let Some(b) = self.byte_tokens.byte_of(t) {
-                        if let Some(c) = self.pos_of(self.targets[i]) {
-                            f(b, c);
-                        }
-                    }
-                }
+            return;
+        }
+        let last = self.byte_tokens.last();
+        let r = self.range(s);
+        for (&t, &target) in self.tokens[r.clone()].iter().zip(&self.targets[r]) {
+            if t > last {
+                break;
             }
-            Pos::Chain(state, m, d) => {
-                if let Some(&b) = self.member(m as usize).get(d as usize) {
-                    f(b, Pos::Chain(state + 1, m, d + 1));
+            if let Some(b) = self.byte_tokens.byte_of(t) {
+                let w = tt.child(v, b);
+                if w != NONE && self.live(target, n_states) {
+                    stack.push((target, w));
                 }
             }
         }
     }
 
-    /// The row of derived state `u`: `f(code, target)` for every token code allowed there (see the module doc),
-    /// in no particular order. A walk of the token trie: each of its nodes is visited at most once.
-    pub(super) fn derived_row(&self, u: usize, mut f: impl FnMut(u32, u32)) {
+    /// `f(code)` for every token-trie node below `v` along the rest of chain state `state`'s member.
+    #[inline]
+    fn chain_codes(&self, state: u32, mut v: u32, f: &mut impl FnMut(u32)) {
         let tt = &self.vocab.index.trie;
-        let mut stack: Vec<(Pos, u32)> = Vec::with_capacity(32);
-        self.byte_children(Pos::Explicit(u as u32), |b, c| {
-            let v = tt.child(0, b);
-            if v != NONE {
-                stack.push((c, v));
+        let Kind::Chain(m, d) = self.kind(State(state)) else { return };
+        for &b in self.member(m).get(d..).unwrap_or(&[]) {
+            v = tt.child(v, b);
+            if v == NONE {
+                return;
             }
-        });
-        while let Some((pos, v)) = stack.pop() {
             let code = tt.code(v);
             if code != NONE {
-                f(code, pos.state());
+                f(code);
             }
-            self.byte_children(pos, |b, c| {
-                let w = tt.child(v, b);
-                if w != NONE {
-                    stack.push((c, w));
-                }
-            });
         }
     }
 
-    /// The allowed tokens of derived state `u`, unsorted.
+    /// The row of derived state `u`: `f(code)` for every token code allowed there (see the module doc), in no
+    /// particular order. A walk of the token trie: each of its nodes is visited at most once; a node's position is
+    /// only looked into (the byte children of an explicit state, the member of a chain state) when longer tokens
+    /// go on from the node.
+    pub(super) fn derived_row(&self, u: usize, mut f: impl FnMut(u32)) {
+        let tt = &self.vocab.index.trie;
+        let (n_explicit, n_states) = (self.n_explicit(), self.n_states());
+        // (state reached, token-trie node of the bytes so far): live states, nodes below the root.
+        let mut stack: Vec<(u32, u32)> = Vec::with_capacity(64);
+        self.push_children(u, 0, n_states, &mut stack);
+        while let Some((t, v)) = stack.pop() {
+            let code = tt.code(v);
+            if code != NONE {
+                f(code);
+            }
+            if !tt.has_children(v) {
+                continue;
+            }
+            if (t as usize) < n_explicit {
+                self.push_children(t as usize, v, n_states, &mut stack);
+            } else {
+                self.chain_codes(t, v, &mut f);
+            }
+        }
+    }
+
+    /// The allowed tokens of derived state `u`, walked (ascending, no repeats). See also `derived_list`, which
+    /// keeps the wide ones.
     pub(super) fn derived_tokens(&self, u: usize) -> Vec<TokenId> {
         let idx = &self.vocab.index;
-        let mut ids = Vec::new();
-        self.derived_row(u, |code, _| ids.extend_from_slice(idx.code_tokens(&code)));
+        let mut ids = Vec::with_capacity(32);
+        self.derived_row(u, |code| ids.extend_from_slice(idx.code_tokens(&code)));
         if self.derived_ends(u) {
             ids.extend_from_slice(self.vocab.eog_ids());
         }
+        ids.sort_unstable();
+        ids.dedup();
         ids
     }
 

@@ -34,6 +34,7 @@ mod lazy;
 mod masks;
 mod persist;
 mod query;
+mod row_cache;
 mod segments;
 mod values;
 
@@ -234,6 +235,8 @@ pub struct Automaton {
     pub(crate) values: Option<Array<u64>>,
     /// The checks still to be made of an automaton loaded with [`Automaton::load_lazy`] (`None`: all made).
     pub(crate) lazy: Option<Box<lazy::Lazy>>,
+    /// The wide derived rows computed so far, within a byte budget (see `row_cache`).
+    pub(crate) row_cache: row_cache::RowCache,
 }
 
 /// What a state is.
@@ -286,7 +289,8 @@ impl Automaton {
     }
 
     /// Bytes held by the automaton (heap, or mapped file pages after [`Automaton::load`]), not counting the shared
-    /// vocabulary.
+    /// vocabulary, nor the rows of large automata computed on use and kept for their next use (a bounded cache of at
+    /// most 4 MiB an automaton).
     pub fn memory_usage(&self) -> usize {
         self.offsets.size_bytes()
             + self.tokens.size_bytes()
@@ -436,6 +440,7 @@ impl Automaton {
             segments: None,
             values: None,
             lazy: None,
+            row_cache: row_cache::RowCache::new(row_cache::DEFAULT_BUDGET),
         }
     }
 }
