@@ -24,7 +24,11 @@
 //! children of such a state from what it keeps, as for any stored row; the end-of-generation ids are added where
 //! the state is accepting (and the automaton not open). One bit per explicit state (`byte_rows`) says which.
 //! The walk visits each token-trie node at most once and every token it allows is a row entry, so its cost is
-//! bounded by the row's size.
+//! bounded by the row's size; it looks into a position (the byte children of an explicit state, the member of a
+//! chain state) only where longer tokens go on from the token-trie node reached. The wide rows it computes are
+//! kept in a bounded cache shared by the threads (`row_cache`), so that a state's row is walked once while it stays
+//! there: the limit is 128 tokens, where the walk of a row (first use) stays within about 20 us and later masks
+//! are copies of a cached list (all npm names: 269.5 MB at 128 instead of 306.6 MB at 32; `docs/bench/npm.md`).
 //!
 //! A loaded file's derived states are only checked for what keeps every lookup in bounds (the bit and byte
 //! blocks, `u + 1` an explicit state, the row empty); every state the walk reaches is checked (lazily loaded:
@@ -38,7 +42,7 @@ use super::*;
 pub(crate) const DERIVE_MIN_EXPLICIT: usize = 1 << 18;
 
 /// The most tokens a branching state's row may allow to be derived from its byte children (see the module doc).
-pub(crate) const BYTE_ROWS_MAX: usize = 32;
+pub(crate) const BYTE_ROWS_MAX: usize = 128;
 
 /// Whether `assemble` derives the rows of unary states: `force` if given, else for automata of at least
 /// [`DERIVE_MIN_EXPLICIT`] explicit states.

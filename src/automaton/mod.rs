@@ -106,7 +106,7 @@ pub struct CompileOptions {
     #[doc(hidden)]
     pub derive_rows: Option<bool>,
     /// With derived rows: the most transitions a branching explicit state (not a precomputed row) may allow to
-    /// keep only its byte children and derive its row on use (`None`: 32, `derived::BYTE_ROWS_MAX`; `Some(0)`:
+    /// keep only its byte children and derive its row on use (`None`: 128, `derived::BYTE_ROWS_MAX`; `Some(0)`:
     /// none). For tests and measurements; the automaton behaves the same either way.
     #[doc(hidden)]
     pub byte_rows_max: Option<usize>,

@@ -61,6 +61,12 @@ fn cost(n: usize) -> usize {
     n * std::mem::size_of::<TokenId>() + ENTRY_BYTES
 }
 
+/// The shard of state `s` (another multiplier than the maps' hash: the rows of a shard spread over its map).
+#[inline]
+fn shard_of(s: u32) -> usize {
+    (s.wrapping_mul(0x2545_F491) >> 26) as usize % SHARDS
+}
+
 /// The cache (see the module doc).
 pub(crate) struct RowCache {
     shards: OnceLock<Box<[Mutex<Shard>]>>,
@@ -78,10 +84,8 @@ impl RowCache {
     #[inline]
     fn shard(&self, s: u32) -> Option<MutexGuard<'_, Shard>> {
         let shards = self.shards.get()?;
-        // (Another multiplier than the map's hash: the rows of a shard spread over its map.)
-        let i = (s.wrapping_mul(0x2545_F491) >> 26) as usize % SHARDS;
         // A poisoned shard (a panic while it was held: none can happen there) is still consistent.
-        Some(shards[i].lock().unwrap_or_else(|e| e.into_inner()))
+        Some(shards[shard_of(s)].lock().unwrap_or_else(|e| e.into_inner()))
     }
 
     /// The kept row of state `s`, if any (marked used).
@@ -191,5 +195,48 @@ impl Automaton {
     #[doc(hidden)]
     pub fn row_cache_budget(&self) -> usize {
         self.row_cache.budget()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(n: usize, first: u32) -> Arc<[TokenId]> {
+        (first..first + n as u32).collect()
+    }
+
+    #[test]
+    fn stays_within_its_budget_and_gives_used_rows_a_second_chance() {
+        let c = RowCache::new(SHARDS * 1000 + 7);
+        assert_eq!(c.budget(), SHARDS * 1000);
+        // Narrow rows, and rows over a shard's share (250 tokens: 1064 bytes), are not kept.
+        c.insert(1, &row(MIN_TOKENS - 1, 0));
+        c.insert(2, &row(250, 0));
+        assert!(c.get(1).is_none() && c.get(2).is_none() && c.usage() == 0);
+        // Two rows of 100 tokens (464 bytes) fit a shard, a third does not: the one used since it was inserted
+        // stays, the other goes.
+        let same: Vec<u32> = (0..).filter(|&s| shard_of(s) == shard_of(10)).take(3).collect();
+        c.insert(same[0], &row(100, 0));
+        c.insert(same[1], &row(100, 1));
+        assert_eq!(c.usage(), 2 * cost(100));
+        assert_eq!(&c.get(same[0]).unwrap()[..], &row(100, 0)[..]);
+        c.insert(same[2], &row(100, 2));
+        assert!(c.get(same[1]).is_none(), "the unused row is evicted");
+        assert_eq!(&c.get(same[0]).unwrap()[..], &row(100, 0)[..]);
+        assert_eq!(&c.get(same[2]).unwrap()[..], &row(100, 2)[..]);
+        assert_eq!(c.usage(), 2 * cost(100));
+        // Many rows of many sizes: never over the budget, every row kept is the one inserted.
+        let n = |s: u32| MIN_TOKENS + (s % 200) as usize;
+        for s in 0..20_000u32 {
+            c.insert(s, &row(n(s), s));
+            assert!(c.usage() <= c.budget());
+        }
+        let kept = (0..20_000u32).filter_map(|s| c.get(s).map(|r| assert_eq!(&r[..], &row(n(s), s)[..]))).count();
+        assert!(kept >= SHARDS, "{kept}");
+        // A budget of 0 keeps nothing.
+        let off = RowCache::new(0);
+        off.insert(3, &row(100, 0));
+        assert!(off.get(3).is_none() && off.usage() == 0 && off.shards.get().is_none());
     }
 }
