@@ -237,12 +237,50 @@ impl Automaton {
         }
     }
 
-    /// `f(code)` for every token-trie node below `v` along the rest of chain state `state`'s member.
+    /// The chain of chain state `state` (as `kind` finds it), searched outwards from chain `hint`, then by
+    /// bisection: the chains one walk enters lie close together (the members below a state are a range), and the
+    /// first is guessed from the state's share of the chain states.
+    fn chain_near(&self, state: u32, hint: Option<usize>) -> usize {
+        let cb = self.chain_base.ints();
+        let (n, idx) = (cb.len() - 1, state - self.n_explicit() as u32);
+        let h = hint.unwrap_or_else(|| (idx as u64 * n as u64 / cb.get(n).max(1) as u64) as usize).min(n);
+        // `below(i)`: chain `i` starts at or before `idx` (true at 0, false at `n`); the chain is the last such.
+        let below = |i: usize| cb.get(i) <= idx;
+        let (mut lo, mut hi);
+        let mut step = 1;
+        if below(h) {
+            lo = h;
+            while h + step < n && below(h + step) {
+                lo = h + step;
+                step *= 2;
+            }
+            hi = (h + step).min(n);
+        } else {
+            hi = h;
+            while step <= h && !below(h - step) {
+                hi = h - step;
+                step *= 2;
+            }
+            lo = if step <= h { h - step } else { 0 };
+        }
+        while hi - lo > 1 {
+            let mid = lo + (hi - lo) / 2;
+            if below(mid) {
+                lo = mid;
+            } else {
+                hi = mid;
+            }
+        }
+        lo
+    }
+
+    /// `f(code)` for every token-trie node below `v` along the rest of chain state `state`'s member (in chain `k`).
     #[inline]
-    fn chain_codes(&self, state: u32, mut v: u32, f: &mut impl FnMut(u32)) {
+    fn chain_codes(&self, state: u32, k: usize, mut v: u32, f: &mut impl FnMut(u32)) {
         let tt = &self.vocab.index.trie;
-        let Kind::Chain(m, d) = self.kind(State(state)) else { return };
-        for &b in self.member(m).get(d..).unwrap_or(&[]) {
+        let idx = state - self.n_explicit() as u32;
+        let (m, d) = (self.chain_member.get(k), self.chain_first_depth.get(k) + idx - self.chain_base.get(k));
+        for &b in self.member(m as usize).get(d as usize..).unwrap_or(&[]) {
             v = tt.child(v, b);
             if v == NONE {
                 return;
@@ -263,6 +301,7 @@ impl Automaton {
         let (n_explicit, n_states) = (self.n_explicit(), self.n_states());
         // (state reached, token-trie node of the bytes so far): live states, nodes below the root.
         let mut stack: Vec<(u32, u32)> = Vec::with_capacity(64);
+        let mut chain = None;
         self.push_children(u, 0, n_states, &mut stack);
         while let Some((t, v)) = stack.pop() {
             let code = tt.code(v);
@@ -275,7 +314,9 @@ impl Automaton {
             if (t as usize) < n_explicit {
                 self.push_children(t as usize, v, n_states, &mut stack);
             } else {
-                self.chain_codes(t, v, &mut f);
+                let k = self.chain_near(t, chain);
+                chain = Some(k);
+                self.chain_codes(t, k, v, &mut f);
             }
         }
     }
