@@ -261,7 +261,7 @@ impl Automaton {
                 hi = h - step;
                 step *= 2;
             }
-            lo = if step <= h { h - step } else { 0 };
+            lo = h.saturating_sub(step);
         }
         while hi - lo > 1 {
             let mid = lo + (hi - lo) / 2;
