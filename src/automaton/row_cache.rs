@@ -5,9 +5,9 @@
 //! by state, each behind its own mutex held only to look a row up (an `Arc` clone) or to insert one; the bits are
 //! set outside the lock. Each shard keeps at most its share of the byte budget ([`DEFAULT_BUDGET`] unless set with
 //! [`Automaton::set_row_cache_budget`]), counting each row as its tokens' bytes plus [`ENTRY_BYTES`] (the map
-//! entry, the queue slot, the row's header); a row over a shard's share is not kept. When a row does not fit, rows
-//! are evicted in insertion order, a row used since it was inserted or last passed over getting a second chance
-//! (the CLOCK policy). The cache holds no memory until a row is kept, and is not counted in
+//! entry and its spare capacity, the queue slot, the row's header); a row over a shard's share is not kept. When a
+//! row does not fit, rows are evicted in insertion order, a row used since it was inserted or last passed over
+//! getting a second chance (the CLOCK policy). The cache holds no memory until a row is kept, and is not counted in
 //! [`Automaton::memory_usage`] (see [`Automaton::row_cache_usage`]).
 //!
 //! A cached row is the walk's answer (sorted, without repeats), so the answers are the same cached or not.
@@ -23,8 +23,9 @@ pub(crate) const DEFAULT_BUDGET: usize = 4 << 20;
 /// Rows of fewer tokens are not kept (walked again on every use: a few microseconds at most).
 pub(crate) const MIN_TOKENS: usize = 16;
 
-/// What a row costs beyond its tokens' bytes.
-pub(crate) const ENTRY_BYTES: usize = 64;
+/// What a row costs beyond its tokens' bytes: its header (16 bytes), its map entry (24 bytes and a control byte,
+/// with the map's spare capacity: up to about twice that) and its queue slot (4 bytes, up to twice).
+pub(crate) const ENTRY_BYTES: usize = 96;
 
 /// The number of shards (a power of two).
 const SHARDS: usize = 64;
@@ -183,7 +184,7 @@ impl Automaton {
         self.row_cache = RowCache::new(bytes);
     }
 
-    /// The bytes the cache of derived rows holds (each row counted as its tokens plus 64 bytes), at most
+    /// The bytes the cache of derived rows holds (each row counted as its tokens plus 96 bytes), at most
     /// [`Automaton::row_cache_budget`]. The rows of large automata's states with few stored transitions are
     /// computed on use; the wide ones are kept in this cache, which [`Automaton::memory_usage`] does not count.
     #[doc(hidden)]
@@ -210,11 +211,11 @@ mod tests {
     fn stays_within_its_budget_and_gives_used_rows_a_second_chance() {
         let c = RowCache::new(SHARDS * 1000 + 7);
         assert_eq!(c.budget(), SHARDS * 1000);
-        // Narrow rows, and rows over a shard's share (250 tokens: 1064 bytes), are not kept.
+        // Narrow rows, and rows over a shard's share (250 tokens: 1096 bytes), are not kept.
         c.insert(1, &row(MIN_TOKENS - 1, 0));
         c.insert(2, &row(250, 0));
         assert!(c.get(1).is_none() && c.get(2).is_none() && c.usage() == 0);
-        // Two rows of 100 tokens (464 bytes) fit a shard, a third does not: the one used since it was inserted
+        // Two rows of 100 tokens (496 bytes) fit a shard, a third does not: the one used since it was inserted
         // stays, the other goes.
         let same: Vec<u32> = (0..).filter(|&s| shard_of(s) == shard_of(10)).take(3).collect();
         c.insert(same[0], &row(100, 0));
