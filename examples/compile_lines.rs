@@ -9,7 +9,10 @@
 //! the process's `VmHWM` (Linux), read after the input is in memory and again after the compile. With `--save`,
 //! the saved file is loaded five times with `Automaton::load` and five times with `Automaton::load_lazy` (medians),
 //! and the lazily loaded automaton is then used: the masks of the states of 200 random decodes (first use: rows
-//! checked, pages read; then again), and the first member lookup (the whole check).
+//! checked, pages read; then again), and the first member lookup (the whole check). Per state: the masks once every
+//! state was used (`mask_us_*`), the first use after a lazy load (`first_use_us_*`), the first use of each distinct
+//! state after an eager load (`first_eager_us_*`: the walk of rows derived on use, before the row cache has them),
+//! the bytes the row cache then holds, and the steps.
 //!
 //! `cargo run --release --example compile_lines -- VOCAB.gguf --load FILE.trie`: the load figures of a saved file
 //! only (a file of an earlier format version, say). `--byte-rows-max N`: the largest row a branching state derives
@@ -188,6 +191,20 @@ fn load_figures(vocab: &Arc<Vocabulary>, path: &str) -> String {
     let pct = |v: &[f64], p: f64| v[((v.len() - 1) as f64 * p).round() as usize];
     let steady = per_state(&eager_a, &mut row);
     let first_use = per_state(&Automaton::load_lazy(vocab.clone(), path).unwrap(), &mut row);
+    // The first mask of each distinct state of the decodes on a fresh, eagerly loaded automaton: rows derived on
+    // use are walked (not yet cached), nothing else is checked.
+    let fresh_eager = Automaton::load(vocab.clone(), path).unwrap();
+    let mut seen = std::collections::HashSet::new();
+    let mut first_walk: Vec<f64> = states
+        .iter()
+        .filter(|&&s| seen.insert(s))
+        .map(|&s| {
+            let t = Instant::now();
+            fresh_eager.fill_bitmask(s, &mut row).unwrap();
+            t.elapsed().as_secs_f64() * 1e6
+        })
+        .collect();
+    first_walk.sort_by(f64::total_cmp);
     let mut steps: Vec<f64> = Vec::new();
     for w in states.windows(2) {
         if let Some(&t) =
@@ -200,12 +217,16 @@ fn load_figures(vocab: &Arc<Vocabulary>, path: &str) -> String {
     }
     steps.sort_by(f64::total_cmp);
     let per = format!(
-        "\"mask_us_p50\":{:.2},\"mask_us_p99\":{:.2},\"mask_us_max\":{:.2},\"first_use_us_p50\":{:.2},\"first_use_us_p99\":{:.2},\"advance_ns_p50\":{:.0},\"advance_ns_p99\":{:.0}",
+        "\"mask_us_p50\":{:.2},\"mask_us_p99\":{:.2},\"mask_us_max\":{:.2},\"first_use_us_p50\":{:.2},\"first_use_us_p99\":{:.2},\"first_eager_us_p50\":{:.2},\"first_eager_us_p99\":{:.2},\"first_eager_us_max\":{:.2},\"row_cache_bytes\":{},\"advance_ns_p50\":{:.0},\"advance_ns_p99\":{:.0}",
         pct(&steady, 0.5),
         pct(&steady, 0.99),
         pct(&steady, 1.0),
         pct(&first_use, 0.5),
         pct(&first_use, 0.99),
+        pct(&first_walk, 0.5),
+        pct(&first_walk, 0.99),
+        pct(&first_walk, 1.0),
+        eager_a.row_cache_usage(),
         pct(&steps, 0.5),
         pct(&steps, 0.99)
     );

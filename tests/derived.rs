@@ -176,6 +176,94 @@ fn byte_rows_at_every_limit_answer_as_stored_rows() {
     same_steps(&stored, &a, 9, 1);
 }
 
+/// The rows derived on use and kept in the row cache answer as stored rows, with the cache off, tight (rows
+/// evicted all the time) and at its default budget, on every token of every state, compiled, loaded eagerly and
+/// lazily, twice (walked, then from the cache); the cache never holds more than its budget.
+#[test]
+fn cached_rows_answer_as_stored_rows_at_every_budget() {
+    let v = byte_vocab();
+    let mut set = prefixed_set(22, 400);
+    set.extend(random_set(22, 80, 3));
+    let stored = Automaton::compile(v.clone(), &set, &options(false)).unwrap();
+    let compiled = Automaton::compile(v.clone(), &set, &options(true).byte_rows_max(usize::MAX)).unwrap();
+    let bytes = compiled.to_bytes();
+    for budget in [0usize, 24 << 10, compiled.row_cache_budget()] {
+        let mut kept = 0;
+        let loaded = [
+            Automaton::compile(v.clone(), &set, &options(true).byte_rows_max(usize::MAX)).unwrap(),
+            Automaton::from_bytes(v.clone(), &bytes).unwrap(),
+            Automaton::from_bytes_lazy(v.clone(), &bytes).unwrap(),
+        ];
+        for mut a in loaded {
+            a.set_row_cache_budget(budget);
+            assert!(a.row_cache_budget() <= budget);
+            for pass in 0..2 {
+                same_steps(&stored, &a, pass, 1);
+                assert!(a.row_cache_usage() <= a.row_cache_budget(), "budget {budget}: {}", a.row_cache_usage());
+            }
+            kept = kept.max(a.row_cache_usage());
+        }
+        assert_eq!(kept > 0, budget > 0, "budget {budget}: rows kept {kept}");
+    }
+}
+
+/// Masks and allowed lists filled from many threads at once (each state's row walked by several threads, kept,
+/// evicted under a tight budget, read from the cache) are the stored rows', and the cache stays within its budget.
+#[test]
+fn rows_filled_from_many_threads_are_the_stored_rows() {
+    let v = gguf_vocab("qwen2");
+    let mut set = prefixed_set(23, 600);
+    set.extend(random_set(23, 600, 4));
+    let stored = Automaton::compile(v.clone(), &set, &options(false)).unwrap();
+    let words = stored.mask_words();
+    let states: Vec<State> = (0..stored.n_states() as u32).map(State).collect();
+    let want: Vec<Vec<u32>> = states
+        .iter()
+        .map(|&s| {
+            let mut row = vec![0u32; words];
+            stored.fill_bitmask(s, &mut row).unwrap();
+            row
+        })
+        .collect();
+    let bytes = Automaton::compile(v.clone(), &set, &options(true).byte_rows_max(usize::MAX)).unwrap().to_bytes();
+    for budget in [16 << 10, 4 << 20] {
+        for lazy in [false, true] {
+            let mut a = if lazy {
+                Automaton::from_bytes_lazy(v.clone(), &bytes).unwrap()
+            } else {
+                Automaton::from_bytes(v.clone(), &bytes).unwrap()
+            };
+            a.set_row_cache_budget(budget);
+            assert!(a.allowed_total() < stored.allowed_total());
+            let a = &a;
+            std::thread::scope(|scope| {
+                for t in 0..8u64 {
+                    let (states, want, stored) = (&states, &want, &stored);
+                    scope.spawn(move || {
+                        let mut rng = SmallRng::seed_from_u64(t);
+                        let mut row = vec![0u32; words];
+                        let mut batch = vec![0u32; words * 3];
+                        for _ in 0..3 {
+                            for _ in 0..states.len() {
+                                let i = rng.gen_range(0..states.len());
+                                let s = states[i];
+                                a.fill_bitmask(s, &mut row).unwrap();
+                                assert_eq!(row, want[i], "state {s:?} (thread {t})");
+                                assert_eq!(a.allowed(s), stored.allowed(s), "state {s:?}");
+                                let j = rng.gen_range(0..states.len());
+                                a.fill_bitmask_batch(&[s, states[j], s], &mut batch, words).unwrap();
+                                assert!(batch[..words] == want[i] && batch[words..2 * words] == want[j]);
+                                assert!(a.row_cache_usage() <= a.row_cache_budget());
+                            }
+                        }
+                    });
+                }
+            });
+            assert!(a.row_cache_usage() > 0 && a.row_cache_usage() <= budget, "{}", a.row_cache_usage());
+        }
+    }
+}
+
 /// Section `tag` of a saved file: (byte offset, element count).
 fn section(file: &[u8], tag: u32) -> Option<(usize, usize)> {
     entry(file, tag).map(|e| {

@@ -1,5 +1,6 @@
 //! [`Allowed`]: the tokens of one state, borrowed or inline.
 
+use super::row_cache::DerivedRow;
 use super::*;
 
 /// The tokens allowed in a state, ascending: borrowed from the automaton for explicit states, computed for chain
@@ -12,6 +13,8 @@ pub(super) enum AllowedRepr<'a> {
     Borrowed(&'a [TokenId]),
     Inline([TokenId; INLINE], u8),
     Heap(Vec<TokenId>),
+    /// A derived row kept in the automaton's cache (see `row_cache`).
+    Shared(Arc<[TokenId]>),
 }
 
 /// Allowed lists of chain states up to this long are kept inline.
@@ -30,6 +33,16 @@ impl<'a> Allowed<'a> {
     }
 }
 
+impl Allowed<'_> {
+    /// A derived row (ascending): shared when kept in the cache.
+    pub(super) fn derived(row: DerivedRow) -> Allowed<'static> {
+        match row {
+            DerivedRow::Cached(a) => Allowed(AllowedRepr::Shared(a)),
+            DerivedRow::Fresh(v) => Allowed::collect(v),
+        }
+    }
+}
+
 impl std::ops::Deref for Allowed<'_> {
     type Target = [TokenId];
     #[inline]
@@ -38,6 +51,7 @@ impl std::ops::Deref for Allowed<'_> {
             AllowedRepr::Borrowed(s) => s,
             AllowedRepr::Inline(a, n) => &a[..*n as usize],
             AllowedRepr::Heap(v) => v,
+            AllowedRepr::Shared(a) => a,
         }
     }
 }

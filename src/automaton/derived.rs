@@ -24,7 +24,11 @@
 //! children of such a state from what it keeps, as for any stored row; the end-of-generation ids are added where
 //! the state is accepting (and the automaton not open). One bit per explicit state (`byte_rows`) says which.
 //! The walk visits each token-trie node at most once and every token it allows is a row entry, so its cost is
-//! bounded by the row's size.
+//! bounded by the row's size; it looks into a position (the byte children of an explicit state, the member of a
+//! chain state) only where longer tokens go on from the token-trie node reached. The wide rows it computes are
+//! kept in a bounded cache shared by the threads (`row_cache`), so that a state's row is walked once while it stays
+//! there: the limit is 128 tokens, where the walk of a row (first use) stays within about 20 us and later masks
+//! are copies of a cached list (all npm names: 269.5 MB at 128 instead of 306.6 MB at 32; `docs/bench/npm.md`).
 //!
 //! A loaded file's derived states are only checked for what keeps every lookup in bounds (the bit and byte
 //! blocks, `u + 1` an explicit state, the row empty); every state the walk reaches is checked (lazily loaded:
@@ -38,7 +42,7 @@ use super::*;
 pub(crate) const DERIVE_MIN_EXPLICIT: usize = 1 << 18;
 
 /// The most tokens a branching state's row may allow to be derived from its byte children (see the module doc).
-pub(crate) const BYTE_ROWS_MAX: usize = 32;
+pub(crate) const BYTE_ROWS_MAX: usize = 128;
 
 /// Whether `assemble` derives the rows of unary states: `force` if given, else for automata of at least
 /// [`DERIVE_MIN_EXPLICIT`] explicit states.
@@ -57,11 +61,19 @@ pub(crate) enum Derive {
 }
 
 /// The single-byte tokens of a vocabulary: for each byte, the smallest text token id whose bytes are exactly that
-/// byte (`NONE` if none), and the same pairs sorted by token id.
+/// byte (`NONE` if none), and the same pairs sorted by token id (with a table from token id to byte when the largest
+/// such id is small, as in every vocabulary seen: the walk of derived rows looks a byte up per stored child).
 pub(crate) struct ByteTokens {
     pub(crate) of_byte: [u32; 256],
     by_token: Vec<(TokenId, u8)>,
+    /// `of_token[t]`: the byte of token `t` if it is the single-byte token of that byte, else `NOT_A_BYTE`; ids up to
+    /// [`ByteTokens::last`] (empty when that is [`TABLE_MAX`] or more: binary search of `by_token` instead).
+    of_token: Vec<u16>,
 }
+
+/// The largest single-byte token id a [`ByteTokens`] keeps a table up to (its 2-byte entries).
+const TABLE_MAX: u32 = 1 << 16;
+const NOT_A_BYTE: u16 = u16::MAX;
 
 impl ByteTokens {
     pub(crate) fn new(vocab: &Vocabulary) -> ByteTokens {
@@ -77,7 +89,14 @@ impl ByteTokens {
         let mut by_token: Vec<(TokenId, u8)> =
             of_byte.iter().enumerate().filter(|(_, &t)| t != NONE).map(|(b, &t)| (t, b as u8)).collect();
         by_token.sort_unstable();
-        ByteTokens { of_byte, by_token }
+        let mut of_token = Vec::new();
+        if let Some(&(last, _)) = by_token.last().filter(|&&(t, _)| t < TABLE_MAX) {
+            of_token = vec![NOT_A_BYTE; last as usize + 1];
+            for &(t, b) in &by_token {
+                of_token[t as usize] = b as u16;
+            }
+        }
+        ByteTokens { of_byte, by_token, of_token }
     }
 
     /// Every byte is a token's whole text: unary rows can be derived.
@@ -88,6 +107,12 @@ impl ByteTokens {
     /// The byte of `t` if it is the single-byte token of that byte.
     #[inline]
     fn byte_of(&self, t: TokenId) -> Option<u8> {
+        if !self.of_token.is_empty() {
+            return match self.of_token.get(t as usize) {
+                Some(&b) if b != NOT_A_BYTE => Some(b as u8),
+                _ => None,
+            };
+        }
         self.by_token.binary_search_by_key(&t, |&(tok, _)| tok).ok().map(|i| self.by_token[i].1)
     }
 
@@ -177,71 +202,135 @@ impl Automaton {
         }
     }
 
-    /// Calls `f(b, child)` for every byte child of `pos`.
+    /// Whether `t`, the target of a byte child, can be walked into: a state (not `FINISHED`, below `n_states`)
+    /// whose lazy check passes.
     #[inline]
-    fn byte_children(&self, pos: Pos, mut f: impl FnMut(u8, Pos)) {
-        match pos {
-            Pos::Explicit(s) if self.is_unary(s as usize) => {
-                if let Some(c) = self.pos_of(s + 1) {
-                    f(self.unary_byte[s as usize], c);
-                }
+    fn live(&self, t: u32, n_states: usize) -> bool {
+        (t as usize) < n_states && self.ready(State(t))
+    }
+
+    /// Pushes `(target, w)` for every byte child `b` of explicit state `s` with a live target where the token trie
+    /// goes on from node `v` along `b`, into `w`.
+    #[inline]
+    fn push_children(&self, s: usize, v: u32, n_states: usize, stack: &mut Vec<(u32, u32)>) {
+        let tt = &self.vocab.index.trie;
+        if self.is_unary(s) {
+            let w = tt.child(v, self.unary_byte[s]);
+            if w != NONE && self.live(s as u32 + 1, n_states) {
+                stack.push((s as u32 + 1, w));
             }
-            Pos::Explicit(s) => {
-                let r = self.range(s as usize);
-                let last = self.byte_tokens.last();
-                for i in r {
-                    let t = self.tokens[i];
-                    if t > last {
-                        break;
-                    }
-                    if let Some(b) = self.byte_tokens.byte_of(t) {
-                        if let Some(c) = self.pos_of(self.targets[i]) {
-                            f(b, c);
-                        }
-                    }
-                }
+            return;
+        }
+        let last = self.byte_tokens.last();
+        let r = self.range(s);
+        for (&t, &target) in self.tokens[r.clone()].iter().zip(&self.targets[r]) {
+            if t > last {
+                break;
             }
-            Pos::Chain(state, m, d) => {
-                if let Some(&b) = self.member_rest(m as usize, d as usize).first() {
-                    f(b, Pos::Chain(state + 1, m, d + 1));
+            if let Some(b) = self.byte_tokens.byte_of(t) {
+                let w = tt.child(v, b);
+                if w != NONE && self.live(target, n_states) {
+                    stack.push((target, w));
                 }
             }
         }
     }
 
-    /// The row of derived state `u`: `f(code, target)` for every token code allowed there (see the module doc),
-    /// in no particular order. A walk of the token trie: each of its nodes is visited at most once.
-    pub(super) fn derived_row(&self, u: usize, mut f: impl FnMut(u32, u32)) {
-        let tt = &self.vocab.index.trie;
-        let mut stack: Vec<(Pos, u32)> = Vec::with_capacity(32);
-        self.byte_children(Pos::Explicit(u as u32), |b, c| {
-            let v = tt.child(0, b);
-            if v != NONE {
-                stack.push((c, v));
+    /// The chain of chain state `state` (as `kind` finds it), searched outwards from chain `hint`, then by
+    /// bisection: the chains one walk enters lie close together (the members below a state are a range), and the
+    /// first is guessed from the state's share of the chain states.
+    fn chain_near(&self, state: u32, hint: Option<usize>) -> usize {
+        let cb = self.chain_base.ints();
+        let (n, idx) = (cb.len() - 1, state - self.n_explicit() as u32);
+        let h = hint.unwrap_or_else(|| (idx as u64 * n as u64 / cb.get(n).max(1) as u64) as usize).min(n);
+        // `below(i)`: chain `i` starts at or before `idx` (true at 0, false at `n`); the chain is the last such.
+        let below = |i: usize| cb.get(i) <= idx;
+        let (mut lo, mut hi);
+        let mut step = 1;
+        if below(h) {
+            lo = h;
+            while h + step < n && below(h + step) {
+                lo = h + step;
+                step *= 2;
             }
-        });
-        while let Some((pos, v)) = stack.pop() {
+            hi = (h + step).min(n);
+        } else {
+            hi = h;
+            while step <= h && !below(h - step) {
+                hi = h - step;
+                step *= 2;
+            }
+            lo = h.saturating_sub(step);
+        }
+        while hi - lo > 1 {
+            let mid = lo + (hi - lo) / 2;
+            if below(mid) {
+                lo = mid;
+            } else {
+                hi = mid;
+            }
+        }
+        lo
+    }
+
+    /// `f(code)` for every token-trie node below `v` along the rest of chain state `state`'s member (in chain `k`).
+    #[inline]
+    fn chain_codes(&self, state: u32, k: usize, mut v: u32, f: &mut impl FnMut(u32)) {
+        let tt = &self.vocab.index.trie;
+        let idx = state - self.n_explicit() as u32;
+        let (m, d) = (self.chain_member.get(k), self.chain_first_depth.get(k) + idx - self.chain_base.get(k));
+        for &b in self.member_rest(m as usize, d as usize) {
+            v = tt.child(v, b);
+            if v == NONE {
+                return;
+            }
             let code = tt.code(v);
             if code != NONE {
-                f(code, pos.state());
+                f(code);
             }
-            self.byte_children(pos, |b, c| {
-                let w = tt.child(v, b);
-                if w != NONE {
-                    stack.push((c, w));
-                }
-            });
         }
     }
 
-    /// The allowed tokens of derived state `u`, unsorted.
+    /// The row of derived state `u`: `f(code)` for every token code allowed there (see the module doc), in no
+    /// particular order. A walk of the token trie: each of its nodes is visited at most once; a node's position is
+    /// only looked into (the byte children of an explicit state, the member of a chain state) when longer tokens
+    /// go on from the node.
+    pub(super) fn derived_row(&self, u: usize, mut f: impl FnMut(u32)) {
+        let tt = &self.vocab.index.trie;
+        let (n_explicit, n_states) = (self.n_explicit(), self.n_states());
+        // (state reached, token-trie node of the bytes so far): live states, nodes below the root.
+        let mut stack: Vec<(u32, u32)> = Vec::with_capacity(64);
+        let mut chain = None;
+        self.push_children(u, 0, n_states, &mut stack);
+        while let Some((t, v)) = stack.pop() {
+            let code = tt.code(v);
+            if code != NONE {
+                f(code);
+            }
+            if !tt.has_children(v) {
+                continue;
+            }
+            if (t as usize) < n_explicit {
+                self.push_children(t as usize, v, n_states, &mut stack);
+            } else {
+                let k = self.chain_near(t, chain);
+                chain = Some(k);
+                self.chain_codes(t, k, v, &mut f);
+            }
+        }
+    }
+
+    /// The allowed tokens of derived state `u`, walked (ascending, no repeats). See also `derived_list`, which
+    /// keeps the wide ones.
     pub(super) fn derived_tokens(&self, u: usize) -> Vec<TokenId> {
         let idx = &self.vocab.index;
-        let mut ids = Vec::new();
-        self.derived_row(u, |code, _| ids.extend_from_slice(idx.code_tokens(&code)));
+        let mut ids = Vec::with_capacity(32);
+        self.derived_row(u, |code| ids.extend_from_slice(idx.code_tokens(&code)));
         if self.derived_ends(u) {
             ids.extend_from_slice(self.vocab.eog_ids());
         }
+        ids.sort_unstable();
+        ids.dedup();
         ids
     }
 

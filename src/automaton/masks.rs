@@ -25,14 +25,7 @@ impl Automaton {
             return fill_sparse(self.vocab.eog_ids(), row);
         }
         match self.kind(state) {
-            Kind::Explicit(s) if self.is_derived(s) => {
-                row.fill(0);
-                let idx = &self.vocab.index;
-                self.derived_row(s, |code, _| set_bits(idx.code_tokens(&code), row));
-                if self.derived_ends(s) {
-                    set_bits(self.vocab.eog_ids(), row);
-                }
-            }
+            Kind::Explicit(s) if self.is_derived(s) => fill_sparse(&self.derived_list(s), row),
             Kind::Explicit(s) => {
                 let allowed = &self.tokens[self.range(s)];
                 if allowed.len() >= self.dense_threshold() {

@@ -35,6 +35,7 @@ mod lazy;
 mod masks;
 mod persist;
 mod query;
+mod row_cache;
 mod segments;
 mod values;
 
@@ -106,7 +107,7 @@ pub struct CompileOptions {
     #[doc(hidden)]
     pub derive_rows: Option<bool>,
     /// With derived rows: the most transitions a branching explicit state (not a precomputed row) may allow to
-    /// keep only its byte children and derive its row on use (`None`: 32, `derived::BYTE_ROWS_MAX`; `Some(0)`:
+    /// keep only its byte children and derive its row on use (`None`: 128, `derived::BYTE_ROWS_MAX`; `Some(0)`:
     /// none). For tests and measurements; the automaton behaves the same either way.
     #[doc(hidden)]
     pub byte_rows_max: Option<usize>,
@@ -240,6 +241,8 @@ pub struct Automaton {
     pub(crate) values: Option<Array<u64>>,
     /// The checks still to be made of an automaton loaded with [`Automaton::load_lazy`] (`None`: all made).
     pub(crate) lazy: Option<Box<lazy::Lazy>>,
+    /// The wide derived rows computed so far, within a byte budget (see `row_cache`).
+    pub(crate) row_cache: row_cache::RowCache,
 }
 
 /// What a state is.
@@ -292,7 +295,8 @@ impl Automaton {
     }
 
     /// Bytes held by the automaton (heap, or mapped file pages after [`Automaton::load`]), not counting the shared
-    /// vocabulary.
+    /// vocabulary, nor the rows of large automata computed on use and kept for their next use (a bounded cache of at
+    /// most 4 MiB an automaton).
     pub fn memory_usage(&self) -> usize {
         self.offsets.size_bytes()
             + self.tokens.size_bytes()
@@ -452,6 +456,7 @@ impl Automaton {
             segments: None,
             values: None,
             lazy: None,
+            row_cache: row_cache::RowCache::new(row_cache::DEFAULT_BUDGET),
         }
     }
 }

@@ -225,6 +225,7 @@ impl Automaton {
             values: Self::read_values(&r)?,
             vocab,
             lazy: None,
+            row_cache: row_cache::RowCache::new(row_cache::DEFAULT_BUDGET),
         };
         let version = r.version();
         ensure(version >= PACKED_VERSION || a.arrays_plain(), || {

@@ -64,7 +64,7 @@ impl Automaton {
             return Allowed(AllowedRepr::Borrowed(&[]));
         }
         match self.kind(state) {
-            Kind::Explicit(s) if self.is_derived(s) => Allowed::collect(self.derived_tokens(s)),
+            Kind::Explicit(s) if self.is_derived(s) => Allowed::derived(self.derived_list(s)),
             Kind::Explicit(s) => Allowed(AllowedRepr::Borrowed(&self.tokens[self.range(s)])),
             Kind::Chain(m, d) => {
                 let rest = self.member_rest(m, d);

@@ -197,6 +197,12 @@ impl TokenTrie {
         }
     }
 
+    /// Whether node `u` has children (some pattern is longer than its path and starts with it).
+    #[inline]
+    pub(crate) fn has_children(&self, u: u32) -> bool {
+        self.nodes[u as usize].first_edge != self.nodes[u as usize + 1].first_edge
+    }
+
     /// The token code of the pattern that ends at node `u`, or `NONE`.
     #[inline]
     pub(crate) fn code(&self, u: u32) -> u32 {
