@@ -1,5 +1,7 @@
 //! Sorting byte strings without comparing them whole (the string trie and the token index both need byte order).
 
+use rayon::prelude::*;
+
 /// The big-endian key of `s[off..off + 8]` (zero-padded, so keys order like the bytes) and how many of those 8
 /// bytes `s` has.
 #[inline]
@@ -10,23 +12,80 @@ fn chunk(s: &[u8], off: usize) -> (u64, u32) {
     (u64::from_be_bytes(b), n as u32)
 }
 
+/// A string's first 8 bytes as a big-endian key, and its input index.
+type Item = (u64, u32);
+
+/// Inputs from this many strings on are sorted on all cores: split by their first two bytes, each part sorted on
+/// its own (below it, the threads' start-up and the extra pass cost more than they save).
+const PARALLEL_MIN: usize = 1 << 15;
+
+/// Fewer items than this are sorted by comparison; from it on, by radix.
+const RADIX_MIN: usize = 1024;
+
 /// The input indices of `strings` in byte order (equal strings by index): a stable LSD radix sort on the first
 /// 8 bytes (big-endian, zero-padded, which orders like the bytes themselves), then each run of equal keys is
 /// refined 8 bytes at a time (sorting small `(bytes in the chunk, next chunk, index)` keys, most-significant
-/// chunk first), so strings are read chunk by chunk and never compared whole.
-pub(crate) fn sorted_order<S: AsRef<[u8]>>(strings: &[S]) -> Vec<u32> {
-    let mut items: Vec<(u64, u32)> =
-        strings.iter().enumerate().map(|(i, s)| (chunk(s.as_ref(), 0).0, i as u32)).collect();
-    if items.len() < 1024 {
+/// chunk first), so strings are read chunk by chunk and never compared whole. Large inputs are first split
+/// stably by their first two bytes, and the parts (already in order among themselves) are sorted in parallel.
+pub(crate) fn sorted_order<S: AsRef<[u8]> + Sync>(strings: &[S]) -> Vec<u32> {
+    let key = |(i, s): (usize, &S)| (chunk(s.as_ref(), 0).0, i as u32);
+    if strings.len() < PARALLEL_MIN {
+        let mut items: Vec<(u64, u32)> = strings.iter().enumerate().map(key).collect();
+        let mut scratch = if items.len() < RADIX_MIN { Vec::new() } else { vec![(0u64, 0u32); items.len()] };
+        sort_items(&mut items, &mut scratch, strings);
+        return items.into_iter().map(|(_, i)| i).collect();
+    }
+    let keyed: Vec<(u64, u32)> = strings.par_iter().enumerate().with_min_len(1 << 13).map(key).collect();
+    // A stable counting scatter on the top 16 bits of the keys: the parts come out in byte order, each in
+    // input order.
+    let mut counts = vec![0usize; 1 << 16];
+    for &(k, _) in &keyed {
+        counts[(k >> 48) as usize] += 1;
+    }
+    let mut cursor = Vec::with_capacity(1 << 16);
+    let mut at = 0;
+    for &c in &counts {
+        cursor.push(at);
+        at += c;
+    }
+    let mut items = vec![(0u64, 0u32); keyed.len()];
+    for &item in &keyed {
+        let b = (item.0 >> 48) as usize;
+        items[cursor[b]] = item;
+        cursor[b] += 1;
+    }
+    // The keys' first copy is each part's scratch space (no allocation in the threads).
+    let mut scratch = keyed;
+    let mut parts: Vec<(&mut [Item], &mut [Item])> = Vec::new();
+    let (mut rest, mut rest_scratch) = (&mut items[..], &mut scratch[..]);
+    for &c in &counts {
+        if c > 0 {
+            let (part, tail) = std::mem::take(&mut rest).split_at_mut(c);
+            let (part_scratch, scratch_tail) = std::mem::take(&mut rest_scratch).split_at_mut(c);
+            parts.push((part, part_scratch));
+            (rest, rest_scratch) = (tail, scratch_tail);
+        }
+    }
+    parts.into_par_iter().for_each(|(part, part_scratch)| sort_items(part, part_scratch, strings));
+    drop(scratch);
+    items.into_par_iter().with_min_len(1 << 13).map(|(_, i)| i).collect()
+}
+
+/// Sorts `items` (`(first 8 bytes as a big-endian key, input index)`, ascending by index) into the byte order of
+/// their strings, equal strings by index. `scratch` (as long as `items` from [`RADIX_MIN`] items on) is
+/// overwritten.
+fn sort_items<S: AsRef<[u8]>>(items: &mut [(u64, u32)], scratch: &mut [(u64, u32)], strings: &[S]) {
+    if items.len() < RADIX_MIN {
         items.sort_unstable();
     } else {
         let mut counts = vec![[0u32; 256]; 8];
-        for &(key, _) in &items {
+        for &(key, _) in items.iter() {
             for (digit, c) in counts.iter_mut().enumerate() {
                 c[(key >> (8 * digit)) as u8 as usize] += 1;
             }
         }
-        let mut scratch = vec![(0u64, 0u32); items.len()];
+        // Whether the keys now lie in `scratch` (the passes alternate between the two).
+        let mut in_scratch = false;
         for (digit, c) in counts.iter().enumerate() {
             if c.iter().any(|&n| n as usize == items.len()) {
                 continue; // every key has the same byte here
@@ -35,12 +94,17 @@ pub(crate) fn sorted_order<S: AsRef<[u8]>>(strings: &[S]) -> Vec<u32> {
             for b in 1..256 {
                 start[b] = start[b - 1] + c[b - 1];
             }
-            for &item in &items {
+            let (from, to): (&[Item], &mut [Item]) =
+                if in_scratch { (&*scratch, &mut *items) } else { (&*items, &mut *scratch) };
+            for &item in from {
                 let b = (item.0 >> (8 * digit)) as u8 as usize;
-                scratch[start[b] as usize] = item;
+                to[start[b] as usize] = item;
                 start[b] += 1;
             }
-            std::mem::swap(&mut items, &mut scratch);
+            in_scratch = !in_scratch;
+        }
+        if in_scratch {
+            items.copy_from_slice(scratch);
         }
     }
     // (a, b, off): items[a..b] (ascending by index) agree on their zero-padded bytes 0..off + 8 and are all at
@@ -84,5 +148,4 @@ pub(crate) fn sorted_order<S: AsRef<[u8]>>(strings: &[S]) -> Vec<u32> {
             *item = (k.1, k.2);
         }
     }
-    items.into_iter().map(|(_, i)| i).collect()
 }
