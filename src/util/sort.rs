@@ -22,8 +22,9 @@ fn chunk(s: &[u8], off: usize) -> (u64, u32) {
 type Item = (u32, u64, u32);
 
 /// Inputs from this many strings on are sorted on all cores: split by their first two bytes, each part sorted on
-/// its own (below it, the threads' start-up and the extra pass cost more than they save).
-const PARALLEL_MIN: usize = 1 << 15;
+/// its own (below it, the extra pass and the threads cost more than they save: with it at 32768, the 100,000
+/// cities sorted no faster and the alignment after them ran slower).
+const PARALLEL_MIN: usize = 1 << 18;
 
 /// Fewer items than this are sorted by comparison; from it on, by radix.
 const RADIX_MIN: usize = 1024;
