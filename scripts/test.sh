@@ -31,6 +31,9 @@ stage() {
   fi
 }
 
+# Free disk first: a full disk shows up as a linker's "Bus error" (signal 7) in whichever stage links next.
+echo "[test] free disk: $(df -h --output=avail "$REPO" | tail -n 1 | tr -d ' ') at $REPO"
+
 set -e
 scripts/install-deps.sh
 TRIE_ASSETS="$(scripts/fetch-assets.sh | tail -n 1)"
@@ -93,6 +96,8 @@ stage "C ABI: header drift, C/C++ tests (ASan, valgrind), examples, packaging" \
 if [[ -x scripts/test-go.sh ]]; then stage "Go bindings" scripts/test-go.sh; fi
 if [[ -x scripts/test-swift-module.sh ]]; then stage "Swift module (clang modules)" scripts/test-swift-module.sh; fi
 stage "fuzz smoke (cargo-fuzz, every target 10 s, ASan)" after cargo-fuzz scripts/fuzz-smoke.sh 10
+# The ASan builds of the fuzz targets (about 1 GB) serve no later stage: on CI give their disk back.
+if [[ "${CI:-}" == true ]]; then rm -rf fuzz/target; fi
 if [[ "${TRIE_SKIP_LLAMA:-0}" != 1 ]]; then
   stage "llama.cpp sampler on a real model (SmolLM2-135M)" \
     after llama.cpp after model tests/llama/run.sh
@@ -111,6 +116,7 @@ stage "Python wheel (manylinux) pip-installed into a fresh venv without Rust (un
   after py-venv scripts/test-python.sh
 
 echo
+echo "[test] free disk: $(df -h --output=avail "$REPO" | tail -n 1 | tr -d ' ') at $REPO"
 if ((failed)); then printf 'failed stages: %s\n' "${failures[*]}"; fi
 echo "stages: $passed passed, $failed failed"
 ((failed == 0))
