@@ -20,6 +20,7 @@ Importable without vLLM."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 from typing import Any, Dict, List, Optional, Sequence, Tuple
@@ -124,13 +125,13 @@ def install(refused: type) -> None:
         return
 
     async def preprocess_chat(self: Any, request: Any, messages: List[Any], *args: Any, **kw: Any) -> Any:
-        try:
-            messages, tool_dicts = apply(request, messages, kw.get("tool_dicts"))  # type: ignore[assignment]
+        try:  # off the event loop: a registry's plan (its search index on first use) must not hold other clients
+            out, tool_dicts = await asyncio.to_thread(apply, request, messages, kw.get("tool_dicts"))
         except ValueError as e:
             raise refused(str(e)) from None
         if "tool_dicts" in kw:
             kw["tool_dicts"] = tool_dicts
-        return await original(self, request, list(messages), *args, **kw)
+        return await original(self, request, list(out), *args, **kw)
 
     preprocess_chat._libtrie = True  # type: ignore[attr-defined]
     OnlineRenderer.preprocess_chat = preprocess_chat
