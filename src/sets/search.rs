@@ -5,9 +5,10 @@
 //!
 //! - [`Mode::Bm25`]: Okapi BM25 (`k1 = 1.2`, `b = 0.75`, Lucene's non-negative IDF `ln(1 + (N - df + 0.5) / (df +
 //!   0.5))`) over one document per tool: its name, its description, and its parameters' names and descriptions.
-//!   Text is cut into tokens by [`tokens`]: runs of letters and digits (anything else separates, so `_`, `.`, `-`
-//!   and spaces do), each run cut again at camelCase boundaries (`getWeather` → `get`, `weather`; `HTTPServer` →
-//!   `http`, `server`), lowercased. A query term counts once.
+//!   Text is cut into tokens by [`tokens`]: runs of letters, digits and combining marks (anything else separates,
+//!   so `_`, `.`, `-` and spaces do), each run cut again at camelCase boundaries (`getWeather` → `get`, `weather`; `HTTPServer` →
+//!   `http`, `server`), lowercased; scripts written without spaces (Chinese, Japanese, Korean syllables, Thai, ...)
+//!   give overlapping character pairs (`天气预报` → `天气`, `气预`, `预报`). A query term counts once.
 //! - [`Mode::Regex`]: a pattern of the `regex` crate's syntax (Python's `re` for what tool-search patterns use;
 //!   `(?i)` for case-insensitive), matched anywhere in a tool's name (score 2) or else in its description or
 //!   parameters' text (score 1).
@@ -100,25 +101,83 @@ pub struct ToolSearch {
 
 /// The tokens of `text` (see the module's documentation): runs of letters and digits, cut at camelCase
 /// boundaries (a lowercase letter or digit followed by an uppercase one; an uppercase run followed by an uppercase
-/// then lowercase letter), lowercased.
+/// then lowercase letter), lowercased; within a run, the characters of scripts written without spaces (Han, kana,
+/// Hangul syllables, Thai, Lao, Khmer, Myanmar) give their overlapping pairs instead (`天气预报` → `天气`, `气预`,
+/// `预报`; a lone one itself), as Lucene's CJK analyzer does, so a query's words match inside a description.
 pub fn tokens(text: &str) -> Vec<String> {
     let mut out = Vec::new();
-    for run in text.split(|c: char| !c.is_alphanumeric()).filter(|r| !r.is_empty()) {
+    for run in text.split(|c: char| !word_char(c)).filter(|r| !r.is_empty()) {
         let chars: Vec<char> = run.chars().collect();
         let mut start = 0;
-        for i in 1..chars.len() {
-            let (prev, cur) = (chars[i - 1], chars[i]);
-            let next_lower = chars.get(i + 1).is_some_and(|c| c.is_lowercase());
-            let lower_to_upper = (prev.is_lowercase() || prev.is_numeric()) && cur.is_uppercase();
-            let acronym_end = prev.is_uppercase() && cur.is_uppercase() && next_lower;
-            if lower_to_upper || acronym_end {
-                out.push(chars[start..i].iter().collect::<String>().to_lowercase());
-                start = i;
+        while start < chars.len() {
+            let unspaced = no_spaces(chars[start]);
+            let end = (start..chars.len()).find(|&i| no_spaces(chars[i]) != unspaced).unwrap_or(chars.len());
+            if unspaced {
+                bigrams(&chars[start..end], &mut out);
+            } else {
+                words(&chars[start..end], &mut out);
             }
+            start = end;
         }
-        out.push(chars[start..].iter().collect::<String>().to_lowercase());
     }
     out
+}
+
+/// Whether `c` is part of a word: a letter or digit, or a combining mark (the vowel signs of Devanagari, Thai and
+/// their kin, accents written apart, Hebrew and Arabic points), which must not cut a word in two.
+fn word_char(c: char) -> bool {
+    if c.is_alphanumeric() {
+        return true;
+    }
+    match c as u32 {
+        0x0300..=0x036F | 0x1AB0..=0x1AFF | 0x1DC0..=0x1DFF | 0x20D0..=0x20FF | 0xFE20..=0xFE2F => true,
+        0x0591..=0x05BD | 0x05BF | 0x05C1 | 0x05C2 | 0x05C4 | 0x05C5 | 0x05C7 => true,
+        0x0610..=0x061A | 0x064B..=0x065F | 0x0670 | 0x06D6..=0x06DC | 0x06DF..=0x06E4 | 0x06E7 | 0x06E8 => true,
+        0x06EA..=0x06ED => true,
+        // Brahmic scripts, Thai, Lao, Tibetan, Myanmar, Khmer: all but their punctuation.
+        0x0964 | 0x0965 | 0x0970 | 0x0DF4 | 0x0E4F | 0x0E5A | 0x0E5B | 0x0F04..=0x0F14 | 0x104A..=0x104F => false,
+        0x17D4..=0x17DA => false,
+        0x0900..=0x0DFF | 0x0E00..=0x0EFF | 0x0F00..=0x0FFF | 0x1000..=0x109F | 0x1780..=0x17FF => true,
+        _ => false,
+    }
+}
+
+/// Whether `c` belongs to a script written without spaces between words.
+fn no_spaces(c: char) -> bool {
+    matches!(c as u32,
+        0x0E00..=0x0EFF // Thai, Lao
+        | 0x1000..=0x109F // Myanmar
+        | 0x1780..=0x17FF // Khmer
+        | 0x3040..=0x30FF // Hiragana, Katakana
+        | 0x3400..=0x4DBF // CJK Extension A
+        | 0x4E00..=0x9FFF // CJK Unified Ideographs
+        | 0xAC00..=0xD7AF // Hangul syllables
+        | 0xF900..=0xFAFF // CJK Compatibility Ideographs
+        | 0x20000..=0x3FFFF) // CJK Extensions B..
+}
+
+/// The overlapping pairs of `chars` (itself when it is one character).
+fn bigrams(chars: &[char], out: &mut Vec<String>) {
+    if chars.len() == 1 {
+        out.push(chars[0].to_lowercase().collect());
+    }
+    out.extend(chars.windows(2).map(|w| w.iter().flat_map(|c| c.to_lowercase()).collect::<String>()));
+}
+
+/// `chars` cut at camelCase boundaries, lowercased.
+fn words(chars: &[char], out: &mut Vec<String>) {
+    let mut start = 0;
+    for i in 1..chars.len() {
+        let (prev, cur) = (chars[i - 1], chars[i]);
+        let next_lower = chars.get(i + 1).is_some_and(|c| c.is_lowercase());
+        let lower_to_upper = (prev.is_lowercase() || prev.is_numeric()) && cur.is_uppercase();
+        let acronym_end = prev.is_uppercase() && cur.is_uppercase() && next_lower;
+        if lower_to_upper || acronym_end {
+            out.push(chars[start..i].iter().collect::<String>().to_lowercase());
+            start = i;
+        }
+    }
+    out.push(chars[start..].iter().collect::<String>().to_lowercase());
 }
 
 /// A string field of a JSON object, "" when absent or not a string.

@@ -13,6 +13,15 @@ fn tokens_cut_names_and_text() {
     assert_eq!(tokens("Weather, in  Paris!"), ["weather", "in", "paris"]);
     assert_eq!(tokens("Ünïcode ÉTÉ"), ["ünïcode", "été"]);
     assert!(tokens("  ,;_-. ").is_empty());
+    // Scripts without spaces: overlapping pairs, a lone character itself, Latin runs beside them as words.
+    assert_eq!(tokens("天气预报"), ["天气", "气预", "预报"]);
+    assert_eq!(tokens("查 getWeather天气"), ["查", "get", "weather", "天气"]);
+    assert_eq!(tokens("東京の天気"), ["東京", "京の", "の天", "天気"]);
+    assert_eq!(tokens("날씨 조회"), ["날씨", "조회"]);
+    assert_eq!(tokens("พยากรณ์อากาศ").len(), "พยากรณ์อากาศ".chars().count() - 1);
+    // Combining marks stay inside their word (Devanagari vowel signs, a decomposed accent); a danda separates.
+    assert_eq!(tokens("मौसम की जानकारी। शहर"), ["मौसम", "की", "जानकारी", "शहर"]);
+    assert_eq!(tokens("cafe\u{301} menu"), ["cafe\u{301}", "menu"]);
 }
 
 #[test]
@@ -131,4 +140,22 @@ fn long_text_is_cut_and_an_empty_catalog_finds_nothing() {
 fn the_index_is_shared_across_threads() {
     fn shared<T: Send + Sync>() {}
     shared::<ToolSearch>();
+}
+
+#[test]
+fn words_inside_unspaced_text_are_found() {
+    // Descriptions in Chinese and Japanese, queries with other words around the ones that match.
+    let s = index(&[
+        ("send_mail", "发送电子邮件给联系人"),
+        ("get_weather", "获取城市的天气预报"),
+        ("book_hotel", "ホテルを予約する"),
+        ("exchange", "為替レートを調べる"),
+    ]);
+    let top = |q: &str| s.search(Mode::Bm25, q, 1).unwrap()[0].tool;
+    assert_eq!(top("查询北京明天的天气"), 1);
+    assert_eq!(top("给老板发邮件"), 0);
+    assert_eq!(top("京都のホテルを予約したい"), 2);
+    assert_eq!(top("今日の為替は"), 3);
+    // No pair in common: nothing found, not a wrong tool.
+    assert!(s.search(Mode::Bm25, "音乐", 4).unwrap().is_empty());
 }
