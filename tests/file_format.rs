@@ -574,11 +574,12 @@ fn write_fuzz_seeds() {
     fix_checksum(&mut swapped);
     std::fs::write(out.join("regression-members-swapped"), swapped).unwrap();
     // The derived-rows layout over the byte-level vocabulary: unary states without rows, branching states of short
-    // rows keeping only their byte children, arrays at packed widths, members front-coded (needs format version 7,
-    // written as 8 with its 2 KiB checksum blocks: `front-*`). (The `derived-*` seeds are the same sets in format
-    // version 4, every array at its full width; `packed-*` in version 5, arrays at packed widths; `byterows-*` in
-    // version 6, with byte rows; `v8-packed-*` and `v8-byterows-*` the packed and byte-row sets in version 8:
-    // written by the libtries before front-coded members, kept as they are.)
+    // rows keeping only their byte children, arrays at packed widths (token ids and targets too), members
+    // front-coded (needs format version 7, written as 8 with its 2 KiB checksum blocks: `front-*`). (The
+    // `derived-*` seeds are the same sets in format version 4, every array at its full width; `packed-*` in version
+    // 5, arrays at packed widths; `byterows-*` in version 6, with byte rows; `v8-packed-*` and `v8-byterows-*` the
+    // packed and byte-row sets in version 8: written by the libtries before front-coded members; `v8-front-*` the
+    // front-coded sets with token ids and targets at 4 bytes, written before those were packed: kept as they are.)
     let bv = byte_vocab();
     let opts = CompileOptions::new().derive_rows(true);
     let small: Vec<String> = ["tool_a", "tool_b", "toolbox"].iter().map(|s| s.to_string()).collect();
