@@ -421,7 +421,9 @@ fn crafted_derived_files_are_errors_never_crashes() {
     assert!(refused > 100 && loaded > 20, "refused {refused}, loaded {loaded}");
     // Another element size for a packed array: refused (no such width, or wider than the type, or the array past
     // its place), or read at that width (the bytes then mean other numbers) and answering without a panic.
-    for tag in [OFFSETS, TOKENS, TARGETS, DEPTH, SINGLE, CHAIN_BASE, CHAIN_MEMBER, CHAIN_DEPTH, MEMBER_OFFSETS, MEMBER_LCP] {
+    for tag in
+        [OFFSETS, TOKENS, TARGETS, DEPTH, SINGLE, CHAIN_BASE, CHAIN_MEMBER, CHAIN_DEPTH, MEMBER_OFFSETS, MEMBER_LCP]
+    {
         for size in [1u32, 2, 3, 4, 5, 8, 0] {
             let mut bad = good.clone();
             let e = entry(&bad, tag).unwrap();
