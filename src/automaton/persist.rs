@@ -26,9 +26,11 @@ const A_MEMBER_LCP: u32 = 27;
 /// The format version of files with derived rows (sections `A_DERIVED`, `A_UNARY_BYTE`): older libtries, which
 /// would read their empty rows as dead ends, refuse them by their version.
 const DERIVED_VERSION: u32 = 4;
-/// The format version of files holding arrays at packed widths (`offsets`, `depth`, `single_member`, the chain
-/// arrays, `member_offsets`: [`Packed`], the width as the section's element size): written for automata with
-/// derived rows whose arrays fit narrower widths; older libtries refuse them by their version.
+/// The format version of files holding arrays at packed widths (`offsets`, `tokens`, `targets`, `depth`,
+/// `single_member`, the chain arrays, `member_offsets`: [`Packed`], the width as the section's element size):
+/// written for automata with derived rows whose arrays fit narrower widths; older libtries refuse them by their
+/// version. (`tokens` and `targets` were packed later, in the same versions: a libtrie from before reads them only
+/// at 4 bytes, and refuses a file holding them narrower by their element size.)
 const PACKED_VERSION: u32 = 5;
 /// The format version of files whose branching states may keep only their byte children (section
 /// `A_BYTE_ROWS`): older libtries would read those rows as the whole rows, and refuse the files by their version.
