@@ -381,9 +381,12 @@ fn crafted_derived_files_are_errors_never_crashes() {
     }
     exercise(&Automaton::from_bytes_lazy(v.clone(), &all_rows).unwrap());
     // The packed widths of this set: one byte a depth and a single member (under 255 members), two a member
-    // offset (under 65,535 bytes of members); the transitions stay four.
+    // offset (under 65,535 bytes of members), one a token id (the rows kept hold the byte children of ASCII names,
+    // ids under 255); a target as the states need.
     assert_eq!((element_size(&good, DEPTH), element_size(&good, SINGLE)), (1, 1));
-    assert_eq!((element_size(&good, TOKENS), element_size(&good, MEMBER_OFFSETS)), (4, 2));
+    assert_eq!((element_size(&good, TOKENS), element_size(&good, MEMBER_OFFSETS)), (1, 2));
+    assert!(a.n_states() < 65_535, "{}", a.n_states());
+    assert_eq!(element_size(&good, TARGETS), if a.n_states() < 255 { 1 } else { 2 });
     for round in 0..1000 {
         let mut bad = good.clone();
         let tag = TAGS[round % TAGS.len()];
@@ -418,7 +421,9 @@ fn crafted_derived_files_are_errors_never_crashes() {
     assert!(refused > 100 && loaded > 20, "refused {refused}, loaded {loaded}");
     // Another element size for a packed array: refused (no such width, or wider than the type, or the array past
     // its place), or read at that width (the bytes then mean other numbers) and answering without a panic.
-    for tag in [OFFSETS, DEPTH, SINGLE, CHAIN_BASE, CHAIN_MEMBER, CHAIN_DEPTH, MEMBER_OFFSETS, MEMBER_LCP] {
+    for tag in
+        [OFFSETS, TOKENS, TARGETS, DEPTH, SINGLE, CHAIN_BASE, CHAIN_MEMBER, CHAIN_DEPTH, MEMBER_OFFSETS, MEMBER_LCP]
+    {
         for size in [1u32, 2, 3, 4, 5, 8, 0] {
             let mut bad = good.clone();
             let e = entry(&bad, tag).unwrap();

@@ -190,6 +190,128 @@ fn packed_arrays_load_and_behave_the_same() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// The large layout on a vocabulary of over 65,535 tokens (qwen2: 151,936) with over 65,535 states stores token
+/// ids and targets at 3 bytes each (issue 38); the layout storing every row keeps them at 4 (files byte for byte as
+/// before). Compiled, saved and loaded (mapped, lazily, from bytes, lazily from bytes) it answers as the automaton
+/// storing every row, saves the same file and updates to the same automaton.
+#[test]
+fn three_byte_tokens_and_targets_load_and_behave_the_same() {
+    let v = gguf_vocab("qwen2");
+    assert!(v.n_vocab() > 65_535 && v.n_vocab() < 0xFF_FFFF, "{}", v.n_vocab());
+    let set = random_set(38, 30_000, 4);
+    let opts = CompileOptions::new().drop_unreachable(true);
+    let a = Automaton::compile(v.clone(), &set, &opts.clone().derive_rows(true)).unwrap();
+    let stored = Automaton::compile(v.clone(), &set, &opts.clone().derive_rows(false)).unwrap();
+    assert!(a.n_states() > 65_535 && a.n_states() < 0xFF_FFFF, "{} states", a.n_states());
+    let bytes = a.to_bytes();
+    assert_eq!((element_size(&bytes, TOKENS), element_size(&bytes, TARGETS)), (3, 3));
+    let plain = stored.to_bytes();
+    assert_eq!((element_size(&plain, TOKENS), element_size(&plain, TARGETS)), (4, 4));
+    let parts: std::collections::HashMap<&str, usize> = a.memory_parts().into_iter().collect();
+    assert_eq!((parts["tokens"], parts["targets"]), (3 * a.allowed_total(), 3 * a.allowed_total()));
+    same_behaviour(&stored, &a, 11);
+    let dir = tempdir("three-bytes");
+    let path = dir.join("a.trie");
+    a.save(&path).unwrap();
+    let mapped = Automaton::load(v.clone(), &path).unwrap();
+    assert!(mapped.is_mapped());
+    assert_eq!(mapped.memory_usage(), a.memory_usage(), "mapped at the same widths");
+    let lazy = Automaton::load_lazy(v.clone(), &path).unwrap();
+    for (i, b) in [
+        &mapped,
+        &lazy,
+        &Automaton::from_bytes(v.clone(), &bytes).unwrap(),
+        &Automaton::from_bytes_lazy(v.clone(), &bytes).unwrap(),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        same_behaviour(&a, b, 12 + i as u64);
+        same_behaviour(&stored, b, 20 + i as u64);
+        assert_eq!(b.to_bytes(), bytes);
+    }
+    let (add, remove) = (["zz-added", "searchzz"], [set[0].as_str(), set[1].as_str()]);
+    let opts = opts.derive_rows(true);
+    let updated = a.with_changes(&add, &remove, &opts).unwrap().to_bytes();
+    assert_eq!((element_size(&updated, TOKENS), element_size(&updated, TARGETS)), (3, 3), "updated, still packed");
+    assert_eq!(lazy.with_changes(&add, &remove, &opts).unwrap().to_bytes(), updated);
+    assert_eq!(mapped.with_changes(&add, &remove, &opts).unwrap().to_bytes(), updated);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A 3-byte token id at or past the vocabulary's size, or a 3-byte target at or past the number of states (block
+/// hashes and checksum resealed), is refused eagerly; lazily the file loads and the state whose row holds it is
+/// malformed (its mask and steps), the others answer.
+#[test]
+fn three_byte_ids_out_of_range_are_refused() {
+    let v = gguf_vocab("qwen2");
+    let set = random_set(39, 30_000, 4);
+    let opts = CompileOptions::new().drop_unreachable(true).derive_rows(true);
+    let a = Automaton::compile(v.clone(), &set, &opts).unwrap();
+    let good = a.to_bytes();
+    assert_eq!((element_size(&good, TOKENS), element_size(&good, TARGETS)), (3, 3));
+    // The last transition, and the explicit state whose row holds it (the last with a row).
+    let (count, n_explicit) = (section(&good, TOKENS).1, a.n_explicit());
+    let offset = |s: usize| packed_at(&good, OFFSETS, s);
+    let s = (0..n_explicit).rev().find(|&s| offset(s) < count as u64).unwrap();
+    assert_eq!(offset(s + 1), count as u64);
+    let token = packed_at(&good, TOKENS, count - 1) as u32;
+    let (n_vocab, n_states) = (v.n_vocab() as u64, a.n_states() as u64);
+    let cases = [(TOKENS, n_vocab, "token"), (TOKENS, 0xFF_FFFE, "token"), (TOKENS, 0xFF_FFFF, "token")]
+        .into_iter()
+        .chain([(TARGETS, n_states, "target"), (TARGETS, 0xFF_FFFE, "target")]);
+    for (tag, value, what) in cases {
+        let mut bad = good.clone();
+        set_packed(&mut bad, tag, count - 1, value);
+        fix_checksum(&mut bad);
+        let e = Automaton::from_bytes(v.clone(), &bad).expect_err(what);
+        assert_eq!(e.kind(), ErrorKind::MalformedFile, "{what} {value}: {e}");
+        assert!(e.message().contains("tokens are not ascending ids of the vocabulary, or lead outside"), "{e}");
+        let l = Automaton::from_bytes_lazy(v.clone(), &bad).unwrap();
+        let mut row = vec![0u32; l.mask_words()];
+        assert_eq!(l.fill_bitmask(State(s as u32), &mut row).unwrap_err().kind(), ErrorKind::MalformedFile);
+        assert_eq!(l.advance(State(s as u32), token).unwrap_err().kind(), ErrorKind::MalformedFile);
+        assert!(l.allowed(State(s as u32)).is_empty(), "{what} {value}");
+        l.fill_bitmask(l.start(), &mut row).unwrap();
+        assert!(l.allowed(l.start()).len() > 10);
+    }
+    // Unspoiled: the same state answers.
+    let l = Automaton::from_bytes_lazy(v.clone(), &good).unwrap();
+    assert!(l.advance(State(s as u32), token).is_ok());
+}
+
+// Section tags of an automaton file (`src/automaton/persist.rs`).
+const OFFSETS: u32 = 2;
+const TOKENS: u32 = 3;
+const TARGETS: u32 = 4;
+
+/// Element `i` of the packed array of section `tag` (at its element size, in native byte order; width 3: a `u16`,
+/// then the high byte: `src/util/packed.rs`).
+fn packed_at(file: &[u8], tag: u32, i: usize) -> u64 {
+    let (at, w) = (section(file, tag).0, element_size(file, tag));
+    let c = &file[at + i * w..at + (i + 1) * w];
+    match w {
+        1 => c[0] as u64,
+        2 => u16::from_ne_bytes([c[0], c[1]]) as u64,
+        3 => u16::from_ne_bytes([c[0], c[1]]) as u64 | (c[2] as u64) << 16,
+        4 => u32::from_ne_bytes(c.try_into().unwrap()) as u64,
+        _ => u64::from_ne_bytes(c.try_into().unwrap()),
+    }
+}
+
+/// Sets element `i` of the packed array of section `tag` to `value` (which fits its width).
+fn set_packed(file: &mut [u8], tag: u32, i: usize, value: u64) {
+    let (at, w) = (section(file, tag).0, element_size(file, tag));
+    let bytes = match w {
+        1 => vec![value as u8],
+        2 => (value as u16).to_ne_bytes().to_vec(),
+        3 => [&(value as u16).to_ne_bytes()[..], &[(value >> 16) as u8]].concat(),
+        4 => (value as u32).to_ne_bytes().to_vec(),
+        _ => value.to_ne_bytes().to_vec(),
+    };
+    file[at + i * w..at + (i + 1) * w].copy_from_slice(&bytes);
+}
+
 /// The width of the depths is chosen by the deepest explicit state: 254 bytes of shared prefix take one byte a
 /// depth, 255 two (all-ones stands for the sentinel); 65,534 and 65,535 likewise two and three. Each layout saves
 /// and loads to the same answers.
@@ -452,11 +574,12 @@ fn write_fuzz_seeds() {
     fix_checksum(&mut swapped);
     std::fs::write(out.join("regression-members-swapped"), swapped).unwrap();
     // The derived-rows layout over the byte-level vocabulary: unary states without rows, branching states of short
-    // rows keeping only their byte children, arrays at packed widths, members front-coded (needs format version 7,
-    // written as 8 with its 2 KiB checksum blocks: `front-*`). (The `derived-*` seeds are the same sets in format
-    // version 4, every array at its full width; `packed-*` in version 5, arrays at packed widths; `byterows-*` in
-    // version 6, with byte rows; `v8-packed-*` and `v8-byterows-*` the packed and byte-row sets in version 8:
-    // written by the libtries before front-coded members, kept as they are.)
+    // rows keeping only their byte children, arrays at packed widths (token ids and targets too), members
+    // front-coded (needs format version 7, written as 8 with its 2 KiB checksum blocks: `front-*`). (The
+    // `derived-*` seeds are the same sets in format version 4, every array at its full width; `packed-*` in version
+    // 5, arrays at packed widths; `byterows-*` in version 6, with byte rows; `v8-packed-*` and `v8-byterows-*` the
+    // packed and byte-row sets in version 8: written by the libtries before front-coded members; `v8-front-*` the
+    // front-coded sets with token ids and targets at 4 bytes, written before those were packed: kept as they are.)
     let bv = byte_vocab();
     let opts = CompileOptions::new().derive_rows(true);
     let small: Vec<String> = ["tool_a", "tool_b", "toolbox"].iter().map(|s| s.to_string()).collect();

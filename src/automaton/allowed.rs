@@ -2,9 +2,11 @@
 
 use super::row_cache::DerivedRow;
 use super::*;
+use crate::util::packed::Ints;
 
-/// The tokens allowed in a state, ascending: borrowed from the automaton for explicit states, computed for chain
-/// states (a handful of ids, kept inline). Dereferences to `[TokenId]`.
+/// The tokens allowed in a state, ascending: borrowed from the automaton for explicit states (decoded where a large
+/// automaton stores them at a packed width), computed for chain states (a handful of ids, kept inline).
+/// Dereferences to `[TokenId]`.
 #[derive(Clone, Debug)]
 pub struct Allowed<'a>(pub(super) AllowedRepr<'a>);
 
@@ -28,6 +30,29 @@ impl<'a> Allowed<'a> {
             inline[..ids.len()].copy_from_slice(&ids);
             Allowed(AllowedRepr::Inline(inline, ids.len() as u8))
         } else {
+            Allowed(AllowedRepr::Heap(ids))
+        }
+    }
+}
+
+impl<'a> Allowed<'a> {
+    /// The stored row of an explicit state: borrowed at the full width, decoded at a packed one.
+    #[inline]
+    pub(super) fn row(tokens: Ints<'a, TokenId>) -> Allowed<'a> {
+        if let Some(s) = tokens.as_slice() {
+            return Allowed(AllowedRepr::Borrowed(s));
+        }
+        if tokens.len() <= INLINE {
+            let mut inline = [0; INLINE];
+            let mut n = 0;
+            tokens.for_each(|t| {
+                inline[n] = t;
+                n += 1;
+            });
+            Allowed(AllowedRepr::Inline(inline, n as u8))
+        } else {
+            let mut ids = Vec::new();
+            tokens.extend_into(&mut ids);
             Allowed(AllowedRepr::Heap(ids))
         }
     }

@@ -194,8 +194,8 @@ impl Automaton {
             Pos::Explicit(s) => {
                 let t = self.byte_tokens.of_byte[b as usize];
                 let r = self.range(s as usize);
-                let i = self.tokens[r.clone()].binary_search(&t).ok()?;
-                self.pos_of(self.targets[r.start + i])
+                let i = self.tokens.slice(r.clone()).binary_search(t).ok()?;
+                self.pos_of(self.targets.get(r.start + i))
             }
             Pos::Chain(state, m, d) => (self.member_rest(m as usize, d as usize).first() == Some(&b))
                 .then_some(Pos::Chain(state + 1, m, d + 1)),
@@ -223,17 +223,20 @@ impl Automaton {
         }
         let last = self.byte_tokens.last();
         let r = self.range(s);
-        for (&t, &target) in self.tokens[r.clone()].iter().zip(&self.targets[r]) {
-            if t > last {
-                break;
-            }
+        let toks = self.tokens.slice(r.clone());
+        // The row up to the last single-byte token (one loop at the row's width).
+        let n = toks.binary_search(last).map_or_else(|i| i, |i| i + 1);
+        let mut i = r.start;
+        toks.slice(0..n).for_each(|t| {
             if let Some(b) = self.byte_tokens.byte_of(t) {
                 let w = tt.child(v, b);
+                let target = self.targets.get(i);
                 if w != NONE && self.live(target, n_states) {
                     stack.push((target, w));
                 }
             }
-        }
+            i += 1;
+        });
     }
 
     /// The chain of chain state `state` (as `kind` finds it), searched outwards from chain `hint`, then by

@@ -22,6 +22,7 @@
 
 use super::*;
 use crate::format::Blocks;
+use crate::util::packed::Ints;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
 
@@ -117,14 +118,14 @@ impl Lazy {
         if !(v.verify(off.bytes()) && r.start <= r.end && r.end <= a.tokens.len()) {
             return false;
         }
-        let (toks, targets) = (&a.tokens[r.clone()], &a.targets[r]);
+        let (toks, targets) = (a.tokens.slice(r.clone()), a.targets.slice(r));
         let n_states = a.n_states() as u64;
         let n_vocab = a.vocab.n_vocab() as u64;
-        let row_ok = v.verify(toks)
-            && v.verify(targets)
-            && toks.windows(2).all(|w| w[0] < w[1])
-            && toks.last().map_or(true, |&t| (t as u64) < n_vocab)
-            && targets.iter().all(|&t| t == State::FINISHED.0 || (t as u64) < n_states);
+        let row_ok = v.verify(toks.bytes())
+            && v.verify(targets.bytes())
+            && toks.ascending(true)
+            && toks.last().map_or(true, |t| (t as u64) < n_vocab)
+            && targets.all(|t| t == State::FINISHED.0 || (t as u64) < n_states);
         let single = a.single_member.get(s);
         let derived_ok = (a.derived.is_empty()
             || (v.verify(&a.derived[s / 64..s / 64 + 1])
@@ -146,7 +147,7 @@ impl Lazy {
     }
 
     /// A precomputed row of state `s` (whose allowed tokens are `toks`), if it has one, is its allowed list.
-    fn dense_row_ok(&self, a: &Automaton, s: usize, toks: &[TokenId]) -> bool {
+    fn dense_row_ok(&self, a: &Automaton, s: usize, toks: Ints<'_, TokenId>) -> bool {
         if toks.len() < a.dense_threshold() {
             return true;
         }
@@ -155,7 +156,7 @@ impl Lazy {
         let row = &a.dense_rows[i * words..(i + 1) * words];
         self.blocks.verify(row)
             && row.iter().map(|w| w.count_ones() as usize).sum::<usize>() == toks.len()
-            && toks.iter().all(|&t| row[(t >> 5) as usize] >> (t & 31) & 1 == 1)
+            && toks.all(|t| row[(t >> 5) as usize] >> (t & 31) & 1 == 1)
     }
 
     #[cold]

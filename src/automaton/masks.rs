@@ -27,7 +27,7 @@ impl Automaton {
         match self.kind(state) {
             Kind::Explicit(s) if self.is_derived(s) => fill_sparse(&self.derived_list(s), row),
             Kind::Explicit(s) => {
-                let allowed = &self.tokens[self.range(s)];
+                let allowed = self.tokens.slice(self.range(s));
                 if allowed.len() >= self.dense_threshold() {
                     if let Ok(i) = self.dense_states.binary_search(&(s as u32)) {
                         let words = self.mask_words();
@@ -36,7 +36,7 @@ impl Automaton {
                         return;
                     }
                 }
-                fill_sparse(allowed, row);
+                fill_sparse_packed(allowed, row);
             }
             Kind::Chain(m, d) => {
                 row.fill(0);

@@ -20,7 +20,7 @@ use crate::error::{show_bytes, Error, ErrorKind, Result};
 use crate::format::{ensure, Kind as FileKind, Reader, Writer};
 use crate::ids::NONE;
 use crate::util::array::Array;
-use crate::util::mask::{fill_sparse, set_bits};
+use crate::util::mask::{fill_sparse, fill_sparse_packed, set_bits};
 use crate::util::packed::Packed;
 use crate::vocab::{TokenId, Vocabulary};
 use rayon::prelude::*;
@@ -191,8 +191,8 @@ pub struct Automaton {
     pub(crate) vocab: Arc<Vocabulary>,
     /// CSR over the explicit states: allowed tokens (ascending) and the state each leads to.
     pub(crate) offsets: Packed<u32>,
-    pub(crate) tokens: Array<TokenId>,
-    pub(crate) targets: Array<u32>,
+    pub(crate) tokens: Packed<TokenId>,
+    pub(crate) targets: Packed<u32>,
     /// Bit `s` (of 64-bit words): explicit state `s` is accepting.
     pub(crate) accepting: Array<u64>,
     /// Depth (bytes of text so far) of each explicit state.
@@ -221,9 +221,10 @@ pub struct Automaton {
     /// Members (sorted, distinct): `member_bytes[member_offsets[i]..member_offsets[i + 1]]` (front-coded: the
     /// bytes after the prefix shared with the member before, see `member_lcp`).
     ///
-    /// (`offsets`, `depth`, `single_member`, the chain arrays and `member_offsets` are [`Packed`]: at their full
-    /// width, the layout of plain arrays, except in automata with derived rows, where each is stored at the width
-    /// its values need: see `persist`.)
+    /// (`offsets`, `tokens`, `targets`, `depth`, `single_member`, the chain arrays and `member_offsets` are
+    /// [`Packed`]: at their full width, the layout of plain arrays, except in automata with derived rows, where
+    /// each is stored at the width its values need: see `persist`. Token ids of a vocabulary of fewer than
+    /// 16,777,215 tokens take 3 bytes there, targets 3 bytes in automata of fewer states.)
     pub(crate) member_offsets: Packed<u64>,
     pub(crate) member_bytes: Array<u8>,
     /// Empty, or (front-coded members, the large layout: see `front`) by member, the length of the prefix it
@@ -434,8 +435,8 @@ impl Automaton {
         Automaton {
             vocab,
             offsets: p32(e.offsets),
-            tokens: e.tokens.into(),
-            targets: e.targets.into(),
+            tokens: p32(e.tokens),
+            targets: p32(e.targets),
             accepting: e.accepting.into(),
             depth: p32(e.depth),
             single_member: p32(e.single_member),
@@ -584,7 +585,7 @@ mod tests {
         // The toy vocabulary is too small for a dense row: make the start state's row by hand, then spoil it.
         let words = a.mask_words();
         let mut row = vec![0u32; words];
-        fill_sparse(&a.tokens[a.range(0)], &mut row);
+        fill_sparse(a.tokens.slice(a.range(0)).as_slice().unwrap(), &mut row);
         a.dense_states = vec![0u32].into();
         a.dense_rows = row.clone().into();
         a.validate().unwrap();

@@ -26,9 +26,11 @@ const A_MEMBER_LCP: u32 = 27;
 /// The format version of files with derived rows (sections `A_DERIVED`, `A_UNARY_BYTE`): older libtries, which
 /// would read their empty rows as dead ends, refuse them by their version.
 const DERIVED_VERSION: u32 = 4;
-/// The format version of files holding arrays at packed widths (`offsets`, `depth`, `single_member`, the chain
-/// arrays, `member_offsets`: [`Packed`], the width as the section's element size): written for automata with
-/// derived rows whose arrays fit narrower widths; older libtries refuse them by their version.
+/// The format version of files holding arrays at packed widths (`offsets`, `tokens`, `targets`, `depth`,
+/// `single_member`, the chain arrays, `member_offsets`: [`Packed`], the width as the section's element size):
+/// written for automata with derived rows whose arrays fit narrower widths; older libtries refuse them by their
+/// version. (`tokens` and `targets` were packed later, in the same versions: a libtrie from before reads them only
+/// at 4 bytes, and refuses a file holding them narrower by their element size.)
 const PACKED_VERSION: u32 = 5;
 /// The format version of files whose branching states may keep only their byte children (section
 /// `A_BYTE_ROWS`): older libtries would read those rows as the whole rows, and refuse the files by their version.
@@ -81,8 +83,8 @@ impl Automaton {
         let dropped: Vec<u64> = self.dropped.iter().map(|&d| d as u64).collect();
         w.section(A_META, &[self.vocab.n_vocab() as u64, self.n_dropped_members as u64]);
         w.section_packed(A_OFFSETS, &self.offsets);
-        w.section(A_TOKENS, &self.tokens);
-        w.section(A_TARGETS, &self.targets);
+        w.section_packed(A_TOKENS, &self.tokens);
+        w.section_packed(A_TARGETS, &self.targets);
         w.section(A_ACCEPTING, &self.accepting);
         w.section_packed(A_DEPTH, &self.depth);
         w.section_packed(A_SINGLE, &self.single_member);
@@ -202,8 +204,8 @@ impl Automaton {
         ensure(meta.len() == 2 && meta[0] == vocab.n_vocab() as u64, || "automaton metadata".into())?;
         let a = Automaton {
             offsets: r.packed(A_OFFSETS)?,
-            tokens: r.array(A_TOKENS)?,
-            targets: r.array(A_TARGETS)?,
+            tokens: r.packed(A_TOKENS)?,
+            targets: r.packed(A_TARGETS)?,
             accepting: r.array(A_ACCEPTING)?,
             depth: r.packed(A_DEPTH)?,
             single_member: r.packed(A_SINGLE)?,
@@ -272,6 +274,8 @@ impl Automaton {
     /// Whether every packed array is at its type's full width (the layout of format versions 1 to 4).
     pub(super) fn arrays_plain(&self) -> bool {
         self.offsets.is_plain()
+            && self.tokens.is_plain()
+            && self.targets.is_plain()
             && self.depth.is_plain()
             && self.single_member.is_plain()
             && self.chain_base.is_plain()
@@ -357,10 +361,10 @@ impl Automaton {
         let bad = (0..e.div_ceil(BLOCK)).into_par_iter().find_any(|&b| {
             (b * BLOCK..((b + 1) * BLOCK).min(e)).any(|s| {
                 let r = self.range(s);
-                let toks = &self.tokens[r.clone()];
-                !(toks.windows(2).all(|w| w[0] < w[1])
-                    && toks.last().map_or(true, |&t| (t as u64) < n_vocab)
-                    && self.targets[r].iter().all(|&t| t == State::FINISHED.0 || (t as u64) < n_states))
+                let toks = self.tokens.slice(r.clone());
+                !(toks.ascending(true)
+                    && toks.last().map_or(true, |t| (t as u64) < n_vocab)
+                    && self.targets.slice(r).all(|t| t == State::FINISHED.0 || (t as u64) < n_states))
             })
         });
         ensure(bad.is_none(), || "a state's tokens are not ascending ids of the vocabulary, or lead outside".into())?;
@@ -380,10 +384,10 @@ impl Automaton {
         )?;
         // A precomputed row must be its state's allowed list (masks and allowed lists never disagree).
         let bad_row = (0..self.dense_states.len()).into_par_iter().find_any(|&i| {
-            let allowed = &self.tokens[self.range(self.dense_states[i] as usize)];
+            let allowed = self.tokens.slice(self.range(self.dense_states[i] as usize));
             let row = &self.dense_rows[i * words..(i + 1) * words];
             row.iter().map(|w| w.count_ones() as usize).sum::<usize>() != allowed.len()
-                || !allowed.iter().all(|&t| row[(t >> 5) as usize] >> (t & 31) & 1 == 1)
+                || !allowed.all(|t| row[(t >> 5) as usize] >> (t & 31) & 1 == 1)
         });
         ensure(bad_row.is_none(), || {
             format!("dense row {} differs from its state's allowed tokens", bad_row.unwrap())
@@ -453,6 +457,8 @@ mod tests {
         let a = Automaton::compile(v.clone(), &set, &opts).unwrap();
         assert!(a.has_derived() && !a.arrays_plain() && a.byte_rows.is_empty());
         assert_eq!((a.depth.width(), a.member_offsets.width()), (1, 2), "depths under 255, 4 KB of members");
+        assert_eq!(a.tokens.width(), 2, "token ids up to 259");
+        assert!(a.n_states() < 65_535 && a.targets.width() <= 2, "{} states", a.n_states());
         // Needs version 7 (front-coded members), written as 8 (2 KiB checksum blocks); with every member whole it
         // needs version 5, and the file as the libtrie before versions 7 and 8 wrote it loads the same.
         assert_eq!(version_of(&a.to_bytes()), crate::format::SMALL_BLOCKS_VERSION);
@@ -466,6 +472,8 @@ mod tests {
         let mut wide = Automaton::from_bytes(v.clone(), &packed).unwrap();
         same_answers(&a, &wide);
         wide.offsets = Packed::plain(wide.offsets.iter().collect());
+        wide.tokens = Packed::plain(wide.tokens.iter().collect());
+        wide.targets = Packed::plain(wide.targets.iter().collect());
         wide.depth = Packed::plain(wide.depth.iter().collect());
         wide.single_member = Packed::plain(wide.single_member.iter().collect());
         wide.chain_base = Packed::plain(wide.chain_base.iter().collect());

@@ -53,7 +53,8 @@ impl Automaton {
         index.trie.prefixes(rest, |code, len| f(index.code_tokens(&code), len));
     }
 
-    /// The tokens allowed in `state`, ascending (without copying for explicit states). Empty for an invalid
+    /// The tokens allowed in `state`, ascending (without copying the rows of explicit states stored at the full
+    /// width). Empty for an invalid
     /// state.
     #[inline]
     pub fn allowed(&self, state: State) -> Allowed<'_> {
@@ -65,7 +66,7 @@ impl Automaton {
         }
         match self.kind(state) {
             Kind::Explicit(s) if self.is_derived(s) => Allowed::derived(self.derived_list(s)),
-            Kind::Explicit(s) => Allowed(AllowedRepr::Borrowed(&self.tokens[self.range(s)])),
+            Kind::Explicit(s) => Allowed::row(self.tokens.slice(self.range(s))),
             Kind::Chain(m, d) => {
                 let rest = self.member_rest(m, d);
                 let mut ids = Vec::new();
@@ -112,9 +113,9 @@ impl Automaton {
             },
             Kind::Explicit(s) => {
                 let r = self.range(s);
-                match self.tokens[r.clone()].binary_search(&token) {
+                match self.tokens.slice(r.clone()).binary_search(token) {
                     Ok(i) => {
-                        let t = self.targets[r.start + i];
+                        let t = self.targets.get(r.start + i);
                         Ok(if t == State::FINISHED.0 { Step::Finished } else { Step::Next(State(t)) })
                     }
                     Err(_) => Err(self.rejected(state, token)),

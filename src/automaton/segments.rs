@@ -311,7 +311,7 @@ impl Automaton {
             let next = if self.is_unary(cur) {
                 cur as u32 + 1
             } else {
-                self.targets[self.range(cur)].iter().copied().find(|&t| t != State::FINISHED.0)?
+                self.targets.slice(self.range(cur)).iter().find(|&t| t != State::FINISHED.0)?
             };
             match self.kind(State(next)) {
                 Kind::Chain(m, _) => return Self::prefix(self.member(m), depth),

@@ -126,6 +126,29 @@ fn all_at<const W: usize, T: Word>(bytes: &[u8], pred: impl Fn(T) -> bool) -> bo
         .all(|block| block.chunks_exact(W).fold(true, |ok, c| ok & pred(value_of::<T>(raw::<W>(c), W))))
 }
 
+#[inline(always)]
+fn each_at<const W: usize, T: Word>(bytes: &[u8], mut f: impl FnMut(T)) {
+    for c in bytes.chunks_exact(W) {
+        f(value_of::<T>(raw::<W>(c), W));
+    }
+}
+
+/// `binary_search` over ascending elements of width `W` (raw values order as the values do).
+#[inline(always)]
+fn search_at<const W: usize, T: Word>(bytes: &[u8], x: T) -> Result<usize, usize> {
+    let (mut lo, mut hi) = (0, bytes.len() / W);
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        let v = value_of::<T>(raw::<W>(&bytes[mid * W..mid * W + W]), W);
+        match v.cmp(&x) {
+            std::cmp::Ordering::Less => lo = mid + 1,
+            std::cmp::Ordering::Greater => hi = mid,
+            std::cmp::Ordering::Equal => return Ok(mid),
+        }
+    }
+    Err(lo)
+}
+
 /// A borrowed packed array (copied freely): of a [`Packed`], or of a plain slice at the full width.
 #[derive(Clone, Copy)]
 pub(crate) struct Ints<'a, T> {
@@ -209,14 +232,54 @@ impl<'a, T: Word> Ints<'a, T> {
         lo
     }
 
-    /// As `[T]::binary_search` on ascending elements (`Ok` of some index holding `x`).
+    /// As `[T]::binary_search` on ascending elements (`Ok` of some index holding `x`): the slice's own at the full
+    /// width, else one loop per width (the width branch out of the loop; the hot row searches of `advance`).
+    #[inline]
     pub(crate) fn binary_search(&self, x: T) -> Result<usize, usize> {
-        let i = self.partition_point(|v| v < x);
-        if i < self.len && self.get(i) == x {
-            Ok(i)
-        } else {
-            Err(i)
+        if let Some(s) = self.as_slice() {
+            return s.binary_search(&x);
         }
+        match self.width {
+            1 => search_at::<1, T>(self.bytes, x),
+            2 => search_at::<2, T>(self.bytes, x),
+            3 => search_at::<3, T>(self.bytes, x),
+            4 => search_at::<4, T>(self.bytes, x),
+            _ => search_at::<8, T>(self.bytes, x),
+        }
+    }
+
+    /// The elements as a slice, when they are at the full width (the layout of a plain array: no copy). Every
+    /// full-width array is aligned (the heap's, and a file's sections at 64-byte offsets); `None` otherwise.
+    #[inline]
+    pub(crate) fn as_slice(&self) -> Option<&'a [T]> {
+        if self.width == T::BYTES {
+            bytemuck::try_cast_slice(self.bytes).ok()
+        } else {
+            None
+        }
+    }
+
+    /// `f(element)` for every element in order: the slice's loop at the full width, else one loop per width (the
+    /// width branch out of the loop; the hot row reads of the mask fills).
+    #[inline]
+    pub(crate) fn for_each(&self, mut f: impl FnMut(T)) {
+        if let Some(s) = self.as_slice() {
+            return s.iter().for_each(|&v| f(v));
+        }
+        match self.width {
+            1 => each_at::<1, T>(self.bytes, f),
+            2 => each_at::<2, T>(self.bytes, f),
+            3 => each_at::<3, T>(self.bytes, f),
+            4 => each_at::<4, T>(self.bytes, f),
+            _ => each_at::<8, T>(self.bytes, f),
+        }
+    }
+
+    /// Appends the elements to `out` (a row decoded; [`Ints::for_each`]).
+    #[inline]
+    pub(crate) fn extend_into(&self, out: &mut Vec<T>) {
+        out.reserve(self.len);
+        self.for_each(|v| out.push(v));
     }
 
     /// The bytes the elements take (for the block checks of a lazily loaded file, and for saving).
@@ -315,6 +378,11 @@ impl<T: Word> Packed<T> {
 
     pub(crate) fn iter(&self) -> impl DoubleEndedIterator<Item = T> + ExactSizeIterator + '_ {
         self.ints().iter()
+    }
+
+    /// Whether the elements live in a file mapping.
+    pub(crate) fn is_mapped(&self) -> bool {
+        self.bytes.is_mapped()
     }
 
     /// Bytes per element.
@@ -422,8 +490,10 @@ mod tests {
             let p = Packed::with_width(&values, width);
             for x in [0, 1, 3, 4, 9, 299, 300, 70_001, 80_000] {
                 assert_eq!(p.ints().partition_point(|v| v <= x), values.partition_point(|&v| v <= x), "{x}");
-                assert_eq!(p.ints().binary_search(x).is_ok(), values.binary_search(&x).is_ok(), "{x}");
-                assert_eq!(p.ints().binary_search(x).unwrap_or_else(|e| e), values.partition_point(|&v| v < x));
+                match p.ints().binary_search(x) {
+                    Ok(i) => assert_eq!(values[i], x),
+                    Err(i) => assert_eq!((i, values.contains(&x)), (values.partition_point(|&v| v < x), false)),
+                }
             }
             assert!(p.ints().ascending(false) && !p.ints().ascending(true));
             assert_eq!(p.last(), Some(70_001));

@@ -120,8 +120,8 @@ pub(super) fn dirty_positions<'s>(
                     Some(s) if old_explicit => {
                         let tok = single_token(c[e - 1])?;
                         let r = this.range(s as usize);
-                        let Ok(i) = this.tokens[r.clone()].binary_search(&tok) else { return None };
-                        Some(this.targets[r.start + i])
+                        let Ok(i) = this.tokens.slice(r.clone()).binary_search(tok) else { return None };
+                        Some(this.targets.get(r.start + i))
                     }
                     _ => None,
                 };

@@ -44,9 +44,13 @@ impl Job<'_, '_> {
             Piece::Clean(a, b) => {
                 let (a, b) = (a as usize, b as usize);
                 let (ta, tb) = (old.offsets.get(a) as usize, old.offsets.get(b) as usize);
-                self.tokens.copy_from_slice(&old.tokens[ta..tb]);
+                let mut at = 0;
+                old.tokens.slice(ta..tb).for_each(|t| {
+                    self.tokens[at] = t;
+                    at += 1;
+                });
                 let mut gone = false;
-                for (out, &t) in self.targets.iter_mut().zip(&old.targets[ta..tb]) {
+                for (out, t) in self.targets.iter_mut().zip(old.targets.slice(ta..tb).iter()) {
                     let v = if t == State::FINISHED.0 { Some(t) } else { table[t as usize].get() };
                     gone |= v.is_none();
                     *out = v.unwrap_or(0);

@@ -393,8 +393,8 @@ impl Automaton {
             let code = tt.code(u);
             let tok = self.vocab.index.code_tokens(&code)[0];
             let r = self.range(s as usize);
-            let i = self.tokens[r.clone()].binary_search(&tok).ok()?;
-            s = self.targets[r.start + i];
+            let i = self.tokens.slice(r.clone()).binary_search(tok).ok()?;
+            s = self.targets.get(r.start + i);
         }
         ((s as usize) < self.n_explicit()).then_some(s)
     }

@@ -116,11 +116,11 @@ impl Rows<'_, '_, '_> {
             // The old row through the table (targets that are gone dropped), then the tokens along the added
             // strings below (positions they create, or that a removed string held).
             for i in this.range(d.old_state as usize) {
-                let t = this.targets[i];
+                let t = this.targets.get(i);
                 // FINISHED stays where the position is still a member; other targets go through the table.
                 let t = if t == State::FINISHED.0 { is_member.then_some(t) } else { table[t as usize].get() };
                 if let Some(t) = t {
-                    pairs.push((this.tokens[i], t));
+                    pairs.push((this.tokens.get(i), t));
                 }
             }
             let was_member = this.accepting[d.old_state as usize / 64] >> (d.old_state % 64) & 1 == 1;
