@@ -543,6 +543,11 @@ typedef struct trie_set_info {
      * (NUL-terminated, cut to fit).
      */
     char what[256];
+    /**
+     * This call mapped the set from a file of `cache_dir` that another process (or an earlier run) had saved,
+     * instead of compiling it (`compiled` is true too: the set was new to this cache; `seconds` is the mapping's).
+     */
+    bool loaded;
 } trie_set_info;
 
 /**

@@ -263,7 +263,9 @@ fn the_set_cache_maps_a_set_file_compiled_by_another_process() {
     assert!(a.is_mapped(), "served from the saved file");
     assert_eq!((first.stats().loaded, first.stats().compiles), (0, 1));
     let second = SetCache::new(Some(vocab.clone()), options()).unwrap();
-    let b = second.get(br#"{"set": "names"}"#).unwrap().automaton;
+    let got = second.get(br#"{"set": "names"}"#).unwrap();
+    assert!(got.loaded, "this call mapped the file");
+    let b = got.automaton;
     assert_eq!(second.stats().loaded, 1, "mapped, not compiled");
     same_masks(&a, &b);
     // The key is the content: the same names under another file name, touched, map the same file.

@@ -118,7 +118,10 @@ std::shared_ptr<const trie_automaton> common_libtrie_resolve(const common_params
     if (st != TRIE_OK) {
         refuse(truncated(trie_last_error(), 1000));  // a message fit for the client (an HTTP 400)
     }
-    if (info.compiled) {
+    if (info.loaded) {  // another server (or an earlier run) compiled it into --trie-compiled-dir
+        LOG_INF("libtrie: mapped %s from the compiled directory, not compiled: %zu strings, %zu states, in %.1f ms\n",
+                info.what, trie_automaton_n_members(a), trie_automaton_n_states(a), info.seconds * 1e3);
+    } else if (info.compiled) {
         LOG_INF("libtrie: compiled %s: %zu strings, %zu states, %.1f MB, in %.1f ms\n", info.what,
                 trie_automaton_n_members(a), trie_automaton_n_states(a), trie_automaton_memory_usage(a) / 1e6,
                 info.seconds * 1e3);

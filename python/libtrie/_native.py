@@ -51,7 +51,8 @@ class SetConfig(ctypes.Structure):
 class SetInfo(ctypes.Structure):
     """``trie_set_info``: what one ``trie_set_cache_get`` did."""
 
-    _fields_ = [("compiled", ctypes.c_bool), ("seconds", ctypes.c_double), ("what", ctypes.c_char * 256)]
+    _fields_ = [("compiled", ctypes.c_bool), ("seconds", ctypes.c_double), ("what", ctypes.c_char * 256),
+                ("loaded", ctypes.c_bool)]
 
 
 class CompiledDirStats(ctypes.Structure):

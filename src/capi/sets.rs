@@ -62,6 +62,9 @@ pub struct trie_set_info {
     /// How messages name the set: `the set 'tools'`, `the set file 'sub/x.txt'`, `the inline set`
     /// (NUL-terminated, cut to fit).
     pub what: [c_char; 256],
+    /// This call mapped the set from a file of `cache_dir` that another process (or an earlier run) had saved,
+    /// instead of compiling it (`compiled` is true too: the set was new to this cache; `seconds` is the mapping's).
+    pub loaded: bool,
 }
 
 /// Counters of a [`trie_set_cache`].
@@ -245,7 +248,7 @@ pub unsafe extern "C" fn trie_set_cache_get(
             for (d, &b) in what.iter_mut().zip(&got.what.as_bytes()[..n]) {
                 *d = b as c_char;
             }
-            put(info, trie_set_info { compiled: got.compiled, seconds: got.seconds, what });
+            put(info, trie_set_info { compiled: got.compiled, seconds: got.seconds, what, loaded: got.loaded });
         }
         out.write(arc_to_ptr(got.automaton));
         Ok(())
@@ -342,6 +345,7 @@ mod tests {
             let mut info = std::mem::zeroed::<trie_set_info>();
             assert_eq!(trie_set_cache_get(cache, spec.as_ptr(), spec.len(), &mut a, &mut info), TRIE_OK);
             assert!(info.compiled);
+            assert!(!info.loaded, "no compiled directory: nothing to map");
             assert_eq!(CStr::from_ptr(info.what.as_ptr()).to_str().unwrap(), "the inline set");
             assert_eq!(trie_automaton_n_members(a), 2);
             let mut b = std::ptr::null_mut();

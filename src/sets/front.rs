@@ -1,7 +1,7 @@
 //! The front end itself: a request's spec in, a compiled automaton (cached) or a 400-grade error out.
 
 use super::cache::Lru;
-use super::compiled::{options_part, CompiledDir};
+use super::compiled::{options_part, CompiledDir, Source as CompiledSource};
 use super::confine::{Confinement, FileKey, Opened};
 pub use super::options::Options;
 use super::read;
@@ -40,6 +40,9 @@ pub struct Got {
     pub what: String,
     /// Seconds this call spent compiling (0 when it did not compile).
     pub seconds: f64,
+    /// This call mapped the set from a file of [`Options::cache_dir`] that another process (or an earlier run)
+    /// had saved, instead of compiling it (`compiled` is true too: the set was new to this cache).
+    pub loaded: bool,
 }
 
 /// Identifies a compiled set: the file's identity or the inline members, the options, the changes.
@@ -120,7 +123,12 @@ impl SetCache {
         let t = Instant::now();
         let (vocab, r) = self.resolve(json)?;
         let Resolved { members, base, key, what, opts, add, remove } = r;
-        let compile_base = || self.compile(vocab, members, &opts, &what);
+        let loaded = std::cell::Cell::new(false);
+        let compile_base = || {
+            let (a, source) = self.compile(vocab, members, &opts, &what)?;
+            loaded.set(source == Some(CompiledSource::Loaded));
+            Ok(a)
+        };
         let (result, compiled) = match &key {
             None => self.lru.get(&base, compile_base),
             Some(key) => self.lru.get(key, || {
@@ -129,7 +137,7 @@ impl SetCache {
             }),
         };
         let seconds = if compiled { t.elapsed().as_secs_f64() } else { 0.0 };
-        Ok(Got { automaton: result?, compiled, what, seconds })
+        Ok(Got { automaton: result?, compiled, what, seconds, loaded: compiled && loaded.get() })
     }
 
     /// Like [`get`](Self::get) without compiling: the compiled set when it is ready (or its failure, when a
@@ -139,7 +147,9 @@ impl SetCache {
         let found = self.lru.peek(r.key.as_ref().unwrap_or(&r.base));
         match found {
             None => Ok(None),
-            Some(result) => Ok(Some(Got { automaton: result?, compiled: false, what: r.what, seconds: 0.0 })),
+            Some(result) => {
+                Ok(Some(Got { automaton: result?, compiled: false, what: r.what, seconds: 0.0, loaded: false }))
+            }
         }
     }
 
@@ -195,14 +205,15 @@ impl SetCache {
 
     /// Compiles the members (a set file's are read here). A set file's compiled set goes through the compiled
     /// directory when there is one: keyed by a digest of the file's content (not its identity: another process,
-    /// another path, a touched file with the same content map the same file) and the compile options.
+    /// another path, a touched file with the same content map the same file) and the compile options. Also says
+    /// how the compiled directory got it (`None`: no directory, or inline members).
     fn compile(
         &self,
         vocab: &Arc<Vocabulary>,
         members: Members,
         opts: &CompileOptions,
         what: &str,
-    ) -> Result<Arc<Automaton>> {
+    ) -> Result<(Arc<Automaton>, Option<CompiledSource>)> {
         let text = match &members {
             Members::Strings(_) => None,
             Members::File(opened) => {
@@ -221,9 +232,10 @@ impl SetCache {
             (Some(dir), Some(text)) => {
                 let content = xxhash_rust::xxh3::xxh3_128(text.as_bytes()).to_le_bytes();
                 let o = options_part(opts);
-                Ok(Arc::new(dir.get_or_compile(vocab, &[b"set-file-lines", &content, &o], compile)?.0))
+                let (a, source) = dir.get_or_compile(vocab, &[b"set-file-lines", &content, &o], compile)?;
+                Ok((Arc::new(a), Some(source)))
             }
-            _ => Ok(Arc::new(compile()?)),
+            _ => Ok((Arc::new(compile()?), None)),
         }
     }
 

@@ -209,13 +209,18 @@ fn set_files_are_saved_to_and_loaded_from_the_cache_dir() {
     let with_dir = |o: &mut Options| o.cache_dir = Some(saved.clone());
     let files = || std::fs::read_dir(&saved).unwrap().map(|e| e.unwrap().path()).collect::<Vec<_>>();
     let first = d.cache(with_dir);
-    let a = first.get(br#""colors""#).unwrap().automaton;
-    first.get(br#"["red", "ab"]"#).unwrap();
+    let got = first.get(br#""colors""#).unwrap();
+    assert!(got.compiled && !got.loaded, "the first to ask compiles");
+    let a = got.automaton;
+    assert!(!first.get(br#"["red", "ab"]"#).unwrap().loaded);
     assert_eq!(first.stats().loaded, 0);
     assert_eq!(files().len(), 1, "the set file's compiled set is saved; the inline one (a client's) is not");
     // Another process (a fresh cache): loaded, not compiled, and the same automaton.
     let second = d.cache(with_dir);
-    let b = second.get(br#""colors""#).unwrap().automaton;
+    let got = second.get(br#""colors""#).unwrap();
+    assert!(got.compiled && got.loaded, "new to this cache, mapped from the file");
+    assert!(!second.get(br#""colors""#).unwrap().loaded, "then from the LRU: neither compiled nor mapped");
+    let b = got.automaton;
     assert_eq!(second.stats().loaded, 1);
     assert_eq!((b.n_members(), b.n_states()), (a.n_members(), a.n_states()));
     // A damaged file is compiled again and replaced; a changed set file is another file.
@@ -223,7 +228,8 @@ fn set_files_are_saved_to_and_loaded_from_the_cache_dir() {
     let bytes = std::fs::read(&path).unwrap();
     std::fs::write(&path, &bytes[..bytes.len() - 9]).unwrap();
     let third = d.cache(with_dir);
-    assert_eq!(third.get(br#""colors""#).unwrap().automaton.n_members(), 2);
+    let got = third.get(br#""colors""#).unwrap();
+    assert_eq!((got.automaton.n_members(), got.loaded), (2, false), "compiled again, not mapped");
     assert_eq!((third.stats().loaded, third.stats().rejected), (0, 1), "the damaged file was rejected");
     assert_eq!(std::fs::read(&path).unwrap(), bytes, "replaced by a good file");
     std::fs::write(d.sets().join("colors.txt"), "red\ngreen\nblue\n").unwrap();
