@@ -111,8 +111,12 @@ if [[ ! -f "$SRC/.trie-patched" || "$(cat "$SRC/.trie-patched")" != "$want_src" 
   echo "$want_src" > "$SRC/.trie-patched"
 fi
 
+# libtrie.a by content, not time: `cargo test` writes a new copy under target/release/deps and a later `cargo build`
+# copies it up with its older time, which neither a time check nor ninja would see.
+LIB_STAMP="$BIN/.libtrie-sha256"
+lib_sha="$(sha "$LIBTRIE_LIB")"
 if [[ "${TRIE_FORCE:-0}" != 1 && -f "$STAMP" && "$(cat "$STAMP")" == "$(want_stamp)" \
-      && -x "$BIN/llama-server" && "$BIN/llama-server" -nt "$LIBTRIE_LIB" \
+      && -x "$BIN/llama-server" && "$(cat "$LIB_STAMP" 2>/dev/null)" == "$lib_sha" \
       && -z "$(find "$REPO/integrations/llama-server" "$REPO/include" -newer "$BIN/llama-server" -type f 2>/dev/null)" ]]; then
   log "llama-server with libtrie already built: $BIN/llama-server"
   echo "$BIN/llama-server"
@@ -123,6 +127,9 @@ fi
 if [[ "$CUDA" == 1 ]]; then log "nvcc found: building with ${cuda_flags[*]}"; fi
 mkdir -p "$BUILD" "$BIN"
 rm -f "$STAMP"
+# A libtrie.a that changed since the last link is made newer than the binary, so ninja links it again.
+if [[ "$(cat "$LIB_STAMP" 2>/dev/null)" != "$lib_sha" ]]; then touch "$LIBTRIE_LIB"; fi
+rm -f "$LIB_STAMP"
 log "configuring (cmake $CMAKE_VERSION, ninja, Release, static, LLAMA_LIBTRIE=ON, cuda=$CUDA, CPU: ${cpu_flags[*]})"
 "$CMAKE" -S "$SRC" -B "$BUILD" "${cmake_args[@]}" --log-level=WARNING >"$ROOT/configure.log" 2>&1 \
   || { log "configure failed; see $ROOT/configure.log"; tail -30 "$ROOT/configure.log" >&2; exit 1; }
@@ -139,4 +146,5 @@ fi
 log "built in $(( $(date +%s) - start )) s"
 cp "$BUILD/bin/llama-server" "$BIN/llama-server.tmp" && mv "$BIN/llama-server.tmp" "$BIN/llama-server"
 want_stamp > "$STAMP"
+echo "$lib_sha" > "$LIB_STAMP"
 echo "$BIN/llama-server"
