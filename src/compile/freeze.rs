@@ -119,7 +119,9 @@ pub(crate) fn freeze(
     let (keep, chain_entered) = prune(&trie, &al);
     // State numbering: kept explicit nodes in preorder, then the chain positions.
     let kept = Kept::new(&keep);
-    let (dropped, derive) = rayon::join(
+    let parallel = n >= PARALLEL_MIN;
+    let (dropped, derive) = join(
+        parallel,
         || dropped_members(&trie, &keep, &chain_entered, options),
         || match al.skipped.as_deref() {
             Some(skipped) => given_derived(&trie, skipped, &kept),
@@ -133,10 +135,12 @@ pub(crate) fn freeze(
     // Everything else the trie's node arrays give is taken before the transitions are laid out, so that those
     // arrays are freed first (the transitions and the alignment's edges are the compile's largest arrays, and are
     // held together).
-    let ((accepting, depth), (single_member, chain_first_depth)) = rayon::join(
-        || accepting_and_depth(&trie, &kept),
+    let ((accepting, depth), (single_member, chain_first_depth)) = join(
+        parallel,
+        || accepting_and_depth(&trie, &kept, parallel),
         || {
-            rayon::join(
+            join(
+                parallel,
                 || single_members(&trie, &keep, &chain_entered, &kept),
                 || trie.chain_member.iter().map(|&m| trie.explicit_depth[m as usize] + 1).collect::<Vec<u32>>(),
             )
@@ -160,23 +164,44 @@ pub(crate) fn freeze(
     ))
 }
 
-/// The accepting bits and the depths of the kept explicit states (in parallel blocks of 64 states: one bit
-/// word each).
-fn accepting_and_depth(trie: &StringTrie, kept: &Kept) -> (Vec<u64>, Vec<u32>) {
+/// Tries with fewer explicit nodes than this are frozen on one thread: below it, handing the independent passes
+/// to other threads costs more than they take (and on a loaded machine, a pass can wait for a thread).
+const PARALLEL_MIN: usize = 1 << 18;
+
+/// `rayon::join(a, b)` when `parallel`, else `a` then `b` on this thread.
+fn join<A: FnOnce() -> RA + Send, B: FnOnce() -> RB + Send, RA: Send, RB: Send>(
+    parallel: bool,
+    a: A,
+    b: B,
+) -> (RA, RB) {
+    if parallel {
+        rayon::join(a, b)
+    } else {
+        (a(), b())
+    }
+}
+
+/// The accepting bits and the depths of the kept explicit states (in blocks of whole bit words, in parallel when
+/// `parallel`).
+fn accepting_and_depth(trie: &StringTrie, kept: &Kept, parallel: bool) -> (Vec<u64>, Vec<u32>) {
     let n = kept.len();
     let mut accepting = vec![0u64; n.div_ceil(64)];
     let mut depth = vec![0u32; n];
     const WORDS: usize = 256;
-    accepting.par_chunks_mut(WORDS).zip(depth.par_chunks_mut(WORDS * 64)).enumerate().for_each(|(blk, (bits, d))| {
+    let block = |(blk, (bits, d)): (usize, (&mut [u64], &mut [u32]))| {
         for (i, slot) in d.iter_mut().enumerate() {
-            let s = blk * WORDS * 64 + i;
-            let node = kept.node(s);
+            let node = kept.node(blk * WORDS * 64 + i);
             if trie.end_member[node] != NONE {
                 bits[i / 64] |= 1 << (i % 64);
             }
             *slot = trie.depth[node];
         }
-    });
+    };
+    if parallel {
+        accepting.par_chunks_mut(WORDS).zip(depth.par_chunks_mut(WORDS * 64)).enumerate().for_each(block);
+    } else {
+        accepting.chunks_mut(WORDS).zip(depth.chunks_mut(WORDS * 64)).enumerate().for_each(block);
+    }
     (accepting, depth)
 }
 
@@ -506,13 +531,27 @@ mod tests {
         let mut rng = rand::rngs::SmallRng::seed_from_u64(38);
         let one = rayon::ThreadPoolBuilder::new().num_threads(1).build().unwrap();
         let four = rayon::ThreadPoolBuilder::new().num_threads(4).build().unwrap();
+        let word = |rng: &mut rand::rngs::SmallRng, max: usize| -> Vec<u8> {
+            let len = rng.gen_range(0..max);
+            (0..len).map(|_| b"abcd-"[rng.gen_range(0..5)]).collect()
+        };
         for n in [1usize, 3000, 40_000, 300_000] {
-            let set: Vec<Vec<u8>> = (0..n)
-                .map(|_| {
-                    let len = rng.gen_range(0..14);
-                    (0..len).map(|_| b"abcd-"[rng.gen_range(0..5)]).collect()
-                })
-                .collect();
+            // Groups of up to three strings sharing a long prefix (long explicit paths: the large set has more
+            // explicit nodes than the serial freeze's threshold), with short random strings between them.
+            let mut set: Vec<Vec<u8>> = Vec::with_capacity(n);
+            while set.len() < n {
+                let base = word(&mut rng, 30);
+                for _ in 0..rng.gen_range(1..4) {
+                    let mut s = base.clone();
+                    s.extend(word(&mut rng, 6));
+                    set.push(s);
+                }
+                set.push(word(&mut rng, 12));
+            }
+            if n == 300_000 {
+                let t = StringTrie::build(&set, &[true; 256], &Budget::new(None), None).unwrap();
+                assert!(t.n_nodes() >= PARALLEL_MIN, "{} explicit nodes", t.n_nodes());
+            }
             for derive in [None, Some(true), Some(false)] {
                 let mut options = CompileOptions::default();
                 if let Some(d) = derive {
