@@ -258,11 +258,12 @@ fn prune(trie: &StringTrie, al: &Edges) -> (Vec<bool>, Vec<bool>) {
         }
     }
     drop(live);
-    let chain_entered: Vec<bool> = (0..trie.chain_member.len())
-        .into_par_iter()
-        .with_min_len(1 << 14)
-        .map(|k| any_bit(&entered, trie.chain_base[k] as usize, trie.chain_base[k + 1] as usize))
-        .collect();
+    let chain_entered = |k: usize| any_bit(&entered, trie.chain_base[k] as usize, trie.chain_base[k + 1] as usize);
+    let chain_entered: Vec<bool> = if n >= PARALLEL_MIN {
+        (0..trie.chain_member.len()).into_par_iter().with_min_len(1 << 14).map(chain_entered).collect()
+    } else {
+        (0..trie.chain_member.len()).map(chain_entered).collect()
+    };
     drop(entered);
     (keep, chain_entered)
 }
