@@ -66,8 +66,8 @@ pub fn compile_phases<S: AsRef<[u8]> + Sync>(
     p.trie_ms = t.elapsed().as_secs_f64() * 1e3;
     p.members = trie.n_members();
     p.explicit_nodes = trie.n_nodes();
-    let unary: Vec<u32> = (0..trie.n_nodes() as u32).filter(|&n| trie.is_unary(n)).collect();
-    p.unary_explicit_nodes = unary.len();
+    // Counted, not listed (a list would be held through the alignment and add to its peak).
+    p.unary_explicit_nodes = (0..trie.n_nodes() as u32).filter(|&n| trie.is_unary(n)).count();
     p.chains = trie.chain_member.len();
     p.chain_positions = trie.n_chain_positions();
     p.peak_after_trie = peak_rss();
@@ -82,9 +82,9 @@ pub fn compile_phases<S: AsRef<[u8]> + Sync>(
     p.edges = edges.len();
     p.edges_into_chains = edges.targets().filter(|t| t.is_chain()).count();
     // (0 when the unary nodes' rows are derived: the alignment skips them.)
-    p.edges_from_unary = unary.iter().map(|&n| edges.edges(n as usize).count()).sum();
+    p.edges_from_unary =
+        (0..trie.n_nodes() as u32).filter(|&n| trie.is_unary(n)).map(|n| edges.edges(n as usize).count()).sum();
     p.peak_after_align = peak_rss();
-    drop(unary);
     let t = Instant::now();
     let a = freeze(vocab, trie, edges, options, &budget, false)?;
     p.freeze_ms = t.elapsed().as_secs_f64() * 1e3;

@@ -180,6 +180,9 @@ pub(crate) fn align_token_trie(
             }
             counts.push((pattern.len() - before) as u32);
         }
+        // Held until the freeze: without the slack of their growth.
+        pattern.shrink_to_fit();
+        target.shrink_to_fit();
         budget.charge(counts.len() * 4 + pattern.len() * 8, "the alignment's edges")?;
         Ok((counts, pattern, target))
     };

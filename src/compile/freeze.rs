@@ -117,41 +117,92 @@ pub(crate) fn freeze(
     let n_chain = trie.n_chain_positions();
     budget.charge(n * 9 + n_chain / 8, "pruning")?;
     let (keep, chain_entered) = prune(&trie, &al);
-    let (dropped, n_dropped_members) = dropped_members(&trie, &keep, &chain_entered, options)?;
-
     // State numbering: kept explicit nodes in preorder, then the chain positions.
     let kept = Kept::new(&keep);
-    let (offsets, tokens, targets) = transitions(&trie, &al, &kept, &vocab, budget, open)?;
-    let derive = match al.skipped.as_deref() {
-        Some(skipped) => given_derived(&trie, skipped, &kept),
-        None => Derive::ByRows(options.derive_rows),
-    };
-    drop(al);
+    let parallel = n >= PARALLEL_MIN;
+    let (dropped, derive) = join(
+        parallel,
+        || dropped_members(&trie, &keep, &chain_entered, options),
+        || match al.skipped.as_deref() {
+            Some(skipped) => given_derived(&trie, skipped, &kept),
+            None => Derive::ByRows(options.derive_rows),
+        },
+    );
+    let (dropped, n_dropped_members) = dropped?;
+    let mut trie = trie;
+    trie.release_after_pruning();
 
-    // Accepting states, depths, and the single member below each explicit state.
-    let mut accepting = vec![0u64; kept.len().div_ceil(64)];
-    let mut depth = Vec::with_capacity(kept.len());
-    for s in 0..kept.len() {
-        let node = kept.node(s);
-        if trie.end_member[node] != NONE {
-            accepting[s / 64] |= 1 << (s % 64);
-        }
-        depth.push(trie.depth[node]);
-    }
-    let single_member = single_members(&trie, &keep, &chain_entered, &kept);
-    let chain_first_depth: Vec<u32> = trie.chain_member.iter().map(|&m| trie.explicit_depth[m as usize] + 1).collect();
+    // Everything else the trie's node arrays give is taken before the transitions are laid out, so that those
+    // arrays are freed first (the transitions and the alignment's edges are the compile's largest arrays, and are
+    // held together).
+    let ((accepting, depth), (single_member, chain_first_depth)) = join(
+        parallel,
+        || accepting_and_depth(&trie, &kept, parallel),
+        || {
+            join(
+                parallel,
+                || single_members(&trie, &keep, &chain_entered, &kept),
+                || trie.chain_member.iter().map(|&m| trie.explicit_depth[m as usize] + 1).collect::<Vec<u32>>(),
+            )
+        },
+    );
+    drop((keep, chain_entered));
+    let (member_offsets, member_bytes, end_member, chain_base, chain_member) = trie.into_freeze_parts();
+    let (offsets, tokens, targets) = transitions(&end_member, &al, &kept, &vocab, budget, open)?;
+    drop((al, end_member, kept));
 
     Ok(Automaton::assemble(
         vocab,
         Explicit { offsets, tokens, targets, accepting, depth, single_member },
-        Chains { base: trie.chain_base, member: trie.chain_member, first_depth: chain_first_depth },
-        trie.member_offsets.into_iter().map(|o| o as u64).collect(),
-        trie.member_bytes,
+        Chains { base: chain_base, member: chain_member, first_depth: chain_first_depth },
+        member_offsets.into_iter().map(|o| o as u64).collect(),
+        member_bytes,
         dropped,
         n_dropped_members,
         derive,
         options.byte_rows_limit(),
     ))
+}
+
+/// Tries with fewer explicit nodes than this are frozen on one thread: below it, handing the independent passes
+/// to other threads costs more than they take (and on a loaded machine, a pass can wait for a thread).
+const PARALLEL_MIN: usize = 1 << 18;
+
+/// `rayon::join(a, b)` when `parallel`, else `a` then `b` on this thread.
+fn join<A: FnOnce() -> RA + Send, B: FnOnce() -> RB + Send, RA: Send, RB: Send>(
+    parallel: bool,
+    a: A,
+    b: B,
+) -> (RA, RB) {
+    if parallel {
+        rayon::join(a, b)
+    } else {
+        (a(), b())
+    }
+}
+
+/// The accepting bits and the depths of the kept explicit states (in blocks of whole bit words, in parallel when
+/// `parallel`).
+fn accepting_and_depth(trie: &StringTrie, kept: &Kept, parallel: bool) -> (Vec<u64>, Vec<u32>) {
+    let n = kept.len();
+    let mut accepting = vec![0u64; n.div_ceil(64)];
+    let mut depth = vec![0u32; n];
+    const WORDS: usize = 256;
+    let block = |(blk, (bits, d)): (usize, (&mut [u64], &mut [u32]))| {
+        for (i, slot) in d.iter_mut().enumerate() {
+            let node = kept.node(blk * WORDS * 64 + i);
+            if trie.end_member[node] != NONE {
+                bits[i / 64] |= 1 << (i % 64);
+            }
+            *slot = trie.depth[node];
+        }
+    };
+    if parallel {
+        accepting.par_chunks_mut(WORDS).zip(depth.par_chunks_mut(WORDS * 64)).enumerate().for_each(block);
+    } else {
+        accepting.chunks_mut(WORDS).zip(depth.chunks_mut(WORDS * 64)).enumerate().for_each(block);
+    }
+    (accepting, depth)
 }
 
 /// The derived states of an alignment that skipped the unary nodes: the kept skipped nodes whose child is kept
@@ -189,7 +240,8 @@ fn prune(trie: &StringTrie, al: &Edges) -> (Vec<bool>, Vec<bool>) {
     // keep[n]: live and reachable from the root through live nodes; entered: chain positions some kept node's
     // token leads to.
     let mut keep = vec![false; n];
-    let mut entered = vec![false; n_chain];
+    // One bit per chain position.
+    let mut entered = vec![0u64; n_chain.div_ceil(64)];
     keep[0] = live[0];
     for node in 0..n {
         if keep[node] {
@@ -198,7 +250,7 @@ fn prune(trie: &StringTrie, al: &Edges) -> (Vec<bool>, Vec<bool>) {
             }
             for (_, t) in al.edges(node) {
                 match t.kind() {
-                    TargetKind::Chain(p) => entered[p as usize] = true,
+                    TargetKind::Chain(p) => entered[p as usize / 64] |= 1 << (p % 64),
                     TargetKind::Node(t) if live[t as usize] => keep[t as usize] = true,
                     TargetKind::Node(_) => {}
                 }
@@ -206,11 +258,28 @@ fn prune(trie: &StringTrie, al: &Edges) -> (Vec<bool>, Vec<bool>) {
         }
     }
     drop(live);
-    let chain_entered: Vec<bool> = (0..trie.chain_member.len())
-        .map(|k| entered[trie.chain_base[k] as usize..trie.chain_base[k + 1] as usize].contains(&true))
-        .collect();
+    let chain_entered = |k: usize| any_bit(&entered, trie.chain_base[k] as usize, trie.chain_base[k + 1] as usize);
+    let chain_entered: Vec<bool> = if n >= PARALLEL_MIN {
+        (0..trie.chain_member.len()).into_par_iter().with_min_len(1 << 14).map(chain_entered).collect()
+    } else {
+        (0..trie.chain_member.len()).map(chain_entered).collect()
+    };
     drop(entered);
     (keep, chain_entered)
+}
+
+/// Whether any of the bits `a..b` of `bits` is set.
+fn any_bit(bits: &[u64], a: usize, b: usize) -> bool {
+    if a >= b {
+        return false;
+    }
+    let (wa, wb) = (a / 64, (b - 1) / 64);
+    let low = !0u64 << (a % 64);
+    let high = !0u64 >> (63 - (b - 1) % 64);
+    if wa == wb {
+        return bits[wa] & low & high != 0;
+    }
+    bits[wa] & low != 0 || bits[wa + 1..wb].iter().any(|&w| w != 0) || bits[wb] & high != 0
 }
 
 /// The members pruning left unreachable: an error naming them (unless `drop_unreachable` and some remain), else
@@ -316,7 +385,7 @@ impl Kept {
 /// The transitions of the kept nodes: CSR offsets, tokens ascending
 /// per state and their targets. `open`: no end-of-generation tokens where a member ends.
 fn transitions(
-    trie: &StringTrie,
+    end_member: &[u32],
     al: &Edges,
     kept: &Kept,
     vocab: &Vocabulary,
@@ -348,7 +417,7 @@ fn transitions(
                     n += idx.code_tokens(&code).len();
                 }
             }
-            if trie.end_member[node] != NONE && !open {
+            if end_member[node] != NONE && !open {
                 n += eog.len();
             }
             *count = u32::try_from(n).unwrap_or(u32::MAX);
@@ -392,7 +461,7 @@ fn transitions(
                     pairs.extend(idx.code_tokens(&code).iter().map(|&tok| (tok, target)));
                 }
             }
-            if trie.end_member[node] != NONE && !open {
+            if end_member[node] != NONE && !open {
                 pairs.extend(eog.iter().map(|&e| (e, State::FINISHED.0)));
             }
             pairs.sort_unstable();
@@ -432,4 +501,72 @@ fn single_members(trie: &StringTrie, keep: &[bool], chain_entered: &[bool], kept
         }
     }
     (0..kept.len()).map(|s| kept.node(s)).map(|node| if count[node] == 1 { some[node] } else { NONE }).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::vocab::TokenKind;
+    use rand::{Rng, SeedableRng};
+
+    /// Every byte a token, some longer ones (so that edges skip nodes and rows hold several codes), an
+    /// end-of-generation id.
+    fn vocab() -> Arc<Vocabulary> {
+        let mut toks: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).collect();
+        for t in ["ab", "abc", "ba", "ca", "-a", "a-", "bcd", "cab", "abca", "dd", "ddd"] {
+            toks.push(t.as_bytes().to_vec());
+        }
+        toks.push(b"</s>".to_vec());
+        let eog = toks.len() as TokenId - 1;
+        let mut kinds = vec![TokenKind::Normal; toks.len()];
+        kinds[eog as usize] = TokenKind::Control;
+        Arc::new(Vocabulary::new(toks, kinds, &[eog], None).unwrap())
+    }
+
+    /// Differential: the parallel compile (several worker threads, the sort split by first bytes, the alignment,
+    /// transitions and per-state arrays in blocks) gives byte for byte the file of the compile on one thread, over
+    /// sets that cross every block size and the parallel sort's threshold, with and without derived rows.
+    #[test]
+    fn parallel_and_serial_compiles_are_byte_identical() {
+        let v = vocab();
+        let mut rng = rand::rngs::SmallRng::seed_from_u64(38);
+        let one = rayon::ThreadPoolBuilder::new().num_threads(1).build().unwrap();
+        let four = rayon::ThreadPoolBuilder::new().num_threads(4).build().unwrap();
+        let word = |rng: &mut rand::rngs::SmallRng, max: usize| -> Vec<u8> {
+            let len = rng.gen_range(0..max);
+            (0..len).map(|_| b"abcd-"[rng.gen_range(0..5)]).collect()
+        };
+        for n in [1usize, 3000, 40_000, 300_000] {
+            // Groups of up to three strings sharing a long prefix (long explicit paths: the large set has more
+            // explicit nodes than the serial freeze's threshold), with short random strings between them.
+            let mut set: Vec<Vec<u8>> = Vec::with_capacity(n);
+            while set.len() < n {
+                let base = word(&mut rng, 30);
+                for _ in 0..rng.gen_range(1..4) {
+                    let mut s = base.clone();
+                    s.extend(word(&mut rng, 6));
+                    set.push(s);
+                }
+                set.push(word(&mut rng, 12));
+            }
+            if n == 300_000 {
+                let t = StringTrie::build(&set, &[true; 256], &Budget::new(None), None).unwrap();
+                assert!(t.n_nodes() >= PARALLEL_MIN, "{} explicit nodes", t.n_nodes());
+            }
+            for derive in [None, Some(true), Some(false)] {
+                let mut options = CompileOptions::default();
+                if let Some(d) = derive {
+                    options = options.derive_rows(d);
+                }
+                let compile = |pool: &rayon::ThreadPool| {
+                    pool.install(|| Automaton::compile(v.clone(), &set, &options).unwrap().to_bytes())
+                };
+                let (serial, parallel) = (compile(&one), compile(&four));
+                assert!(serial == parallel, "n = {n}, derive = {derive:?}: the files differ");
+                let a = Automaton::compile(v.clone(), &set, &options).unwrap();
+                assert_eq!(a.to_bytes(), serial);
+                assert!(a.n_members() > 0);
+            }
+        }
+    }
 }

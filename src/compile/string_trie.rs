@@ -256,12 +256,16 @@ impl StringTrie {
         for i in 0..n_explicit {
             hang_offsets[i + 1] += hang_offsets[i];
         }
-        let mut cursor = hang_offsets.clone();
+        // Scattered with each node's start as its cursor (no copy of the offsets): afterwards it holds the node's
+        // end, the start of the next, and the offsets are shifted back by one.
         let mut hanging = vec![0u32; hang_node.len()];
         for (c, &n) in hang_node.iter().enumerate() {
-            hanging[cursor[n as usize] as usize] = c as u32;
-            cursor[n as usize] += 1;
+            hanging[hang_offsets[n as usize] as usize] = c as u32;
+            hang_offsets[n as usize] += 1;
         }
+        drop(hang_node);
+        hang_offsets.copy_within(0..n_explicit, 1);
+        hang_offsets[0] = 0;
         Ok(StringTrie {
             member_offsets,
             member_bytes,
@@ -280,6 +284,24 @@ impl StringTrie {
             chain_member,
             chain_base,
         })
+    }
+
+    /// Frees the arrays the freeze no longer reads once the unreachable members are known (the common prefixes,
+    /// the first new nodes, the subtree ends, the input indices and duplicates): the per-state arrays are then
+    /// laid out in their place. Afterwards only the per-node arrays, the chains and the members' bytes remain
+    /// (`n_members` and `children` are no longer meaningful).
+    pub(crate) fn release_after_pruning(&mut self) {
+        for v in [&mut self.lcp, &mut self.first_new, &mut self.subtree_end, &mut self.member_input] {
+            *v = Vec::new();
+        }
+        self.duplicates = Vec::new();
+    }
+
+    /// What the freeze still needs once every per-node array is laid out: the member offsets and bytes, the end
+    /// member of each explicit node, the chain bases and members. Every other array is freed here.
+    #[allow(clippy::type_complexity)]
+    pub(crate) fn into_freeze_parts(self) -> (Vec<usize>, Vec<u8>, Vec<u32>, Vec<u32>, Vec<u32>) {
+        (self.member_offsets, self.member_bytes, self.end_member, self.chain_base, self.chain_member)
     }
 
     /// The explicit children of `node`, ascending by byte.
