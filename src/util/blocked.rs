@@ -89,6 +89,20 @@ impl Blocked {
         }
     }
 
+    /// Elements `i` and `i + 1` (`i + 1 < len`), in one pass ([`Layout::Lengths`]: the second is the first plus
+    /// length `i`): a member's stored range, the hot path of reading its rest.
+    #[inline]
+    pub(crate) fn pair(&self, i: usize) -> (u64, u64) {
+        let from = self.get(i);
+        match self.layout {
+            Layout::Deltas => (from, self.get(i + 1)),
+            Layout::Lengths => {
+                assert!(i + 1 < self.len, "index {} of {}", i + 1, self.len);
+                (from, from.wrapping_add(self.deltas.get(i) as u64))
+            }
+        }
+    }
+
     #[inline]
     pub(crate) fn len(&self) -> usize {
         self.len
@@ -259,6 +273,7 @@ mod tests {
                     assert_eq!((b.len(), b.is_empty(), b.last()), (n, n == 0, v.last().copied()));
                     assert_eq!(b.iter().collect::<Vec<_>>(), v, "{layout:?} {block} {n}");
                     assert!((0..n).all(|i| b.get(i) == v[i]));
+                    assert!((1..n).all(|i| b.pair(i - 1) == (v[i - 1], v[i])));
                     let probes = v.iter().flat_map(|&x| [x - 1, x, x + 1]).chain([0, u64::MAX]);
                     for x in probes {
                         assert_eq!(b.partition_point(|y| y <= x), v.partition_point(|&y| y <= x), "{x}");
@@ -337,6 +352,7 @@ mod tests {
                 let all: Vec<u64> = b.iter().collect();
                 assert_eq!(all.len(), 100);
                 assert!((0..100).all(|i| b.get(i) == all[i]));
+                assert!((1..100).all(|i| b.pair(i - 1).0 == all[i - 1]), "pairs read, unchecked");
                 for x in [0, v[50], u64::MAX] {
                     assert!(b.partition_point(|y| y <= x) <= 100);
                 }
