@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Issue 38, item 4: the quiet run of the large-layout targets, the previous layout (main 189d39f: packed widths,
-# unary rows derived) against branch `rows` (branching states with short rows keep only their byte children),
-# alternately, in one run. Run it ALONE on the machine (nothing else building or measuring).
+# Issue 38, item 4: the quiet run of the large-layout targets, a previous layout against a new one (OLD_COMMIT,
+# NEW_COMMIT: by default main 189d39f, packed widths and unary rows derived, against branch `rows`, branching states
+# with short rows keeping only their byte children), alternately, in one run. Run it ALONE on the machine (nothing
+# else building or measuring).
 #
 # It only measures: the two `compile_lines` binaries are prebuilt (see BIN below; `--build` rebuilds them, about
 # 10 minutes on 2 cores, from a `git worktree` of each commit). It takes about 1.5 to 3 minutes on 2 cores:
@@ -74,4 +75,4 @@ if cmp -s "$OUT/old-cities.trie" "$OUT/new-cities.trie"; then same=yes; else sam
 rm -f "$OUT/old-cities.trie" "$OUT/new-cities.trie"
 echo "end $(date -u +%FT%TZ), load average $(cut -d' ' -f1-3 /proc/loadavg)"
 
-python3 "$REPO/bench/npm/item4-table.py" "$OUT/item4.jsonl" "$same"
+OLD_COMMIT=$OLD_COMMIT NEW_COMMIT=$NEW_COMMIT python3 "$REPO/bench/npm/item4-table.py" "$OUT/item4.jsonl" "$same"
