@@ -101,7 +101,9 @@ impl Lazy {
 
     /// Whether member `m`'s (`< n_members`) offsets and stored bytes are sound (and their blocks match).
     fn stored_ok(&self, a: &Automaton, m: usize) -> bool {
-        let o = a.member_offsets.slice(m..m + 2);
+        // Lazily loaded automata keep their offsets plain (as mapped); blocks are built in memory, never mapped.
+        let Some(p) = a.member_offsets.plain() else { return false };
+        let o = p.slice(m..m + 2);
         let (from, to) = (o.get(0), o.get(1));
         self.blocks.verify(o.bytes())
             && from <= to

@@ -33,6 +33,7 @@ mod draft;
 mod front;
 mod lazy;
 mod masks;
+mod member_offsets;
 mod persist;
 mod query;
 mod row_cache;
@@ -42,6 +43,7 @@ mod values;
 pub use allowed::Allowed;
 use allowed::AllowedRepr;
 pub use draft::{Draft, History};
+use member_offsets::MemberOffsets;
 pub use persist::FileInfo;
 
 pub(crate) use derived::{derive_by_default, ByteTokens, Derive};
@@ -223,8 +225,9 @@ pub struct Automaton {
     ///
     /// (`offsets`, `depth`, `single_member`, the chain arrays and `member_offsets` are [`Packed`]: at their full
     /// width, the layout of plain arrays, except in automata with derived rows, where each is stored at the width
-    /// its values need: see `persist`.)
-    pub(crate) member_offsets: Packed<u64>,
+    /// its values need: see `persist`; front-coded members held in memory keep `member_offsets` in blocks of
+    /// their restart interval, see `member_offsets`.)
+    pub(crate) member_offsets: MemberOffsets,
     pub(crate) member_bytes: Array<u8>,
     /// Empty, or (front-coded members, the large layout: see `front`) by member, the length of the prefix it
     /// shares with the member before it, which `member_bytes` leaves out: the member is that prefix followed by
@@ -427,9 +430,9 @@ impl Automaton {
         // The large layout also front-codes its members (format version 7, see `front`).
         let (member_offsets, member_bytes, member_lcp) = if pack {
             let (o, b, l) = front::front_code(&member_offsets, member_bytes);
-            (Packed::narrow(&o), b, Packed::narrow(&l))
+            (MemberOffsets::front(&o), b, Packed::narrow(&l))
         } else {
-            (Packed::plain(member_offsets), member_bytes, Packed::default())
+            (MemberOffsets::Plain(Packed::plain(member_offsets)), member_bytes, Packed::default())
         };
         Automaton {
             vocab,

@@ -91,7 +91,10 @@ impl Automaton {
         w.section_packed(A_CHAIN_BASE, &self.chain_base);
         w.section_packed(A_CHAIN_MEMBER, &self.chain_member);
         w.section_packed(A_CHAIN_DEPTH, &self.chain_first_depth);
-        w.section_packed(A_MEMBER_OFFSETS, &self.member_offsets);
+        match self.member_offsets.plain() {
+            Some(p) => w.section_packed(A_MEMBER_OFFSETS, p),
+            None => w.section_packed(A_MEMBER_OFFSETS, &self.member_offsets.narrowed()),
+        }
         w.section(A_MEMBER_BYTES, &self.member_bytes);
         w.section(A_DROPPED, &dropped);
         if !self.derived.is_empty() {
@@ -216,7 +219,7 @@ impl Automaton {
             chain_base: r.packed(A_CHAIN_BASE)?,
             chain_member: r.packed(A_CHAIN_MEMBER)?,
             chain_first_depth: r.packed(A_CHAIN_DEPTH)?,
-            member_offsets: r.packed(A_MEMBER_OFFSETS)?,
+            member_offsets: MemberOffsets::Plain(r.packed(A_MEMBER_OFFSETS)?),
             member_bytes: r.array(A_MEMBER_BYTES)?,
             member_lcp: Self::read_front(&r)?,
             dropped: dropped.iter().map(|&d| usize::try_from(d).unwrap_or(usize::MAX)).collect(),
@@ -235,6 +238,11 @@ impl Automaton {
             Some(blocks) => a.lazy_checks(blocks),
             None => {
                 a.validate()?;
+                let mut a = a;
+                if a.is_front_coded() {
+                    // Validated: front-coded members keep their offsets in blocks (see `member_offsets`).
+                    a.member_offsets = std::mem::take(&mut a.member_offsets).into_blocks();
+                }
                 Ok(a)
             }
         }
@@ -305,7 +313,15 @@ impl Automaton {
     /// Checks a loaded automaton's arrays against each other and its vocabulary: every index used when decoding
     /// is in bounds, so a crafted or damaged file is an error and never a crash.
     pub(super) fn validate(&self) -> Result<()> {
-        let mo = self.member_offsets.ints();
+        // (Blocks, built in memory from checked offsets, are checked as the plain offsets they hold.)
+        let narrowed;
+        let mo = match self.member_offsets.plain() {
+            Some(p) => p.ints(),
+            None => {
+                narrowed = self.member_offsets.narrowed();
+                narrowed.ints()
+            }
+        };
         let n_members = mo.len().checked_sub(1);
         ensure(n_members.is_some() && mo.get(0) == 0, || "member offsets".into())?;
         let n_members = n_members.unwrap();
@@ -416,7 +432,7 @@ mod tests {
     /// Stores every member whole (the layout before format version 7).
     fn members_whole(a: &mut Automaton) {
         let (offsets, bytes) = a.decoded_members().expect("front-coded");
-        a.member_offsets = Packed::narrow(&offsets);
+        a.member_offsets = MemberOffsets::Plain(Packed::narrow(&offsets));
         a.member_bytes = bytes.into();
         a.member_lcp = Packed::default();
         a.validate().unwrap();
@@ -452,7 +468,8 @@ mod tests {
         let opts = CompileOptions::new().derive_rows(true).byte_rows_max(0);
         let a = Automaton::compile(v.clone(), &set, &opts).unwrap();
         assert!(a.has_derived() && !a.arrays_plain() && a.byte_rows.is_empty());
-        assert_eq!((a.depth.width(), a.member_offsets.width()), (1, 2), "depths under 255, 4 KB of members");
+        assert_eq!(a.depth.width(), 1, "depths under 255");
+        assert!(a.member_offsets.plain().is_none(), "front-coded offsets in blocks");
         // Needs version 7 (front-coded members), written as 8 (2 KiB checksum blocks); with every member whole it
         // needs version 5, and the file as the libtrie before versions 7 and 8 wrote it loads the same.
         assert_eq!(version_of(&a.to_bytes()), crate::format::SMALL_BLOCKS_VERSION);
@@ -471,7 +488,7 @@ mod tests {
         wide.chain_base = Packed::plain(wide.chain_base.iter().collect());
         wide.chain_member = Packed::plain(wide.chain_member.iter().collect());
         wide.chain_first_depth = Packed::plain(wide.chain_first_depth.iter().collect());
-        wide.member_offsets = Packed::plain(wide.member_offsets.iter().collect());
+        wide.member_offsets = MemberOffsets::Plain(Packed::plain(wide.member_offsets.iter().collect()));
         assert!(wide.arrays_plain());
         assert!(wide.memory_usage() > a.memory_usage());
         let old = crate::format::as_version(&wide.to_bytes(), DERIVED_VERSION);

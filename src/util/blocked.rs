@@ -12,7 +12,10 @@
 //! Reading never panics on crafted parts (sizes are checked by [`Blocked::from_parts`], sums wrap): a file's
 //! parts give wrong values until [`Blocked::is_sound`] (or [`Blocked::block_sound`] for one block) accepts them.
 //!
-//! Not yet wired into the automaton (issue 38): the type, its checks and its tests only.
+//! Wired in memory only (issue 38): front-coded automata hold their member offsets in [`Layout::Lengths`]
+//! blocks (`automaton::member_offsets`); files still hold the plain offsets, so the parts' checks
+//! ([`Blocked::from_parts`], [`Blocked::is_sound`], [`Blocked::block_sound`]) and [`Layout::Deltas`] are not
+//! yet used outside tests.
 #![cfg_attr(not(test), allow(dead_code))]
 
 use super::packed::Packed;
