@@ -1235,9 +1235,9 @@ enum trie_status trie_automaton_dropped(const struct trie_automaton *automaton,
  * Like [`trie_automaton_load`], with the checks made on first use instead of at load
  * ([`Automaton::load_lazy`]), so that loading costs milliseconds whatever the file's size. At load: the header,
  * the section table, the checksum of the header and of the file's block hashes, the sizes of the arrays; then,
- * once each, a state's row, chain, member and mask row the first time the state is used, every 64 KiB block of
- * the file against its hash the first time it is read, and the whole automaton the first time a member is looked
- * up by rank or the automaton is changed. A state whose part of the file fails its check behaves as an invalid
+ * once each, a state's row, chain, member and mask row the first time the state is used, every block of the
+ * file (2 KiB from format version 8 on, 64 KiB before) against its hash the first time it is read, and the
+ * whole automaton the first time a member is looked up by rank or the automaton is changed. A state whose part of the file fails its check behaves as an invalid
  * one: `TRIE_ERR_MALFORMED_FILE` from `trie_advance` and the mask fills, empty or false from the other queries;
  * a damaged or crafted file is never a crash, but it is noticed when the damaged part is used, not at load.
  * Files with a template and files of format version 1 are checked whole at load. The same status codes as
