@@ -28,12 +28,12 @@ use std::path::Path;
 use std::sync::Arc;
 
 mod allowed;
+mod ascending;
 mod derived;
 mod draft;
 mod front;
 mod lazy;
 mod masks;
-mod member_offsets;
 mod persist;
 mod query;
 mod row_cache;
@@ -43,7 +43,7 @@ mod values;
 pub use allowed::Allowed;
 use allowed::AllowedRepr;
 pub use draft::{Draft, History};
-use member_offsets::MemberOffsets;
+use ascending::{Ascending, MemberOffsets};
 pub use persist::FileInfo;
 
 pub(crate) use derived::{derive_by_default, ByteTokens, Derive};
@@ -192,7 +192,7 @@ pub struct Forced {
 pub struct Automaton {
     pub(crate) vocab: Arc<Vocabulary>,
     /// CSR over the explicit states: allowed tokens (ascending) and the state each leads to.
-    pub(crate) offsets: Packed<u32>,
+    pub(crate) offsets: Ascending<u32>,
     pub(crate) tokens: Array<TokenId>,
     pub(crate) targets: Array<u32>,
     /// Bit `s` (of 64-bit words): explicit state `s` is accepting.
@@ -217,16 +217,16 @@ pub struct Automaton {
     pub(crate) dense_rows: Array<u32>,
     /// Chains: chain `k` covers states `n_explicit + chain_base[k] .. n_explicit + chain_base[k + 1]`, the
     /// positions of member `chain_member[k]` at depths `chain_first_depth[k]..`.
-    pub(crate) chain_base: Packed<u32>,
-    pub(crate) chain_member: Packed<u32>,
+    pub(crate) chain_base: Ascending<u32>,
+    pub(crate) chain_member: Ascending<u32>,
     pub(crate) chain_first_depth: Packed<u32>,
     /// Members (sorted, distinct): `member_bytes[member_offsets[i]..member_offsets[i + 1]]` (front-coded: the
     /// bytes after the prefix shared with the member before, see `member_lcp`).
     ///
-    /// (`offsets`, `depth`, `single_member`, the chain arrays and `member_offsets` are [`Packed`]: at their full
-    /// width, the layout of plain arrays, except in automata with derived rows, where each is stored at the width
-    /// its values need: see `persist`; front-coded members held in memory keep `member_offsets` in blocks of
-    /// their restart interval, see `member_offsets`.)
+    /// (`depth`, `single_member` and `chain_first_depth` are [`Packed`], `offsets`, `chain_base`,
+    /// `chain_member` and `member_offsets` [`Ascending`]: at their full width, the layout of plain arrays,
+    /// except in automata with derived rows, where each is stored at the width its values need, and the
+    /// ascending ones in blocks when that is smaller (front-coded automata): see `persist` and `ascending`.)
     pub(crate) member_offsets: MemberOffsets,
     pub(crate) member_bytes: Array<u8>,
     /// Empty, or (front-coded members, the large layout: see `front`) by member, the length of the prefix it
@@ -427,16 +427,18 @@ impl Automaton {
         // widths their values need; every other automaton keeps plain arrays (files byte for byte as before).
         let pack = !derived.is_empty() || !byte_rows.is_empty();
         let p32 = |v: Vec<u32>| if pack { Packed::narrow(&v) } else { Packed::plain(v) };
+        // ... and its ascending arrays in blocks (format version 9, see `ascending`).
+        let asc = |v: Vec<u32>, choices| if pack { Ascending::blocked(&v, choices) } else { Ascending::plain(v) };
         // The large layout also front-codes its members (format version 7, see `front`).
         let (member_offsets, member_bytes, member_lcp) = if pack {
             let (o, b, l) = front::front_code(&member_offsets, member_bytes);
-            (MemberOffsets::front(&o), b, Packed::narrow(&l))
+            (MemberOffsets::blocked(&o, ascending::MEMBER_BLOCKS), b, Packed::narrow(&l))
         } else {
-            (MemberOffsets::Plain(Packed::plain(member_offsets)), member_bytes, Packed::default())
+            (MemberOffsets::plain(member_offsets), member_bytes, Packed::default())
         };
         Automaton {
             vocab,
-            offsets: p32(e.offsets),
+            offsets: asc(e.offsets, ascending::OFFSETS_BLOCKS),
             tokens: e.tokens.into(),
             targets: e.targets.into(),
             accepting: e.accepting.into(),
@@ -448,8 +450,8 @@ impl Automaton {
             unary_byte: unary_byte.into(),
             byte_rows: byte_rows.into(),
             byte_tokens,
-            chain_base: p32(chains.base),
-            chain_member: p32(chains.member),
+            chain_base: asc(chains.base, ascending::CHAIN_BLOCKS),
+            chain_member: asc(chains.member, ascending::CHAIN_BLOCKS),
             chain_first_depth: p32(chains.first_depth),
             member_offsets,
             member_bytes: member_bytes.into(),

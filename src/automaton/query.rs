@@ -29,7 +29,7 @@ impl Automaton {
             return Kind::Explicit(s);
         }
         let idx = (s - e) as u32;
-        let k = self.chain_base.ints().partition_point(|b| b <= idx) - 1;
+        let k = self.chain_base.partition_point(|b| b <= idx) - 1;
         let depth = self.chain_first_depth.get(k) + idx - self.chain_base.get(k);
         Kind::Chain(self.chain_member.get(k) as usize, depth as usize)
     }
@@ -42,7 +42,8 @@ impl Automaton {
 
     #[inline]
     pub(crate) fn range(&self, s: usize) -> std::ops::Range<usize> {
-        self.offsets.get(s) as usize..self.offsets.get(s + 1) as usize
+        let (from, to) = self.offsets.pair(s);
+        from as usize..to as usize
     }
 
     /// Calls `f(tokens, length)` for every text-token byte string that is a prefix of `rest` (with the ids that

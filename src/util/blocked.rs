@@ -18,7 +18,7 @@
 //! yet used outside tests.
 #![cfg_attr(not(test), allow(dead_code))]
 
-use super::packed::Packed;
+use super::packed::{width_for, Packed, Word};
 
 /// How the per-element values relate to the block bases (see the module documentation).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -40,19 +40,52 @@ pub(crate) struct Blocked {
 impl Blocked {
     /// `values` (ascending) in `layout` with blocks of `block` (a power of two); `None` when they are not
     /// ascending or a per-element value does not fit below `u32::MAX`.
-    pub(crate) fn new(values: &[u64], block: usize, layout: Layout) -> Option<Blocked> {
+    pub(crate) fn new<T: Word>(values: &[T], block: usize, layout: Layout) -> Option<Blocked> {
         assert!(block.is_power_of_two(), "block {block}");
         if values.windows(2).any(|w| w[0] > w[1]) {
             return None;
         }
-        let bases: Vec<u64> = values.iter().step_by(block).copied().collect();
+        let v = |i: usize| values[i].to_u64();
+        let bases: Vec<u64> = values.iter().step_by(block).map(|x| x.to_u64()).collect();
         let fits = |d: u64| u32::try_from(d).ok().filter(|&d| d != u32::MAX);
         let deltas: Option<Vec<u32>> = match layout {
-            Layout::Deltas => values.iter().enumerate().map(|(i, &v)| fits(v - bases[i / block])).collect(),
-            Layout::Lengths => values.windows(2).map(|w| fits(w[1] - w[0])).collect(),
+            Layout::Deltas => (0..values.len()).map(|i| fits(v(i) - bases[i / block])).collect(),
+            Layout::Lengths => (1..values.len()).map(|i| fits(v(i) - v(i - 1))).collect(),
         };
         let (bases, deltas) = (Packed::narrow(&bases), Packed::narrow(&deltas?));
         Some(Blocked { bases, deltas, block, len: values.len(), layout })
+    }
+
+    /// The bytes [`Blocked::new`] would take for ascending `values` in `layout` with blocks of `block`, without
+    /// building it; `None` where it would refuse them.
+    pub(crate) fn size_of<T: Word>(values: &[T], block: usize, layout: Layout) -> Option<usize> {
+        let (mut max_base, mut max_delta, mut base) = (0u64, 0u64, 0u64);
+        for (i, x) in values.iter().enumerate() {
+            let x = x.to_u64();
+            let d = if i % block == 0 {
+                base = x;
+                max_base = max_base.max(x);
+                if layout == Layout::Lengths && i > 0 {
+                    x.checked_sub(values[i - 1].to_u64())?
+                } else {
+                    0
+                }
+            } else if layout == Layout::Deltas {
+                x.checked_sub(base)?
+            } else {
+                x.checked_sub(values[i - 1].to_u64())?
+            };
+            max_delta = max_delta.max(d);
+        }
+        if max_delta >= u32::MAX as u64 {
+            return None;
+        }
+        let n_deltas = match layout {
+            Layout::Deltas => values.len(),
+            Layout::Lengths => values.len().saturating_sub(1),
+        };
+        let bases = values.len().div_ceil(block) * width_for(&[max_base]);
+        Some(bases + n_deltas * width_for(&[max_delta as u32]))
     }
 
     /// A [`Blocked`] of `len` elements from its parts (as [`Blocked::bases`] and [`Blocked::deltas`] give them,
@@ -273,6 +306,7 @@ mod tests {
                     let v = ascending(n, max_step, n as u64 + block as u64);
                     let b = Blocked::new(&v, block, layout).unwrap();
                     assert!(b.is_sound(false), "{layout:?} {block} {n}");
+                    assert_eq!(Blocked::size_of(&v, block, layout), Some(b.size_bytes()), "{layout:?} {block} {n}");
                     assert_eq!((b.len(), b.is_empty(), b.last()), (n, n == 0, v.last().copied()));
                     assert_eq!(b.iter().collect::<Vec<_>>(), v, "{layout:?} {block} {n}");
                     assert!((0..n).all(|i| b.get(i) == v[i]));
@@ -298,7 +332,7 @@ mod tests {
         let deltas = Blocked::new(&v, 64, Layout::Deltas).unwrap();
         assert_eq!((deltas.deltas().width(), deltas.block(), deltas.layout()), (2, 64, Layout::Deltas));
         assert!(Blocked::new(&[0, u32::MAX as u64], 16, Layout::Lengths).is_none(), "a length of u32::MAX");
-        assert!(Blocked::new(&[5, 4], 16, Layout::Deltas).is_none(), "descending");
+        assert!(Blocked::new(&[5u64, 4], 16, Layout::Deltas).is_none(), "descending");
     }
 
     /// `strict` soundness refuses a repeated element, within a block and across a block boundary.
