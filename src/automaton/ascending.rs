@@ -74,14 +74,22 @@ impl<T: Word> Ascending<T> {
         Ascending::Plain(Packed::narrow(values))
     }
 
-    /// `values` (ascending) in the smallest of the block `choices` (block size, layout), or plain at their
-    /// narrowest width where that is smaller or no choice fits them.
+    /// `values` (ascending) in the smallest of the block `choices` (block size, layout; lengths only where they
+    /// take a tenth less than deltas), or plain at their narrowest width where that is smaller or none fits.
     pub(crate) fn blocked(values: &[T], choices: &[(usize, Layout)]) -> Self {
         let plain = Packed::<T>::narrow(values);
-        let best = choices
-            .iter()
-            .filter_map(|&(block, layout)| Blocked::size_of(values, block, layout).map(|size| (size, block, layout)))
-            .min_by_key(|c| c.0);
+        let best = |layout: Layout| {
+            choices
+                .iter()
+                .filter(|c| c.1 == layout)
+                .filter_map(|&(block, layout)| Blocked::size_of(values, block, layout).map(|size| (size, block, layout)))
+                .min_by_key(|c| c.0)
+        };
+        // Deltas unless lengths save a tenth: a read of lengths sums up to a block of them.
+        let best = match (best(Layout::Deltas), best(Layout::Lengths)) {
+            (Some(d), Some(l)) => Some(if l.0 * 10 < d.0 * 9 { l } else { d }),
+            (d, l) => d.or(l),
+        };
         match best {
             Some((size, block, layout)) if size < plain.size_bytes() => match Blocked::new(values, block, layout) {
                 Some(b) => Ascending::Blocked(b),
@@ -200,6 +208,32 @@ impl<T: Word> Ascending<T> {
         match self {
             Ascending::Plain(p) => p.ints().ascending(strict),
             Ascending::Blocked(b) => b.is_sound(strict),
+        }
+    }
+
+    /// The eager check of a loaded array named `name` (see [`Ascending::is_sound`]), as an error naming the
+    /// first element (plain) or block (in blocks) that fails it.
+    pub(crate) fn ensure_sound(&self, name: &str, strict: bool) -> Result<()> {
+        use rayon::prelude::*;
+        let order = if strict { "strictly " } else { "" };
+        match self {
+            Ascending::Plain(p) if !p.ints().ascending(strict) => {
+                let ints = p.ints();
+                let up = |i: usize| ints.get(i - 1) < ints.get(i) || (!strict && ints.get(i - 1) == ints.get(i));
+                let i = (1..ints.len()).find(|&i| !up(i)).unwrap_or(0);
+                ensure(false, || format!("{name} do not ascend {order}(element {i})"))
+            }
+            Ascending::Plain(_) => Ok(()),
+            Ascending::Blocked(b) => {
+                let bad = (0..b.bases().len()).into_par_iter().with_min_len(1 << 10).find_first(|&k| !b.block_sound(k, strict));
+                ensure(bad.is_none(), || {
+                    format!(
+                        "{name} in blocks: block {} does not ascend {order}from its base to the next block's base (a \
+                         base, delta or length is wrong)",
+                        bad.unwrap()
+                    )
+                })
+            }
         }
     }
 
@@ -362,16 +396,22 @@ mod tests {
         assert!(matches!(p, Ascending::Blocked(_)));
     }
 
-    /// The smallest choice wins: chain bases growing by about 12 take deltas of one byte in blocks of 16;
-    /// offsets over 2^24 with one long row take two-byte deltas (not four-byte plain values).
+    /// The smallest choice wins, lengths only where they save a tenth: chain bases growing by about 12 take
+    /// deltas of one byte in blocks of 16 (lengths would save one byte); steps up to 40 take lengths of one byte
+    /// (deltas would take two); offsets over 2^24 with one long row take two-byte deltas (not four-byte plain
+    /// values).
     #[test]
     fn the_smallest_choice_is_taken() {
         let bases: Vec<u32> = (0..10_000u32).map(|i| i * 12 + i % 5).collect();
         let Ascending::Blocked(b) = Ascending::blocked(&bases, CHAIN_BLOCKS) else { panic!("plain") };
-        assert_eq!(b.deltas().width(), 1);
-        let sizes: Vec<usize> =
-            CHAIN_BLOCKS.iter().filter_map(|&(k, l)| Blocked::size_of(&bases, k, l)).collect::<Vec<_>>();
-        assert_eq!(b.size_bytes(), *sizes.iter().min().unwrap());
+        assert_eq!((b.layout(), b.deltas().width()), (Layout::Deltas, 1));
+        let size = |layout| CHAIN_BLOCKS.iter().filter(|c| c.1 == layout).filter_map(|&(k, l)| Blocked::size_of(&bases, k, l)).min();
+        assert_eq!(Some(b.size_bytes()), size(Layout::Deltas));
+        assert_eq!(size(Layout::Lengths), Some(b.size_bytes() - 1));
+        let steps: Vec<u32> = (0..10_000u32).map(|i| i * 20 + i * i % 19).collect();
+        let Ascending::Blocked(b) = Ascending::blocked(&steps, CHAIN_BLOCKS) else { panic!("plain") };
+        assert_eq!((b.layout(), b.deltas().width(), b.block()), (Layout::Lengths, 1, 16));
+        assert!((0..steps.len()).all(|i| b.get(i) == steps[i] as u64));
         let mut offsets: Vec<u32> = (0..5000u32).map(|i| (1 << 25) + i * 3).collect();
         offsets.iter_mut().skip(100).for_each(|o| *o += 20_000);
         let Ascending::Blocked(b) = Ascending::blocked(&offsets, OFFSETS_BLOCKS) else { panic!("plain") };

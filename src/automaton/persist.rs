@@ -353,10 +353,13 @@ impl Automaton {
         let n_members = mo.len().checked_sub(1);
         ensure(n_members.is_some() && mo.get(0) == 0, || "member offsets".into())?;
         let n_members = n_members.unwrap();
-        ensure(
-            mo.is_sound(false) && mo.get(n_members) == self.member_bytes.len() as u64 && self.n_dropped_members <= n_members,
-            || "member offsets are not ascending within the member bytes".into(),
-        )?;
+        mo.ensure_sound("member offsets", false)?;
+        self.offsets.ensure_sound("row offsets", false)?;
+        self.chain_base.ensure_sound("chain bases", true)?;
+        self.chain_member.ensure_sound("chain members", true)?;
+        ensure(mo.get(n_members) == self.member_bytes.len() as u64 && self.n_dropped_members <= n_members, || {
+            "member offsets are not within the member bytes".into()
+        })?;
         // Front coding sound, members sorted and distinct: `with_changes` binary-searches them.
         self.validate_members()?;
         let e = self.depth.len();
@@ -366,7 +369,6 @@ impl Automaton {
                 && self.single_member.len() == e
                 && self.accepting.len() == e.div_ceil(64)
                 && self.offsets.get(0) == 0
-                && self.offsets.is_sound(false)
                 && self.offsets.get(e) as usize == self.tokens.len()
                 && self.targets.len() == self.tokens.len(),
             || "explicit state tables of inconsistent sizes".into(),
@@ -376,8 +378,6 @@ impl Automaton {
             self.chain_base.len() == k + 1
                 && self.chain_first_depth.len() == k
                 && self.chain_base.get(0) == 0
-                && self.chain_base.is_sound(true)
-                && self.chain_member.is_sound(true)
                 && self.chain_member.last().map_or(true, |m| (m as usize) < n_members),
             || "chain tables".into(),
         )?;

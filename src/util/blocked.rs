@@ -118,10 +118,24 @@ impl Blocked {
         let base = self.bases.get(i / self.block);
         match self.layout {
             Layout::Deltas => base.wrapping_add(self.deltas.get(i) as u64),
-            Layout::Lengths => {
-                let from = i - i % self.block;
-                self.deltas.slice(from..i).iter().fold(base, |s, d| s.wrapping_add(d as u64))
-            }
+            Layout::Lengths => base.wrapping_add(self.raw_sum(i - i % self.block..i)),
+        }
+    }
+
+    /// The sum of the per-element values `r` as stored (wrapping; an all-ones value, the sentinel that
+    /// [`Blocked::block_sound`] refuses, counts as its bytes): one loop over the bytes at the deltas' width, the
+    /// running sums of [`Layout::Lengths`].
+    #[inline]
+    fn raw_sum(&self, r: std::ops::Range<usize>) -> u64 {
+        let d = self.deltas.slice(r);
+        let bytes = d.bytes();
+        match self.deltas.width() {
+            1 => bytes.iter().fold(0u64, |s, &b| s.wrapping_add(b as u64)),
+            2 => bytes.chunks_exact(2).fold(0u64, |s, c| s.wrapping_add(u16::from_ne_bytes([c[0], c[1]]) as u64)),
+            4 => bytes
+                .chunks_exact(4)
+                .fold(0u64, |s, c| s.wrapping_add(u32::from_ne_bytes([c[0], c[1], c[2], c[3]]) as u64)),
+            _ => d.iter().fold(0u64, |s, x| s.wrapping_add(x as u64)),
         }
     }
 
@@ -134,7 +148,7 @@ impl Blocked {
             Layout::Deltas => (from, self.get(i + 1)),
             Layout::Lengths => {
                 assert!(i + 1 < self.len, "index {} of {}", i + 1, self.len);
-                (from, from.wrapping_add(self.deltas.get(i) as u64))
+                (from, from.wrapping_add(self.raw_sum(i..i + 1)))
             }
         }
     }
@@ -159,7 +173,7 @@ impl Blocked {
             if i % self.block == 0 || self.layout == Layout::Deltas {
                 sum = self.get(i);
             } else {
-                sum = sum.wrapping_add(self.deltas.get(i - 1) as u64);
+                sum = sum.wrapping_add(self.raw_sum(i - 1..i));
             }
             sum
         })
@@ -173,7 +187,7 @@ impl Blocked {
         let (mut lo, mut hi) = (0, n_blocks);
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
-            if pred(self.get(mid * self.block)) {
+            if pred(self.bases.get(mid)) {
                 lo = mid + 1;
             } else {
                 hi = mid;
@@ -199,7 +213,7 @@ impl Blocked {
             Layout::Lengths => {
                 let mut sum = self.bases.get(lo - 1);
                 for i in from..to {
-                    sum = sum.wrapping_add(self.deltas.get(i - 1) as u64);
+                    sum = sum.wrapping_add(self.raw_sum(i - 1..i));
                     if !pred(sum) {
                         return i;
                     }
