@@ -25,7 +25,8 @@ use crate::util::packed::{Ints, Packed, Word};
 
 /// The block choices of `offsets`: deltas from the block base only (`advance` reads two offsets per state: one
 /// add each, no running sum).
-pub(crate) const OFFSETS_BLOCKS: &[(usize, Layout)] = &[(16, Layout::Deltas), (32, Layout::Deltas), (64, Layout::Deltas)];
+pub(crate) const OFFSETS_BLOCKS: &[(usize, Layout)] =
+    &[(16, Layout::Deltas), (32, Layout::Deltas), (64, Layout::Deltas)];
 /// The block choices of `chain_base` and `chain_member` (read once a chain state, after a search).
 pub(crate) const CHAIN_BLOCKS: &[(usize, Layout)] =
     &[(16, Layout::Deltas), (32, Layout::Deltas), (64, Layout::Deltas), (16, Layout::Lengths)];
@@ -82,7 +83,9 @@ impl<T: Word> Ascending<T> {
             choices
                 .iter()
                 .filter(|c| c.1 == layout)
-                .filter_map(|&(block, layout)| Blocked::size_of(values, block, layout).map(|size| (size, block, layout)))
+                .filter_map(|&(block, layout)| {
+                    Blocked::size_of(values, block, layout).map(|size| (size, block, layout))
+                })
                 .min_by_key(|c| c.0)
         };
         // Deltas unless lengths save a tenth: a read of lengths sums up to a block of them.
@@ -173,6 +176,19 @@ impl<T: Word> Ascending<T> {
         }
     }
 
+    /// The last element at most `x` and its index (`None` when the first is above `x`): in blocks, one pass
+    /// ([`Blocked::last_at_most`]); a chain state's chain and first index.
+    #[inline]
+    pub(crate) fn last_at_most(&self, x: T) -> Option<(usize, T)> {
+        match self {
+            Ascending::Plain(p) => {
+                let k = p.ints().partition_point(|v| v <= x).checked_sub(1)?;
+                Some((k, p.get(k)))
+            }
+            Ascending::Blocked(b) => b.last_at_most(x.to_u64()).map(|(k, v)| (k, T::from_u64(v))),
+        }
+    }
+
     /// As `[T]::binary_search` on ascending elements.
     pub(crate) fn binary_search(&self, x: T) -> std::result::Result<usize, usize> {
         let i = self.partition_point(|v| v < x);
@@ -225,7 +241,10 @@ impl<T: Word> Ascending<T> {
             }
             Ascending::Plain(_) => Ok(()),
             Ascending::Blocked(b) => {
-                let bad = (0..b.bases().len()).into_par_iter().with_min_len(1 << 10).find_first(|&k| !b.block_sound(k, strict));
+                let bad = (0..b.bases().len())
+                    .into_par_iter()
+                    .with_min_len(1 << 10)
+                    .find_first(|&k| !b.block_sound(k, strict));
                 ensure(bad.is_none(), || {
                     format!(
                         "{name} in blocks: block {} does not ascend {order}from its base to the next block's base (a \
@@ -361,7 +380,8 @@ impl<T: Word> Ascending<T> {
         })?;
         let layout = if layout == 1 { Layout::Deltas } else { Layout::Lengths };
         let (bases, deltas) = (r.packed(tags.bases)?, r.packed(tags.deltas)?);
-        let b = usize::try_from(len).ok().and_then(|len| Blocked::from_parts(bases, deltas, block as usize, len, layout));
+        let b =
+            usize::try_from(len).ok().and_then(|len| Blocked::from_parts(bases, deltas, block as usize, len, layout));
         ensure(b.is_some(), || {
             format!("{name} in blocks: {len} elements in blocks of {block} do not match the sizes of its sections")
         })?;
@@ -405,7 +425,9 @@ mod tests {
         let bases: Vec<u32> = (0..10_000u32).map(|i| i * 12 + i % 5).collect();
         let Ascending::Blocked(b) = Ascending::blocked(&bases, CHAIN_BLOCKS) else { panic!("plain") };
         assert_eq!((b.layout(), b.deltas().width()), (Layout::Deltas, 1));
-        let size = |layout| CHAIN_BLOCKS.iter().filter(|c| c.1 == layout).filter_map(|&(k, l)| Blocked::size_of(&bases, k, l)).min();
+        let size = |layout| {
+            CHAIN_BLOCKS.iter().filter(|c| c.1 == layout).filter_map(|&(k, l)| Blocked::size_of(&bases, k, l)).min()
+        };
         assert_eq!(Some(b.size_bytes()), size(Layout::Deltas));
         assert_eq!(size(Layout::Lengths), Some(b.size_bytes() - 1));
         let steps: Vec<u32> = (0..10_000u32).map(|i| i * 20 + i * i % 19).collect();

@@ -80,7 +80,7 @@ impl Lazy {
         }
         // The index is ascending from 0 and `s - e < chain_base[k]` (the state count): 0 <= k < chain count.
         let idx = (s - e) as u32;
-        let k = a.chain_base.partition_point(|b| b <= idx) - 1;
+        let Some((k, _)) = a.chain_base.last_at_most(idx) else { return false };
         is_set(&self.chains, k) || self.check_chain(a, k)
     }
 

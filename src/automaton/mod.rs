@@ -42,8 +42,8 @@ mod values;
 
 pub use allowed::Allowed;
 use allowed::AllowedRepr;
-pub use draft::{Draft, History};
 use ascending::{Ascending, MemberOffsets};
+pub use draft::{Draft, History};
 pub use persist::FileInfo;
 
 pub(crate) use derived::{derive_by_default, ByteTokens, Derive};

@@ -343,7 +343,10 @@ impl Automaton {
 
     /// A derived state `s` (`< n_explicit`) is sound: its child `s + 1` is an explicit state and its row empty.
     pub(super) fn derived_state_ok(&self, s: usize) -> bool {
-        s + 1 < self.depth.len() && { let (from, to) = self.offsets.pair(s); from == to }
+        s + 1 < self.depth.len() && {
+            let (from, to) = self.offsets.pair(s);
+            from == to
+        }
     }
 
     /// Checks a loaded automaton's arrays against each other and its vocabulary: every index used when decoding

@@ -29,8 +29,9 @@ impl Automaton {
             return Kind::Explicit(s);
         }
         let idx = (s - e) as u32;
-        let k = self.chain_base.partition_point(|b| b <= idx) - 1;
-        let depth = self.chain_first_depth.get(k) + idx - self.chain_base.get(k);
+        // (`chain_base[0] == 0 <= idx`, checked at load.)
+        let (k, base) = self.chain_base.last_at_most(idx).unwrap_or((0, 0));
+        let depth = self.chain_first_depth.get(k) + idx - base;
         Kind::Chain(self.chain_member.get(k) as usize, depth as usize)
     }
 

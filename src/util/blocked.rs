@@ -223,6 +223,59 @@ impl Blocked {
         }
     }
 
+    /// The last element at most `x` and its index (`None` when the first is above `x`), as
+    /// `partition_point(|v| v <= x) - 1` and `get` of it in one pass: a binary search over the block bases, then
+    /// one within the block (a scan of running sums for [`Layout::Lengths`], one loop over the bytes at width 1).
+    #[inline]
+    pub(crate) fn last_at_most(&self, x: u64) -> Option<(usize, u64)> {
+        let (mut lo, mut hi) = (0, self.bases.len());
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if self.bases.get(mid) <= x {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        let k = lo.checked_sub(1)?;
+        let (from, to) = (k * self.block, ((k + 1) * self.block).min(self.len));
+        match self.layout {
+            Layout::Deltas => {
+                let (mut a, mut b) = (from + 1, to);
+                while a < b {
+                    let mid = a + (b - a) / 2;
+                    if self.get(mid) <= x {
+                        a = mid + 1;
+                    } else {
+                        b = mid;
+                    }
+                }
+                Some((a - 1, self.get(a - 1)))
+            }
+            Layout::Lengths => {
+                let (mut i, mut sum) = (from, self.bases.get(k));
+                if self.deltas.width() == 1 {
+                    for &d in self.deltas.slice(from..to - 1).bytes() {
+                        let next = sum.wrapping_add(d as u64);
+                        if next > x {
+                            break;
+                        }
+                        (i, sum) = (i + 1, next);
+                    }
+                } else {
+                    for j in from..to - 1 {
+                        let next = sum.wrapping_add(self.raw_sum(j..j + 1));
+                        if next > x {
+                            break;
+                        }
+                        (i, sum) = (i + 1, next);
+                    }
+                }
+                Some((i, sum))
+            }
+        }
+    }
+
     /// Whether block `k` (`< ` the block count) is sound: its elements ascending (strictly if `strict`) without
     /// overflow, none of its per-element values the all-ones `u32::MAX`, its first delta 0 ([`Layout::Deltas`]),
     /// and the next block's base, if any, its last element plus the length after it (or not below it, strictly
@@ -327,7 +380,9 @@ mod tests {
                     assert!((1..n).all(|i| b.pair(i - 1) == (v[i - 1], v[i])));
                     let probes = v.iter().flat_map(|&x| [x - 1, x, x + 1]).chain([0, u64::MAX]);
                     for x in probes {
-                        assert_eq!(b.partition_point(|y| y <= x), v.partition_point(|&y| y <= x), "{x}");
+                        let at = v.partition_point(|&y| y <= x);
+                        assert_eq!(b.last_at_most(x), at.checked_sub(1).map(|i| (i, v[i])), "{x}");
+                        assert_eq!(b.partition_point(|y| y <= x), at, "{x}");
                         assert_eq!(b.partition_point(|y| y < x), v.partition_point(|&y| y < x), "{x}");
                     }
                 }
@@ -406,6 +461,7 @@ mod tests {
                 assert!((1..100).all(|i| b.pair(i - 1).0 == all[i - 1]), "pairs read, unchecked");
                 for x in [0, v[50], u64::MAX] {
                     assert!(b.partition_point(|y| y <= x) <= 100);
+                    assert!(b.last_at_most(x).is_none_or(|(i, _)| i < 100));
                 }
             }
         }
