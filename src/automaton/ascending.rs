@@ -280,8 +280,9 @@ impl<T: Word> Ascending<T> {
     }
 
     /// Whether elements `from..=to` (`< len`) can be read exactly: plain, their bytes match the file's block
-    /// hashes; in blocks, every block holding one is verified ([`Ascending::block_verified`]; `done` says and
-    /// remembers which blocks were, one bit per block).
+    /// hashes; in blocks, every block holding one, and the block before them, is verified
+    /// ([`Ascending::block_verified`], what an eager load checks of every block; `done` says and remembers which
+    /// blocks were, one bit per block).
     pub(super) fn elements_verified(
         &self,
         blocks: &Blocks,
@@ -296,7 +297,8 @@ impl<T: Word> Ascending<T> {
         }
         match self {
             Ascending::Plain(p) => blocks.verify(p.slice(from..to + 1).bytes()),
-            Ascending::Blocked(b) => (from / b.block()..=to / b.block()).all(|k| {
+            // (And the block before: its check holds this block's base against its own elements.)
+            Ascending::Blocked(b) => ((from / b.block()).saturating_sub(1)..=to / b.block()).all(|k| {
                 let word = done.get(k / 64).map_or(0, |w| w.load(Ordering::Relaxed));
                 if word >> (k % 64) & 1 == 1 {
                     return true;

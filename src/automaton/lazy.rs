@@ -10,6 +10,11 @@
 //!   format version 8 on, 64 KiB before);
 //! - the chain index (`chain_base` ascending, its blocks) the first time any chain state is asked about, then a
 //!   chain (its member, offsets and bytes, first depth and length) the first time one of its states is;
+//! - the ascending arrays held in blocks (format version 9, see `ascending`): the first and last block of the
+//!   row offsets, chain bases and member offsets at load; each other block of the row offsets, chain members
+//!   and member offsets (its base, the next block's, its per-element values: ascending from the one to the
+//!   other, and their bytes against the file's block hashes) the first time a state reads an element in it,
+//!   once (one bit per block); the chain bases whole with the chain index;
 //! - everything ([`Automaton::validate`] and every block), the first time a member is looked up by rank
 //!   (`member_at`, `member_range`, `member_bytes`, `member_id`, `member_value`, `rank_value`, `possible_values`,
 //!   `crossing`, `cross`) or the automaton is updated with `with_changes`; a templated file is checked whole at

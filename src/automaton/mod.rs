@@ -9,6 +9,11 @@
 //!   chain state: its tokens are the text tokens whose bytes are a prefix of the rest of the member (found by a
 //!   walk of the vocabulary's token trie), plus the end-of-generation ids at the member's end.
 //!
+//! Layouts: small automata keep every array plain (format version 2, byte for byte); large ones (derived rows,
+//! see `derived`) store their integers at the widths their values need (`Packed`), front-code their members
+//! (`front`) and hold their ascending arrays (`offsets`, `chain_base`, `chain_member`, `member_offsets`) in
+//! blocks of a base and narrow per-element values (`ascending`, format version 9), in memory and in files alike.
+//!
 //! Invariants of an [`Automaton`]:
 //! - states are `0..n_states()` plus [`State::FINISHED`]; the start state is 0;
 //! - every state that can be reached can still complete a member (pruned: no token leads to a dead end), and

@@ -63,9 +63,9 @@ impl Automaton {
     /// The newest file format version. [`Automaton::save`] writes version 2 (which older libtries read) unless
     /// the automaton needs a later one: 3 for members with values, 4 for derived rows, 5 for arrays at packed
     /// widths (automata with derived rows), 6 for branching states keeping only their byte children, 7 for
-    /// front-coded members (automata with derived rows); and 8 (the file checked in 2 KiB blocks instead of
-    /// 64 KiB, so that the first use of a lazily loaded state is cheap) for every file over 64 KiB or needing
-    /// version 4 or later.
+    /// front-coded members (automata with derived rows), 9 for ascending arrays in blocks (the same automata);
+    /// and at least 8 (the file checked in 2 KiB blocks instead of 64 KiB, so that the first use of a lazily
+    /// loaded state is cheap) for every file over 64 KiB or needing version 4 or later.
     pub const FORMAT_VERSION: u32 = crate::format::FORMAT_VERSION;
 
     /// Saves the automaton to `path` (written atomically: a temporary file renamed into place). The file is the

@@ -1,21 +1,16 @@
 //! Ascending integers stored as one absolute value per block of `block` elements plus a narrow [`Packed`] value
-//! per element (issue 38: the automaton's `chain_base` and front-coded `member_offsets`, 4 bytes an element as
-//! plain arrays, take 1 or 2 here).
+//! per element (issue 38: the large automaton layout's `offsets`, `chain_base`, `chain_member` and
+//! `member_offsets`, 2 to 4 bytes an element as packed arrays, take 1 or 2 here; see `automaton::ascending`).
 //!
 //! Two layouts ([`Layout`]):
 //! - [`Layout::Deltas`]: `deltas[i] = v[i] - bases[i / block]` (the block's first delta 0), one per element, so
-//!   `get` is one add; for values that grow by more than 255 within a block (`chain_base`, blocks of 64).
+//!   `get` is one add;
 //! - [`Layout::Lengths`]: `deltas[i] = v[i + 1] - v[i]`, one per element but the last, so `get(i)` adds the
-//!   lengths from the block's start to `i` (at most `block - 1` adds); for offsets of short strings
-//!   (`member_offsets` over front-coded suffixes, blocks of 16: the restart points).
+//!   lengths from the block's start to `i` (at most `block - 1` adds, one loop over the bytes); for offsets of
+//!   short strings (front-coded member suffixes, blocks of 16: the restart points) and chain bases.
 //!
 //! Reading never panics on crafted parts (sizes are checked by [`Blocked::from_parts`], sums wrap): a file's
 //! parts give wrong values until [`Blocked::is_sound`] (or [`Blocked::block_sound`] for one block) accepts them.
-//!
-//! Wired in memory only (issue 38): front-coded automata hold their member offsets in [`Layout::Lengths`]
-//! blocks (`automaton::member_offsets`); files still hold the plain offsets, so the parts' checks
-//! ([`Blocked::from_parts`], [`Blocked::is_sound`], [`Blocked::block_sound`]) and [`Layout::Deltas`] are not
-//! yet used outside tests.
 #![cfg_attr(not(test), allow(dead_code))]
 
 use super::packed::{width_for, Packed, Word};
@@ -145,6 +140,11 @@ impl Blocked {
     pub(crate) fn pair(&self, i: usize) -> (u64, u64) {
         let from = self.get(i);
         match self.layout {
+            // (Within a block, both from its base.)
+            Layout::Deltas if (i + 1) % self.block != 0 && i + 1 < self.len => {
+                let base = self.bases.get(i / self.block);
+                (from, base.wrapping_add(self.deltas.get(i + 1) as u64))
+            }
             Layout::Deltas => (from, self.get(i + 1)),
             Layout::Lengths => {
                 assert!(i + 1 < self.len, "index {} of {}", i + 1, self.len);
