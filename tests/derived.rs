@@ -492,7 +492,16 @@ fn crafted_derived_files_are_errors_never_crashes() {
     // Front-coded members in a file that says version 6, derived rows in one that says version 3, byte rows in one
     // that says version 5, packed arrays in one that says version 4: refused by their version.
     let mut old = good.clone();
-    assert_eq!(u32::from_ne_bytes(old[8..12].try_into().unwrap()), 8, "needs version 7: written as 8");
+    assert_eq!(u32::from_ne_bytes(old[8..12].try_into().unwrap()), 9, "arrays in blocks: version 9");
+    // Arrays in blocks in a file that says version 8: refused by its version.
+    old[8..12].copy_from_slice(&8u32.to_ne_bytes());
+    reseal(&mut old);
+    for lazy in [false, true] {
+        let r = if lazy { Automaton::from_bytes_lazy(v.clone(), &old) } else { Automaton::from_bytes(v.clone(), &old) };
+        let e = r.expect_err("refused");
+        assert_eq!(e.kind(), ErrorKind::MalformedFile);
+        assert!(e.message().contains("section 40) in a format version 8 file (they need version 9)"), "{e}");
+    }
     old[8..12].copy_from_slice(&6u32.to_ne_bytes());
     reseal(&mut old);
     for lazy in [false, true] {
@@ -517,7 +526,7 @@ fn crafted_derived_files_are_errors_never_crashes() {
     let no_byte_rows = Automaton::compile(v.clone(), &set, &options(true).byte_rows_max(0)).unwrap();
     let mut old = no_byte_rows.to_bytes();
     assert!(section(&old, BYTE_ROWS).is_none());
-    assert_eq!(u32::from_ne_bytes(old[8..12].try_into().unwrap()), 8, "needs version 7: written as 8");
+    assert_eq!(u32::from_ne_bytes(old[8..12].try_into().unwrap()), 9, "arrays in blocks: version 9");
     old[8..12].copy_from_slice(&4u32.to_ne_bytes());
     reseal(&mut old);
     for lazy in [false, true] {

@@ -248,6 +248,12 @@ impl Automaton {
         ensure(version >= PACKED_VERSION || a.arrays_plain(), || {
             format!("arrays at packed widths in a format version {version} file (they need version {PACKED_VERSION})")
         })?;
+        ensure(version >= BLOCKED_VERSION || shapes.is_none(), || {
+            format!(
+                "arrays in blocks (section {A_BLOCKED}) in a format version {version} file (they need version \
+                 {BLOCKED_VERSION})"
+            )
+        })?;
         match blocks {
             Some(blocks) => a.lazy_checks(blocks),
             None => {
@@ -280,18 +286,11 @@ impl Automaton {
     }
 
     /// The shapes of the four ascending arrays (`None` when absent: all plain; present only in files of version
-    /// [`BLOCKED_VERSION`] and later).
+    /// [`BLOCKED_VERSION`] and later, checked once the other sections' versions are).
     fn read_shapes(r: &Reader) -> Result<Option<Array<u64>>> {
         if !r.has(A_BLOCKED) {
             return Ok(None);
         }
-        let version = r.version();
-        ensure(version >= BLOCKED_VERSION, || {
-            format!(
-                "arrays in blocks (section {A_BLOCKED}) in a format version {version} file (they need version \
-                 {BLOCKED_VERSION})"
-            )
-        })?;
         let shapes: Array<u64> = r.array(A_BLOCKED)?;
         ensure(shapes.len() == 12, || format!("section {A_BLOCKED}: {} values, not 12", shapes.len()))?;
         Ok(Some(shapes))
