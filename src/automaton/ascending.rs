@@ -71,6 +71,7 @@ impl<T: Word> Ascending<T> {
     }
 
     /// `values` at the narrowest width they fit.
+    #[allow(dead_code)] // (Of the readers' API; the tests use it.)
     pub(crate) fn narrow(values: &[T]) -> Self {
         Ascending::Plain(Packed::narrow(values))
     }
@@ -119,6 +120,7 @@ impl<T: Word> Ascending<T> {
         }
     }
 
+    #[allow(dead_code)] // (Of the readers' API; the tests use it.)
     pub(crate) fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -152,6 +154,7 @@ impl<T: Word> Ascending<T> {
     }
 
     /// The elements in order.
+    #[allow(dead_code)] // (Of the readers' API; the tests use it.)
     pub(crate) fn iter(&self) -> Box<dyn Iterator<Item = T> + '_> {
         match self {
             Ascending::Plain(p) => Box::new(p.iter()),

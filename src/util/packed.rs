@@ -167,6 +167,7 @@ impl<'a, T: Word> Ints<'a, T> {
         (0..a.len).map(move |i| a.get(i))
     }
 
+    #[allow(dead_code)] // (Of the readers' API; none uses it now.)
     pub(crate) fn last(&self) -> Option<T> {
         self.len.checked_sub(1).map(|i| self.get(i))
     }
@@ -210,6 +211,7 @@ impl<'a, T: Word> Ints<'a, T> {
     }
 
     /// As `[T]::binary_search` on ascending elements (`Ok` of some index holding `x`).
+    #[allow(dead_code)] // (Of the readers' API; none uses it now.)
     pub(crate) fn binary_search(&self, x: T) -> Result<usize, usize> {
         let i = self.partition_point(|v| v < x);
         if i < self.len && self.get(i) == x {
@@ -304,6 +306,7 @@ impl<T: Word> Packed<T> {
         self.len == 0
     }
 
+    #[allow(dead_code)] // (Of the readers' API; none uses it now.)
     pub(crate) fn last(&self) -> Option<T> {
         self.ints().last()
     }
