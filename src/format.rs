@@ -35,10 +35,12 @@
 //! 0.4% of the body instead of 0.01%; on all npm names the first use p99 was about 16 us with 2 KiB blocks, 17-18
 //! with 4, 25 with 8, 35 with 16, 100 with 64). It is written for every file whose body spans more than one 64 KiB
 //! block, or that needs version 4 or later anyway (whatever its size: an older libtrie refuses it by its version
-//! already); smaller files keep their version and blocks, byte for byte. Version 8 files may hold the sections of
-//! versions 3 to 7. Versions 1 to 8 are read, the block size by the version; what a later version's section
-//! means is checked by its owner (an automaton refuses a values section, derived rows, packed arrays, byte rows or
-//! front-coded members in a file of an older version, so every such check is `version >= since`).
+//! already); smaller files keep their version and blocks, byte for byte. Version 9 is version 8's layout again,
+//! required by an automaton holding ascending arrays in blocks (`automaton/ascending.rs`: an older libtrie would
+//! miss their plain sections). Files of versions 8 and 9 may hold the sections of versions 3 to 7. Versions 1 to 9
+//! are read, the block size by the version; what a later version's section means is checked by its owner (an
+//! automaton refuses a values section, derived rows, packed arrays, byte rows, front-coded members or arrays in
+//! blocks in a file of an older version, so every such check is `version >= since`).
 //!
 //! Invariants checked on reading (a failure is [`ErrorKind::MalformedFile`], never a crash): the magic, version,
 //! endianness and kind; the length; the checksum of everything after the header (a lazily opened file: of the
@@ -55,8 +57,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 const MAGIC: &[u8; 8] = b"LIBTRIE\0";
-/// The newest format this library reads and writes (see the module doc: it reads versions 1 to 8).
-pub(crate) const FORMAT_VERSION: u32 = 8;
+/// The newest format this library reads and writes (see the module doc: it reads versions 1 to 9).
+pub(crate) const FORMAT_VERSION: u32 = 9;
 /// The version written unless the file's owner requires a later one ([`Writer::require_version`]).
 pub(crate) const BASE_VERSION: u32 = 2;
 const OLDEST_VERSION: u32 = 1;

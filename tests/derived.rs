@@ -91,7 +91,16 @@ fn derived_rows_answer_as_stored_rows_on_every_vocabulary() {
         // checksum blocks) when version 4 or later is needed, or the body is larger than one 64 KiB block.
         let needed = if byte_rows || derived.allowed_total() < stored.allowed_total() { 7 } else { 2 };
         let body = u64::from_ne_bytes(bytes[56..64].try_into().unwrap()) - 64;
-        let want = if needed >= 4 || body > 1 << 16 { 8 } else { needed };
+        // (And its ascending arrays in blocks where that is smaller: version 9, section 40 their shapes.)
+        let blocked = section(&bytes, 40).is_some();
+        assert!(!blocked || needed == 7, "{name}: arrays in blocks only in the large layout");
+        let want = if blocked {
+            9
+        } else if needed >= 4 || body > 1 << 16 {
+            8
+        } else {
+            needed
+        };
         assert_eq!(version, want, "{name}: derived rows need format version 7 (front-coded members), stored rows 2");
         same_behaviour(&stored, &Automaton::from_bytes(v.clone(), &bytes).unwrap(), i as u64);
         let lazy = Automaton::from_bytes_lazy(v.clone(), &bytes).unwrap();
@@ -343,6 +352,9 @@ fn crafted_derived_files_are_errors_never_crashes() {
     const UNARY_BYTE: u32 = 25;
     const BYTE_ROWS: u32 = 26;
     const MEMBER_LCP: u32 = 27;
+    // The ascending arrays in blocks (format version 9): the shapes, then bases and values of the row offsets,
+    // chain bases, chain members and member offsets.
+    const BLOCKED: [u32; 9] = [40, 41, 42, 43, 44, 45, 46, 47, 48];
     const TAGS: [u32; 15] = [
         DERIVED,
         UNARY_BYTE,
@@ -364,6 +376,9 @@ fn crafted_derived_files_are_errors_never_crashes() {
     let set = prefixed_set(9, 120);
     let a = Automaton::compile(v.clone(), &set, &options(true)).unwrap();
     let good = a.to_bytes();
+    // The sections of this file (the plain ones of the arrays in blocks absent).
+    let tags: Vec<u32> = TAGS.iter().chain(&BLOCKED).copied().filter(|&t| section(&good, t).is_some()).collect();
+    assert!(section(&good, 40).is_some(), "arrays in blocks");
     let (at, count) = section(&good, DERIVED).expect("a derived section");
     assert!(count >= 1 && good[at..at + 8 * count].iter().any(|&b| b != 0));
     let (br_at, br_count) = section(&good, BYTE_ROWS).expect("a byte-rows section");
@@ -384,12 +399,12 @@ fn crafted_derived_files_are_errors_never_crashes() {
     // offset (under 65,535 bytes of members), one a token id (the rows kept hold the byte children of ASCII names,
     // ids under 255); a target as the states need.
     assert_eq!((element_size(&good, DEPTH), element_size(&good, SINGLE)), (1, 1));
-    assert_eq!((element_size(&good, TOKENS), element_size(&good, MEMBER_OFFSETS)), (1, 2));
+    assert_eq!((element_size(&good, TOKENS), element_size(&good, 48)), (1, 1));
     assert!(a.n_states() < 65_535, "{}", a.n_states());
     assert_eq!(element_size(&good, TARGETS), if a.n_states() < 255 { 1 } else { 2 });
     for round in 0..1000 {
         let mut bad = good.clone();
-        let tag = TAGS[round % TAGS.len()];
+        let tag = tags[round % tags.len()];
         let (at, count) = section(&bad, tag).unwrap();
         let len = count * element_size(&bad, tag);
         if len == 0 {
@@ -421,9 +436,9 @@ fn crafted_derived_files_are_errors_never_crashes() {
     assert!(refused > 100 && loaded > 20, "refused {refused}, loaded {loaded}");
     // Another element size for a packed array: refused (no such width, or wider than the type, or the array past
     // its place), or read at that width (the bytes then mean other numbers) and answering without a panic.
-    for tag in
-        [OFFSETS, TOKENS, TARGETS, DEPTH, SINGLE, CHAIN_BASE, CHAIN_MEMBER, CHAIN_DEPTH, MEMBER_OFFSETS, MEMBER_LCP]
-    {
+    let packed =
+        [TOKENS, TARGETS, DEPTH, SINGLE, CHAIN_DEPTH, MEMBER_LCP, OFFSETS, CHAIN_BASE, CHAIN_MEMBER, MEMBER_OFFSETS];
+    for tag in packed.into_iter().chain(41..=48).filter(|&t| section(&good, t).is_some()) {
         for size in [1u32, 2, 3, 4, 5, 8, 0] {
             let mut bad = good.clone();
             let e = entry(&bad, tag).unwrap();
@@ -436,7 +451,9 @@ fn crafted_derived_files_are_errors_never_crashes() {
             if let Ok(x) = Automaton::from_bytes_lazy(v.clone(), &bad) {
                 exercise(&x);
             }
-            if size == 5 || size == 0 || (size == 8 && tag != MEMBER_OFFSETS) {
+            // (The bases, 41, 43, 45 and 47, are of `u64`: 8 bytes is a width.)
+            if size == 5 || size == 0 || (size == 8 && (tag < 40 && tag != MEMBER_OFFSETS || tag > 40 && tag % 2 == 0))
+            {
                 let e = Automaton::from_bytes(v.clone(), &bad).expect_err("no such width");
                 // (or its elements would reach past the body)
                 assert!(e.message().contains(&format!("section {tag} ")), "{e}");
@@ -479,7 +496,16 @@ fn crafted_derived_files_are_errors_never_crashes() {
     // Front-coded members in a file that says version 6, derived rows in one that says version 3, byte rows in one
     // that says version 5, packed arrays in one that says version 4: refused by their version.
     let mut old = good.clone();
-    assert_eq!(u32::from_ne_bytes(old[8..12].try_into().unwrap()), 8, "needs version 7: written as 8");
+    assert_eq!(u32::from_ne_bytes(old[8..12].try_into().unwrap()), 9, "arrays in blocks: version 9");
+    // Arrays in blocks in a file that says version 8: refused by its version.
+    old[8..12].copy_from_slice(&8u32.to_ne_bytes());
+    reseal(&mut old);
+    for lazy in [false, true] {
+        let r = if lazy { Automaton::from_bytes_lazy(v.clone(), &old) } else { Automaton::from_bytes(v.clone(), &old) };
+        let e = r.expect_err("refused");
+        assert_eq!(e.kind(), ErrorKind::MalformedFile);
+        assert!(e.message().contains("section 40) in a format version 8 file (they need version 9)"), "{e}");
+    }
     old[8..12].copy_from_slice(&6u32.to_ne_bytes());
     reseal(&mut old);
     for lazy in [false, true] {
@@ -504,7 +530,7 @@ fn crafted_derived_files_are_errors_never_crashes() {
     let no_byte_rows = Automaton::compile(v.clone(), &set, &options(true).byte_rows_max(0)).unwrap();
     let mut old = no_byte_rows.to_bytes();
     assert!(section(&old, BYTE_ROWS).is_none());
-    assert_eq!(u32::from_ne_bytes(old[8..12].try_into().unwrap()), 8, "needs version 7: written as 8");
+    assert_eq!(u32::from_ne_bytes(old[8..12].try_into().unwrap()), 9, "arrays in blocks: version 9");
     old[8..12].copy_from_slice(&4u32.to_ne_bytes());
     reseal(&mut old);
     for lazy in [false, true] {

@@ -124,9 +124,10 @@ fn values_sections_are_checked() {
 
 /// The packed layout (automata with derived rows store row offsets, depths, single members, chains and member
 /// offsets at the width their values need; format version 5, 6 with branching states keeping only their byte
-/// children, 7 with front-coded members, as here, written as version 8, its 2 KiB checksum blocks): compiled,
-/// saved and loaded (mapped, lazily, from bytes, lazily from bytes) the automaton answers alike, takes the same
-/// memory, saves the same file, and updates to the same automaton; with values and a template too.
+/// children, 7 with front-coded members, 9 with the ascending arrays in blocks, as here; its 2 KiB checksum blocks
+/// those of version 8): compiled, saved and loaded (mapped, lazily, from bytes, lazily from bytes) the automaton
+/// answers alike, takes the same memory, saves the same file, and updates to the same automaton; with values
+/// and a template too.
 #[test]
 fn packed_arrays_load_and_behave_the_same() {
     let v = byte_vocab();
@@ -142,31 +143,51 @@ fn packed_arrays_load_and_behave_the_same() {
     ];
     for (what, a) in &automata {
         let bytes = a.to_bytes();
-        assert_eq!(u32::from_ne_bytes(bytes[8..12].try_into().unwrap()), 8, "{what}: needs 7, written as 8");
-        // The widths: depths under 255 (one byte), chain and single members under 65,535 (two bytes: 3,000
-        // members), member offsets by the members' stored bytes (front-coded: the bytes after each member's
-        // prefix shared with the one before, under 65,535 for the 44 KB of bare names and the 83 KB of templated
-        // ones), shared prefix lengths under 255 (one byte).
-        let (depth_w, member_w, offsets_w) =
-            (element_size(&bytes, 6), element_size(&bytes, 11), element_size(&bytes, 13));
+        assert_eq!(u32::from_ne_bytes(bytes[8..12].try_into().unwrap()), 9, "{what}: arrays in blocks, version 9");
+        // The widths: depths under 255 (one byte), shared prefix lengths under 255 (one byte).
+        let depth_w = element_size(&bytes, 6);
         let stored_members = a.n_members() + a.dropped().len();
         let member_bytes: usize = (0..stored_members).map(|r| a.member_bytes(r).unwrap().len()).sum();
         let max_depth = (0..a.n_explicit() as u32).filter_map(|s| a.depth(State(s))).max().unwrap();
-        assert_eq!((depth_w, member_w), (width_of(max_depth as u64), 2), "{what}");
+        assert_eq!(depth_w, width_of(max_depth as u64), "{what}");
         let parts: std::collections::HashMap<&str, usize> = a.memory_parts().into_iter().collect();
         let stored = parts["member_bytes"];
         assert!(stored * 2 < member_bytes, "{what}: {stored} of {member_bytes} bytes of members stored");
-        assert_eq!(offsets_w, width_of(stored as u64), "{what}: {stored} bytes of members stored");
-        assert_eq!((offsets_w, element_size(&bytes, 27)), (2, 1), "{what}: {stored} bytes of members stored");
+        assert_eq!(element_size(&bytes, 27), 1, "{what}: shared prefix lengths");
         assert_eq!(parts["member_lcp"], stored_members, "{what}");
         assert_eq!(parts["depth"], depth_w * a.n_explicit(), "{what}");
-        assert_eq!(parts["member_offsets"], offsets_w * (stored_members + 1), "{what}");
+        // The ascending arrays in blocks (their shapes in section 40), in the file as in memory: each its block
+        // bases and one narrow value per element, instead of its plain section; front-coded member offsets in
+        // blocks of the 16-member restart interval, one suffix length per member (under 255: one byte).
+        let shapes = u64s(&bytes, 40);
+        assert_eq!(shapes.len(), 12, "{what}");
+        for (i, (name, plain, bases)) in
+            [("offsets", 2, 41), ("chain_base", 10, 43), ("chain_member", 11, 45), ("member_offsets", 13, 47)]
+                .into_iter()
+                .enumerate()
+        {
+            assert_ne!(shapes[3 * i + 2], 0, "{what}: {name} in blocks");
+            assert!(find_section(&bytes, plain).is_none(), "{what}: {name} has no plain section");
+            let in_file = section_bytes(&bytes, bases) + section_bytes(&bytes, bases + 1);
+            assert_eq!(parts[name], in_file, "{what}: {name}");
+            assert_eq!(
+                section(&bytes, bases).1,
+                (shapes[3 * i] as usize).div_ceil(shapes[3 * i + 1] as usize),
+                "{what}: {name}, a base per block"
+            );
+        }
+        assert_eq!(shapes[9] as usize, stored_members + 1, "{what}");
+        assert_eq!(element_size(&bytes, 48), 1, "{what}: member offsets, one byte a member");
+        assert!(parts["member_offsets"] < stored_members * 3 / 2, "{what}: {}", parts["member_offsets"]);
         let path = dir.join(format!("{what}.trie"));
         a.save(&path).unwrap();
         let mapped = Automaton::load(v.clone(), &path).unwrap();
         assert!(mapped.is_mapped());
         same_behaviour(a, &mapped, 3);
+        // Mapped and checked whole, or lazily, the arrays are the file's blocks, at the same widths.
         assert_eq!(mapped.memory_usage(), a.memory_usage(), "{what}: mapped at the same widths");
+        let eager = Automaton::from_bytes(v.clone(), &bytes).unwrap();
+        assert_eq!(eager.memory_usage(), a.memory_usage(), "{what}: loaded eagerly, the same blocks");
         same_behaviour(a, &Automaton::from_bytes(v.clone(), &bytes).unwrap(), 4);
         let lazy = Automaton::load_lazy(v.clone(), &path).unwrap();
         same_behaviour(a, &lazy, 5);
@@ -182,7 +203,7 @@ fn packed_arrays_load_and_behave_the_same() {
             }
         };
         let updated = update(a);
-        assert_eq!(u32::from_ne_bytes(updated[8..12].try_into().unwrap()), 8, "{what}: updated, version 8");
+        assert_eq!(u32::from_ne_bytes(updated[8..12].try_into().unwrap()), 9, "{what}: updated, version 9");
         assert_eq!(element_size(&updated, 6), depth_w, "{what}: updated, still packed");
         assert_eq!(update(&lazy), updated, "{what}");
         assert_eq!(update(&mapped), updated, "{what}");
@@ -351,6 +372,23 @@ fn element_size(file: &[u8], tag: u32) -> usize {
     let e = (0..n).map(|i| 64 + 24 * i).find(|&e| u32::from_ne_bytes(file[e..e + 4].try_into().unwrap()) == tag);
     let e = e.unwrap();
     u32::from_ne_bytes(file[e + 4..e + 8].try_into().unwrap()) as usize
+}
+
+/// The entry of section `tag` of a saved file in its section table (`None` when absent).
+fn find_section(file: &[u8], tag: u32) -> Option<usize> {
+    let n = u32::from_ne_bytes(file[20..24].try_into().unwrap()) as usize;
+    (0..n).map(|i| 64 + 24 * i).find(|&e| u32::from_ne_bytes(file[e..e + 4].try_into().unwrap()) == tag)
+}
+
+/// The bytes section `tag` of a saved file holds (its element count times its element size).
+fn section_bytes(file: &[u8], tag: u32) -> usize {
+    section(file, tag).1 * element_size(file, tag)
+}
+
+/// The values of section `tag` (of `u64`s).
+fn u64s(file: &[u8], tag: u32) -> Vec<u64> {
+    let (at, count) = section(file, tag);
+    (0..count).map(|i| u64::from_ne_bytes(file[at + 8 * i..at + 8 * i + 8].try_into().unwrap())).collect()
 }
 
 fn bytemuck_u64s(values: &[u64]) -> Vec<u8> {
@@ -575,17 +613,18 @@ fn write_fuzz_seeds() {
     std::fs::write(out.join("regression-members-swapped"), swapped).unwrap();
     // The derived-rows layout over the byte-level vocabulary: unary states without rows, branching states of short
     // rows keeping only their byte children, arrays at packed widths (token ids and targets too), members
-    // front-coded (needs format version 7, written as 8 with its 2 KiB checksum blocks: `front-*`). (The
-    // `derived-*` seeds are the same sets in format version 4, every array at its full width; `packed-*` in version
-    // 5, arrays at packed widths; `byterows-*` in version 6, with byte rows; `v8-packed-*` and `v8-byterows-*` the
-    // packed and byte-row sets in version 8: written by the libtries before front-coded members; `v8-front-*` the
-    // front-coded sets with token ids and targets at 4 bytes, written before those were packed: kept as they are.)
+    // front-coded, the ascending arrays in blocks (format version 9: `blocked-*`). (The `derived-*` seeds are the
+    // same sets in format version 4, every array at its full width; `packed-*` in version 5, arrays at packed
+    // widths; `byterows-*` in version 6, with byte rows; `v8-packed-*` and `v8-byterows-*` the packed and byte-row
+    // sets in version 8; `front-*` the front-coded sets in version 8, token ids and targets packed, the ascending
+    // arrays plain; `v8-front-*` the same with token ids and targets at 4 bytes: written by the libtries before
+    // them, kept as they are.)
     let bv = byte_vocab();
     let opts = CompileOptions::new().derive_rows(true);
     let small: Vec<String> = ["tool_a", "tool_b", "toolbox"].iter().map(|s| s.to_string()).collect();
     for (i, set) in [small, tools(5, 40), tools(6, 300)].iter().enumerate() {
         let a = Automaton::compile(bv.clone(), set, &opts).unwrap();
-        std::fs::write(out.join(format!("front-{i}")), a.to_bytes()).unwrap();
+        std::fs::write(out.join(format!("blocked-{i}")), a.to_bytes()).unwrap();
     }
 }
 
@@ -751,4 +790,86 @@ fn members_out_of_order_are_malformed() {
         assert!(e.message().contains("members"), "{what}: {e}");
         assert_eq!(l.member_bytes(0), None, "{what}");
     }
+}
+
+/// The ascending arrays in blocks (format version 9: their shapes in section 40, then the bases and per-element
+/// values of the row offsets in 41 and 42, of the chain bases in 43 and 44, of the chain members in 45 and 46, of
+/// the member offsets in 47 and 48): a spoiled base, delta or length in a middle block, the block hashes and
+/// checksum resealed, is refused by an eager load with the array and block named; lazily, the file loads (only
+/// the first and last blocks are checked at load), some states (those reading that block) are malformed
+/// (`MalformedFile`), every state answers without a panic, and the member lookups (which check the whole file)
+/// refuse it. The same spoil in the first block is refused by the lazy load.
+#[test]
+fn spoiled_blocks_are_refused_eagerly_and_lazily() {
+    let v = byte_vocab();
+    let a = Automaton::compile(v.clone(), &tools(8, 2500), &CompileOptions::new().derive_rows(true)).unwrap();
+    let good = a.to_bytes();
+    assert_eq!(u32::from_ne_bytes(good[8..12].try_into().unwrap()), 9);
+    let shapes = u64s(&good, 40);
+    let arrays = [("row offsets", 41), ("chain bases", 43), ("chain members", 45), ("member offsets", 47)];
+    for (i, &(name, bases_tag)) in arrays.iter().enumerate() {
+        let (len, block, layout) = (shapes[3 * i] as usize, shapes[3 * i + 1] as usize, shapes[3 * i + 2]);
+        assert!(layout == 1 || layout == 2, "{name} in blocks");
+        let n_blocks = len.div_ceil(block);
+        assert!(n_blocks >= 8, "{name}: {n_blocks} blocks");
+        let (bw, dw) = (element_size(&good, bases_tag), element_size(&good, bases_tag + 1));
+        let (bases_at, deltas_at) = (section(&good, bases_tag).0, section(&good, bases_tag + 1).0);
+        // (The spoiled block, the byte offset, the new bytes): a base set to 0 (below the block before it, which
+        // then fails); a block's first delta 1 (deltas: it is 0, the base itself) or a length one more (lengths:
+        // the block's sum then misses the next base); a value set to all ones (the sentinel, never a value).
+        for mid in [n_blocks / 2, 0] {
+            let (first, third) = (deltas_at + mid * block * dw, deltas_at + (mid * block + 3) * dw);
+            let mut changed = good[first..first + dw].to_vec();
+            changed[0] = if layout == 1 { 1 } else { changed[0].wrapping_add(1) & 0x7f };
+            let spoils: [(usize, usize, Vec<u8>); 3] = [
+                (mid.saturating_sub(1), bases_at + mid.max(1) * bw, vec![0; bw]),
+                (mid, first, changed),
+                (mid, third, vec![0xff; dw]),
+            ];
+            for (k, at, new) in spoils {
+                let mut bad = good.clone();
+                assert_ne!(bad[at..at + new.len()], new[..], "{name} block {k}: a change");
+                bad[at..at + new.len()].copy_from_slice(&new);
+                fix_checksum(&mut bad);
+                let e = Automaton::from_bytes(v.clone(), &bad).expect_err("refused eagerly");
+                assert_eq!(e.kind(), ErrorKind::MalformedFile, "{name}: {e}");
+                // (A first element not 0 is named by the check of the arrays' first elements.)
+                let named = format!("{name} in blocks: block {k} does not ascend");
+                assert!(e.message().contains(&named) || k == 0 && e.message().contains(name), "{name}: {e}");
+                let lazy = match Automaton::from_bytes_lazy(v.clone(), &bad) {
+                    Ok(lazy) => lazy,
+                    Err(e) => {
+                        assert_eq!(e.kind(), ErrorKind::MalformedFile, "{name}: {e}");
+                        assert!(k == 0 || k + 1 == n_blocks, "{name} block {k}: refused at load ({e})");
+                        assert!(e.message().contains(&name.replace("row ", "")), "{name}: {e}");
+                        continue;
+                    }
+                };
+                assert!(k > 0 || name == "chain members", "{name}: the first block is checked at load");
+                let malformed = lazily_malformed(&a, &lazy);
+                assert!(malformed > 0, "{name} block {k}: some state reads it");
+                assert!(malformed < a.n_states(), "{name} block {k}: others answer");
+                assert_eq!(lazy.member_bytes(0), None, "{name}: the whole check refuses it");
+            }
+        }
+    }
+}
+
+/// The states of `lazy` (loaded from a spoiled file of `a`) whose mask fill is `MalformedFile`; every other one
+/// answers (a mask, a step along a token `a` allows there), never a panic.
+fn lazily_malformed(a: &Automaton, lazy: &Automaton) -> usize {
+    let mut got = vec![0u32; a.mask_words()];
+    let mut malformed = 0;
+    for s in (0..a.n_states() as u32).map(State) {
+        match lazy.fill_bitmask(s, &mut got) {
+            Err(e) => {
+                assert_eq!(e.kind(), ErrorKind::MalformedFile, "{s:?}: {e}");
+                malformed += 1;
+            }
+            Ok(()) => {
+                let _ = lazy.advance(s, a.allowed(s)[0]);
+            }
+        }
+    }
+    malformed
 }

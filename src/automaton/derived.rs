@@ -243,8 +243,12 @@ impl Automaton {
     /// bisection: the chains one walk enters lie close together (the members below a state are a range), and the
     /// first is guessed from the state's share of the chain states.
     fn chain_near(&self, state: u32, hint: Option<usize>) -> usize {
-        let cb = self.chain_base.ints();
+        let cb = &self.chain_base;
         let (n, idx) = (cb.len() - 1, state - self.n_explicit() as u32);
+        if cb.block().is_some() {
+            // In blocks: a search of the block bases and one block (a probe of a base is one read).
+            return cb.last_at_most(idx).map_or(0, |(k, _)| k);
+        }
         let h = hint.unwrap_or_else(|| (idx as u64 * n as u64 / cb.get(n).max(1) as u64) as usize).min(n);
         // `below(i)`: chain `i` starts at or before `idx` (true at 0, false at `n`); the chain is the last such.
         let below = |i: usize| cb.get(i) <= idx;

@@ -62,7 +62,8 @@ impl Automaton {
     /// The stored bytes of member `m`: all of it, or its suffix when front-coded.
     #[inline]
     fn stored(&self, m: usize) -> &[u8] {
-        &self.member_bytes[self.member_offsets.get(m) as usize..self.member_offsets.get(m + 1) as usize]
+        let (from, to) = self.member_offsets.pair(m);
+        &self.member_bytes[from as usize..to as usize]
     }
 
     /// The length of member `m`'s prefix that is not stored with it (0 unless front-coded).

@@ -10,6 +10,11 @@
 //!   format version 8 on, 64 KiB before);
 //! - the chain index (`chain_base` ascending, its blocks) the first time any chain state is asked about, then a
 //!   chain (its member, offsets and bytes, first depth and length) the first time one of its states is;
+//! - the ascending arrays held in blocks (format version 9, see `ascending`): the first and last block of the
+//!   row offsets, chain bases and member offsets at load; each other block of the row offsets, chain members
+//!   and member offsets (its base, the next block's, its per-element values: ascending from the one to the
+//!   other, and their bytes against the file's block hashes) the first time a state reads an element in it,
+//!   once (one bit per block); the chain bases whole with the chain index;
 //! - everything ([`Automaton::validate`] and every block), the first time a member is looked up by rank
 //!   (`member_at`, `member_range`, `member_bytes`, `member_id`, `member_value`, `rank_value`, `possible_values`,
 //!   `crossing`, `cross`) or the automaton is updated with `with_changes`; a templated file is checked whole at
@@ -33,6 +38,10 @@ pub(crate) struct Lazy {
     explicit: Box<[AtomicU64]>,
     /// Bit `k`: chain `k` was checked.
     chains: Box<[AtomicU64]>,
+    /// Bit `k`: block `k` of `offsets`, `chain_member`, `member_offsets` (in blocks, see `ascending`) was checked.
+    offset_blocks: Box<[AtomicU64]>,
+    chain_member_blocks: Box<[AtomicU64]>,
+    member_blocks: Box<[AtomicU64]>,
     chain_index: OnceLock<bool>,
     whole: OnceLock<Result<()>>,
 }
@@ -52,7 +61,12 @@ fn set(bits: &[AtomicU64], i: usize) {
 
 impl Lazy {
     pub(crate) fn memory_usage(&self) -> usize {
-        (self.explicit.len() + self.chains.len()) * 8 + self.blocks.memory_usage()
+        let bits = self.explicit.len()
+            + self.chains.len()
+            + self.offset_blocks.len()
+            + self.chain_member_blocks.len()
+            + self.member_blocks.len();
+        bits * 8 + self.blocks.memory_usage()
     }
 
     /// The file's bytes as they were loaded.
@@ -72,7 +86,7 @@ impl Lazy {
         }
         // The index is ascending from 0 and `s - e < chain_base[k]` (the state count): 0 <= k < chain count.
         let idx = (s - e) as u32;
-        let k = a.chain_base.ints().partition_point(|b| b <= idx) - 1;
+        let Some((k, _)) = a.chain_base.last_at_most(idx) else { return false };
         is_set(&self.chains, k) || self.check_chain(a, k)
     }
 
@@ -95,17 +109,19 @@ impl Lazy {
             if (i % front::RESTART == 0 && shared != 0) || shared > prev_len {
                 return false;
             }
-            prev_len = shared + (a.member_offsets.get(i + 1) - a.member_offsets.get(i));
+            let (from, to) = a.member_offsets.pair(i);
+            prev_len = shared + (to - from);
         }
         true
     }
 
     /// Whether member `m`'s (`< n_members`) offsets and stored bytes are sound (and their blocks match).
     fn stored_ok(&self, a: &Automaton, m: usize) -> bool {
-        let o = a.member_offsets.slice(m..m + 2);
-        let (from, to) = (o.get(0), o.get(1));
-        self.blocks.verify(o.bytes())
-            && from <= to
+        if !a.member_offsets.elements_verified(&self.blocks, &self.member_blocks, m, m + 1, false) {
+            return false;
+        }
+        let (from, to) = a.member_offsets.pair(m);
+        from <= to
             && to <= a.member_bytes.len() as u64
             && self.blocks.verify(&a.member_bytes[from as usize..to as usize])
     }
@@ -113,9 +129,11 @@ impl Lazy {
     #[cold]
     fn check_row(&self, a: &Automaton, s: usize) -> bool {
         let v = &self.blocks;
-        let off = a.offsets.slice(s..s + 2);
-        let r = off.get(0) as usize..off.get(1) as usize;
-        if !(v.verify(off.bytes()) && r.start <= r.end && r.end <= a.tokens.len()) {
+        if !a.offsets.elements_verified(v, &self.offset_blocks, s, s + 1, false) {
+            return false;
+        }
+        let r = a.range(s);
+        if !(r.start <= r.end && r.end <= a.tokens.len()) {
             return false;
         }
         let (toks, targets) = (a.tokens.slice(r.clone()), a.targets.slice(r));
@@ -161,13 +179,14 @@ impl Lazy {
 
     #[cold]
     fn check_chain_index(&self, a: &Automaton) -> bool {
-        self.blocks.verify(a.chain_base.bytes()) && a.chain_base.ints().ascending(true)
+        a.chain_base.verified(&self.blocks) && a.chain_base.is_sound(true)
     }
 
     #[cold]
     fn check_chain(&self, a: &Automaton, k: usize) -> bool {
         let v = &self.blocks;
-        if !(v.verify(a.chain_member.slice(k..k + 1).bytes()) && v.verify(a.chain_first_depth.slice(k..k + 1).bytes()))
+        if !(a.chain_member.elements_verified(v, &self.chain_member_blocks, k, k, true)
+            && v.verify(a.chain_first_depth.slice(k..k + 1).bytes()))
         {
             return false;
         }
@@ -175,7 +194,8 @@ impl Lazy {
         if !(m < a.n_members_stored() && self.member_ok(a, m)) {
             return false;
         }
-        let (first, n) = (a.chain_first_depth.get(k) as u64, (a.chain_base.get(k + 1) - a.chain_base.get(k)) as u64);
+        let (from, to) = a.chain_base.pair(k);
+        let (first, n) = (a.chain_first_depth.get(k) as u64, (to - from) as u64);
         let ok = a.chain_ok(m, first, n);
         if ok {
             set(&self.chains, k);
@@ -242,11 +262,12 @@ impl Automaton {
         let mut a = self;
         let v = &blocks;
         let corrupt = || "a block of the file fails its checksum: the file is corrupt".to_string();
+        let corrupt_block = || "a block of the array is not ascending or fails its checksum: the file is corrupt";
         let n = a.member_offsets.len().checked_sub(1);
         ensure(n.is_some(), || "member offsets".into())?;
         let n = n.unwrap();
-        let mo = a.member_offsets.ints();
-        ensure(v.verify(mo.slice(0..1).bytes()) && v.verify(mo.slice(n..n + 1).bytes()), corrupt)?;
+        let mo = &a.member_offsets;
+        ensure(mo.ends_verified(v, false), || format!("member offsets: {}", corrupt_block()))?;
         ensure(mo.get(0) == 0 && mo.get(n) == a.member_bytes.len() as u64 && a.n_dropped_members <= n, || {
             "member offsets are not within the member bytes".into()
         })?;
@@ -255,7 +276,7 @@ impl Automaton {
         a.validate_values()?;
         let e = a.depth.len();
         ensure(e >= 1 && a.offsets.len() == e + 1, || "explicit state tables of inconsistent sizes".into())?;
-        ensure(v.verify(a.offsets.slice(0..1).bytes()) && v.verify(a.offsets.slice(e..e + 1).bytes()), corrupt)?;
+        ensure(a.offsets.ends_verified(v, false), || format!("offsets: {}", corrupt_block()))?;
         ensure(
             a.single_member.len() == e
                 && a.accepting.len() == e.div_ceil(64)
@@ -267,8 +288,8 @@ impl Automaton {
         ensure(a.derived_sizes_ok(), || "derived rows: tables of inconsistent sizes".into())?;
         let k = a.chain_member.len();
         ensure(a.chain_base.len() == k + 1 && a.chain_first_depth.len() == k, || "chain tables".into())?;
-        let cb = a.chain_base.ints();
-        ensure(v.verify(cb.slice(0..1).bytes()) && v.verify(cb.slice(k..k + 1).bytes()), corrupt)?;
+        let cb = &a.chain_base;
+        ensure(cb.ends_verified(v, true), || format!("chain bases: {}", corrupt_block()))?;
         ensure(cb.get(0) == 0, || "chain tables".into())?;
         ensure((e as u64 + cb.get(k) as u64) < State::FINISHED.0 as u64, || "too many states".into())?;
         let words = a.mask_words();
@@ -282,6 +303,9 @@ impl Automaton {
         a.lazy = Some(Box::new(Lazy {
             explicit: bits(e),
             chains: bits(k),
+            offset_blocks: a.offsets.block_bits(),
+            chain_member_blocks: a.chain_member.block_bits(),
+            member_blocks: a.member_offsets.block_bits(),
             chain_index: OnceLock::new(),
             whole: OnceLock::new(),
             blocks,

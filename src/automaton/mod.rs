@@ -9,6 +9,11 @@
 //!   chain state: its tokens are the text tokens whose bytes are a prefix of the rest of the member (found by a
 //!   walk of the vocabulary's token trie), plus the end-of-generation ids at the member's end.
 //!
+//! Layouts: small automata keep every array plain (format version 2, byte for byte); large ones (derived rows,
+//! see `derived`) store their integers at the widths their values need (`Packed`), front-code their members
+//! (`front`) and hold their ascending arrays (`offsets`, `chain_base`, `chain_member`, `member_offsets`) in
+//! blocks of a base and narrow per-element values (`ascending`, format version 9), in memory and in files alike.
+//!
 //! Invariants of an [`Automaton`]:
 //! - states are `0..n_states()` plus [`State::FINISHED`]; the start state is 0;
 //! - every state that can be reached can still complete a member (pruned: no token leads to a dead end), and
@@ -28,6 +33,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 mod allowed;
+mod ascending;
 mod derived;
 mod draft;
 mod front;
@@ -41,6 +47,7 @@ mod values;
 
 pub use allowed::Allowed;
 use allowed::AllowedRepr;
+use ascending::{Ascending, MemberOffsets};
 pub use draft::{Draft, History};
 pub use persist::FileInfo;
 
@@ -190,7 +197,7 @@ pub struct Forced {
 pub struct Automaton {
     pub(crate) vocab: Arc<Vocabulary>,
     /// CSR over the explicit states: allowed tokens (ascending) and the state each leads to.
-    pub(crate) offsets: Packed<u32>,
+    pub(crate) offsets: Ascending<u32>,
     pub(crate) tokens: Packed<TokenId>,
     pub(crate) targets: Packed<u32>,
     /// Bit `s` (of 64-bit words): explicit state `s` is accepting.
@@ -215,17 +222,19 @@ pub struct Automaton {
     pub(crate) dense_rows: Array<u32>,
     /// Chains: chain `k` covers states `n_explicit + chain_base[k] .. n_explicit + chain_base[k + 1]`, the
     /// positions of member `chain_member[k]` at depths `chain_first_depth[k]..`.
-    pub(crate) chain_base: Packed<u32>,
-    pub(crate) chain_member: Packed<u32>,
+    pub(crate) chain_base: Ascending<u32>,
+    pub(crate) chain_member: Ascending<u32>,
     pub(crate) chain_first_depth: Packed<u32>,
     /// Members (sorted, distinct): `member_bytes[member_offsets[i]..member_offsets[i + 1]]` (front-coded: the
     /// bytes after the prefix shared with the member before, see `member_lcp`).
     ///
-    /// (`offsets`, `tokens`, `targets`, `depth`, `single_member`, the chain arrays and `member_offsets` are
-    /// [`Packed`]: at their full width, the layout of plain arrays, except in automata with derived rows, where
-    /// each is stored at the width its values need: see `persist`. Token ids of a vocabulary of fewer than
-    /// 16,777,215 tokens take 3 bytes there, targets 3 bytes in automata of fewer states.)
-    pub(crate) member_offsets: Packed<u64>,
+    /// (`tokens`, `targets`, `depth`, `single_member` and `chain_first_depth` are [`Packed`], `offsets`,
+    /// `chain_base`, `chain_member` and `member_offsets` [`Ascending`]: at their full width, the layout of plain
+    /// arrays, except in automata with derived rows, where each is stored at the width its values need (token ids
+    /// of a vocabulary of fewer than 16,777,215 tokens take 3 bytes there, targets 3 bytes in automata of fewer
+    /// states), and the ascending ones in blocks when that is smaller (front-coded automata): see `persist` and
+    /// `ascending`.)
+    pub(crate) member_offsets: MemberOffsets,
     pub(crate) member_bytes: Array<u8>,
     /// Empty, or (front-coded members, the large layout: see `front`) by member, the length of the prefix it
     /// shares with the member before it, which `member_bytes` leaves out: the member is that prefix followed by
@@ -425,16 +434,18 @@ impl Automaton {
         // widths their values need; every other automaton keeps plain arrays (files byte for byte as before).
         let pack = !derived.is_empty() || !byte_rows.is_empty();
         let p32 = |v: Vec<u32>| if pack { Packed::narrow(&v) } else { Packed::plain(v) };
+        // ... and its ascending arrays in blocks (format version 9, see `ascending`).
+        let asc = |v: Vec<u32>, choices| if pack { Ascending::blocked(&v, choices) } else { Ascending::plain(v) };
         // The large layout also front-codes its members (format version 7, see `front`).
         let (member_offsets, member_bytes, member_lcp) = if pack {
             let (o, b, l) = front::front_code(&member_offsets, member_bytes);
-            (Packed::narrow(&o), b, Packed::narrow(&l))
+            (MemberOffsets::blocked(&o, ascending::MEMBER_BLOCKS), b, Packed::narrow(&l))
         } else {
-            (Packed::plain(member_offsets), member_bytes, Packed::default())
+            (MemberOffsets::plain(member_offsets), member_bytes, Packed::default())
         };
         Automaton {
             vocab,
-            offsets: p32(e.offsets),
+            offsets: asc(e.offsets, ascending::OFFSETS_BLOCKS),
             tokens: p32(e.tokens),
             targets: p32(e.targets),
             accepting: e.accepting.into(),
@@ -446,8 +457,8 @@ impl Automaton {
             unary_byte: unary_byte.into(),
             byte_rows: byte_rows.into(),
             byte_tokens,
-            chain_base: p32(chains.base),
-            chain_member: p32(chains.member),
+            chain_base: asc(chains.base, ascending::CHAIN_BLOCKS),
+            chain_member: asc(chains.member, ascending::CHAIN_BLOCKS),
             chain_first_depth: p32(chains.first_depth),
             member_offsets,
             member_bytes: member_bytes.into(),

@@ -1,5 +1,6 @@
 //! Saving, loading and validating automata: the container sections of an automaton file.
 
+use super::ascending::{Shape, Tags};
 use super::*;
 
 // Section tags of a saved automaton.
@@ -23,6 +24,13 @@ const A_DERIVED: u32 = 24;
 const A_UNARY_BYTE: u32 = 25;
 const A_BYTE_ROWS: u32 = 26;
 const A_MEMBER_LCP: u32 = 27;
+// The ascending arrays in blocks (format version 9, see `ascending`): their shapes, then each array's bases and
+// per-element values in place of its plain section.
+const A_BLOCKED: u32 = 40;
+const T_OFFSETS: Tags = Tags { plain: A_OFFSETS, bases: 41, deltas: 42 };
+const T_CHAIN_BASE: Tags = Tags { plain: A_CHAIN_BASE, bases: 43, deltas: 44 };
+const T_CHAIN_MEMBER: Tags = Tags { plain: A_CHAIN_MEMBER, bases: 45, deltas: 46 };
+const T_MEMBER_OFFSETS: Tags = Tags { plain: A_MEMBER_OFFSETS, bases: 47, deltas: 48 };
 /// The format version of files with derived rows (sections `A_DERIVED`, `A_UNARY_BYTE`): older libtries, which
 /// would read their empty rows as dead ends, refuse them by their version.
 const DERIVED_VERSION: u32 = 4;
@@ -38,6 +46,9 @@ const BYTE_ROWS_VERSION: u32 = 6;
 /// The format version of files whose members are front-coded (section `A_MEMBER_LCP`, see `front`): older
 /// libtries would read the suffixes as whole members, and refuse the files by their version.
 const FRONT_VERSION: u32 = 7;
+/// The format version of files holding ascending arrays in blocks (section `A_BLOCKED`, see `ascending`): older
+/// libtries would miss their plain sections, and refuse the files by their version.
+pub(super) const BLOCKED_VERSION: u32 = 9;
 
 /// The header of a saved automaton ([`Automaton::file_info`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -54,9 +65,9 @@ impl Automaton {
     /// The newest file format version. [`Automaton::save`] writes version 2 (which older libtries read) unless
     /// the automaton needs a later one: 3 for members with values, 4 for derived rows, 5 for arrays at packed
     /// widths (automata with derived rows), 6 for branching states keeping only their byte children, 7 for
-    /// front-coded members (automata with derived rows); and 8 (the file checked in 2 KiB blocks instead of
-    /// 64 KiB, so that the first use of a lazily loaded state is cheap) for every file over 64 KiB or needing
-    /// version 4 or later.
+    /// front-coded members (automata with derived rows), 9 for ascending arrays in blocks (the same automata);
+    /// and at least 8 (the file checked in 2 KiB blocks instead of 64 KiB, so that the first use of a lazily
+    /// loaded state is cheap) for every file over 64 KiB or needing version 4 or later.
     pub const FORMAT_VERSION: u32 = crate::format::FORMAT_VERSION;
 
     /// Saves the automaton to `path` (written atomically: a temporary file renamed into place). The file is the
@@ -82,7 +93,7 @@ impl Automaton {
         let mut w = Writer::new(FileKind::Automaton, self.vocab.fingerprint());
         let dropped: Vec<u64> = self.dropped.iter().map(|&d| d as u64).collect();
         w.section(A_META, &[self.vocab.n_vocab() as u64, self.n_dropped_members as u64]);
-        w.section_packed(A_OFFSETS, &self.offsets);
+        let mut shapes: Vec<Shape> = vec![self.offsets.write(&mut w, T_OFFSETS)];
         w.section_packed(A_TOKENS, &self.tokens);
         w.section_packed(A_TARGETS, &self.targets);
         w.section(A_ACCEPTING, &self.accepting);
@@ -90,10 +101,10 @@ impl Automaton {
         w.section_packed(A_SINGLE, &self.single_member);
         w.section(A_DENSE_STATES, &self.dense_states);
         w.section(A_DENSE_ROWS, &self.dense_rows);
-        w.section_packed(A_CHAIN_BASE, &self.chain_base);
-        w.section_packed(A_CHAIN_MEMBER, &self.chain_member);
+        shapes.push(self.chain_base.write(&mut w, T_CHAIN_BASE));
+        shapes.push(self.chain_member.write(&mut w, T_CHAIN_MEMBER));
         w.section_packed(A_CHAIN_DEPTH, &self.chain_first_depth);
-        w.section_packed(A_MEMBER_OFFSETS, &self.member_offsets);
+        shapes.push(self.member_offsets.write(&mut w, T_MEMBER_OFFSETS));
         w.section(A_MEMBER_BYTES, &self.member_bytes);
         w.section(A_DROPPED, &dropped);
         if !self.derived.is_empty() {
@@ -111,6 +122,10 @@ impl Automaton {
         if self.is_front_coded() {
             w.section_packed(A_MEMBER_LCP, &self.member_lcp);
             w.require_version(FRONT_VERSION);
+        }
+        if shapes.iter().any(|s| s[2] != 0) {
+            w.section(A_BLOCKED, &shapes.concat());
+            w.require_version(BLOCKED_VERSION);
         }
         if let Some(seg) = &self.segments {
             seg.write(&mut w);
@@ -202,8 +217,10 @@ impl Automaton {
             "a block of the file fails its checksum: the file is corrupt".into()
         })?;
         ensure(meta.len() == 2 && meta[0] == vocab.n_vocab() as u64, || "automaton metadata".into())?;
+        let shapes = Self::read_shapes(&r)?;
+        let shape = |i: usize| shapes.as_ref().map(|s| &s[i * 3..i * 3 + 3]);
         let a = Automaton {
-            offsets: r.packed(A_OFFSETS)?,
+            offsets: Ascending::read(&r, T_OFFSETS, shape(0), "offsets")?,
             tokens: r.packed(A_TOKENS)?,
             targets: r.packed(A_TARGETS)?,
             accepting: r.array(A_ACCEPTING)?,
@@ -215,10 +232,10 @@ impl Automaton {
             unary_byte: Self::read_optional(&r, A_UNARY_BYTE, DERIVED_VERSION)?,
             byte_rows: Self::read_optional(&r, A_BYTE_ROWS, BYTE_ROWS_VERSION)?,
             byte_tokens: derived::ByteTokens::new(&vocab),
-            chain_base: r.packed(A_CHAIN_BASE)?,
-            chain_member: r.packed(A_CHAIN_MEMBER)?,
+            chain_base: Ascending::read(&r, T_CHAIN_BASE, shape(1), "chain bases")?,
+            chain_member: Ascending::read(&r, T_CHAIN_MEMBER, shape(2), "chain members")?,
             chain_first_depth: r.packed(A_CHAIN_DEPTH)?,
-            member_offsets: r.packed(A_MEMBER_OFFSETS)?,
+            member_offsets: Ascending::read(&r, T_MEMBER_OFFSETS, shape(3), "member offsets")?,
             member_bytes: r.array(A_MEMBER_BYTES)?,
             member_lcp: Self::read_front(&r)?,
             dropped: dropped.iter().map(|&d| usize::try_from(d).unwrap_or(usize::MAX)).collect(),
@@ -233,10 +250,25 @@ impl Automaton {
         ensure(version >= PACKED_VERSION || a.arrays_plain(), || {
             format!("arrays at packed widths in a format version {version} file (they need version {PACKED_VERSION})")
         })?;
+        ensure(version >= BLOCKED_VERSION || shapes.is_none(), || {
+            format!(
+                "arrays in blocks (section {A_BLOCKED}) in a format version {version} file (they need version \
+                 {BLOCKED_VERSION})"
+            )
+        })?;
         match blocks {
             Some(blocks) => a.lazy_checks(blocks),
             None => {
                 a.validate()?;
+                let mut a = a;
+                if a.is_front_coded() {
+                    // Validated: the large layout keeps its ascending arrays in blocks, also when an older file
+                    // (version 7 or 8) held them plain (see `ascending`).
+                    a.offsets = std::mem::take(&mut a.offsets).into_blocks(ascending::OFFSETS_BLOCKS);
+                    a.chain_base = std::mem::take(&mut a.chain_base).into_blocks(ascending::CHAIN_BLOCKS);
+                    a.chain_member = std::mem::take(&mut a.chain_member).into_blocks(ascending::CHAIN_BLOCKS);
+                    a.member_offsets = std::mem::take(&mut a.member_offsets).into_blocks(ascending::MEMBER_BLOCKS);
+                }
                 Ok(a)
             }
         }
@@ -253,6 +285,17 @@ impl Automaton {
             format!("derived rows (section {tag}) in a format version {version} file (they need version {since})")
         })?;
         r.array(tag)
+    }
+
+    /// The shapes of the four ascending arrays (`None` when absent: all plain; present only in files of version
+    /// [`BLOCKED_VERSION`] and later, checked once the other sections' versions are).
+    fn read_shapes(r: &Reader) -> Result<Option<Array<u64>>> {
+        if !r.has(A_BLOCKED) {
+            return Ok(None);
+        }
+        let shapes: Array<u64> = r.array(A_BLOCKED)?;
+        ensure(shapes.len() == 12, || format!("section {A_BLOCKED}: {} values, not 12", shapes.len()))?;
+        Ok(Some(shapes))
     }
 
     /// The shared prefix lengths of front-coded members (empty when absent; present only in files of version
@@ -303,22 +346,26 @@ impl Automaton {
 
     /// A derived state `s` (`< n_explicit`) is sound: its child `s + 1` is an explicit state and its row empty.
     pub(super) fn derived_state_ok(&self, s: usize) -> bool {
-        s + 1 < self.depth.len() && self.offsets.get(s) == self.offsets.get(s + 1)
+        s + 1 < self.depth.len() && {
+            let (from, to) = self.offsets.pair(s);
+            from == to
+        }
     }
 
     /// Checks a loaded automaton's arrays against each other and its vocabulary: every index used when decoding
     /// is in bounds, so a crafted or damaged file is an error and never a crash.
     pub(super) fn validate(&self) -> Result<()> {
-        let mo = self.member_offsets.ints();
+        let mo = &self.member_offsets;
         let n_members = mo.len().checked_sub(1);
         ensure(n_members.is_some() && mo.get(0) == 0, || "member offsets".into())?;
         let n_members = n_members.unwrap();
-        ensure(
-            mo.ascending(false)
-                && mo.get(n_members) == self.member_bytes.len() as u64
-                && self.n_dropped_members <= n_members,
-            || "member offsets are not ascending within the member bytes".into(),
-        )?;
+        mo.ensure_sound("member offsets", false)?;
+        self.offsets.ensure_sound("row offsets", false)?;
+        self.chain_base.ensure_sound("chain bases", true)?;
+        self.chain_member.ensure_sound("chain members", true)?;
+        ensure(mo.get(n_members) == self.member_bytes.len() as u64 && self.n_dropped_members <= n_members, || {
+            "member offsets are not within the member bytes".into()
+        })?;
         // Front coding sound, members sorted and distinct: `with_changes` binary-searches them.
         self.validate_members()?;
         let e = self.depth.len();
@@ -328,7 +375,6 @@ impl Automaton {
                 && self.single_member.len() == e
                 && self.accepting.len() == e.div_ceil(64)
                 && self.offsets.get(0) == 0
-                && self.offsets.ints().ascending(false)
                 && self.offsets.get(e) as usize == self.tokens.len()
                 && self.targets.len() == self.tokens.len(),
             || "explicit state tables of inconsistent sizes".into(),
@@ -338,15 +384,13 @@ impl Automaton {
             self.chain_base.len() == k + 1
                 && self.chain_first_depth.len() == k
                 && self.chain_base.get(0) == 0
-                && self.chain_base.ints().ascending(true)
-                && self.chain_member.ints().ascending(true)
-                && self.chain_member.ints().all(|m| (m as usize) < n_members),
+                && self.chain_member.last().map_or(true, |m| (m as usize) < n_members),
             || "chain tables".into(),
         )?;
         let bad_chain = (0..k).into_par_iter().with_min_len(1 << 14).find_any(|&i| {
             let m = self.chain_member.get(i) as usize;
-            let base = self.chain_base.ints();
-            let (first, n) = (self.chain_first_depth.get(i) as u64, (base.get(i + 1) - base.get(i)) as u64);
+            let (from, to) = self.chain_base.pair(i);
+            let (first, n) = (self.chain_first_depth.get(i) as u64, (to - from) as u64);
             !self.chain_ok(m, first, n)
         });
         ensure(bad_chain.is_none(), || {
@@ -417,10 +461,20 @@ mod tests {
         u32::from_ne_bytes(file[8..12].try_into().unwrap())
     }
 
-    /// Stores every member whole (the layout before format version 7).
+    /// Stores the ascending arrays plain at their widths (the layout before format version 9).
+    fn unblocked(a: &mut Automaton) {
+        a.offsets = Ascending::narrow(&a.offsets.iter().collect::<Vec<_>>());
+        a.chain_base = Ascending::narrow(&a.chain_base.iter().collect::<Vec<_>>());
+        a.chain_member = Ascending::narrow(&a.chain_member.iter().collect::<Vec<_>>());
+        a.member_offsets = Ascending::narrow(&a.member_offsets.iter().collect::<Vec<_>>());
+        a.validate().unwrap();
+    }
+
+    /// Stores every member whole and the ascending arrays plain (the layout before format version 7).
     fn members_whole(a: &mut Automaton) {
         let (offsets, bytes) = a.decoded_members().expect("front-coded");
-        a.member_offsets = Packed::narrow(&offsets);
+        unblocked(a);
+        a.member_offsets = MemberOffsets::narrow(&offsets);
         a.member_bytes = bytes.into();
         a.member_lcp = Packed::default();
         a.validate().unwrap();
@@ -456,12 +510,14 @@ mod tests {
         let opts = CompileOptions::new().derive_rows(true).byte_rows_max(0);
         let a = Automaton::compile(v.clone(), &set, &opts).unwrap();
         assert!(a.has_derived() && !a.arrays_plain() && a.byte_rows.is_empty());
-        assert_eq!((a.depth.width(), a.member_offsets.width()), (1, 2), "depths under 255, 4 KB of members");
+        assert_eq!(a.depth.width(), 1, "depths under 255");
+        assert!(a.member_offsets.plain_array().is_none(), "front-coded offsets in blocks");
         assert_eq!(a.tokens.width(), 2, "token ids up to 259");
         assert!(a.n_states() < 65_535 && a.targets.width() <= 2, "{} states", a.n_states());
-        // Needs version 7 (front-coded members), written as 8 (2 KiB checksum blocks); with every member whole it
-        // needs version 5, and the file as the libtrie before versions 7 and 8 wrote it loads the same.
-        assert_eq!(version_of(&a.to_bytes()), crate::format::SMALL_BLOCKS_VERSION);
+        // Needs version 9 (arrays in blocks); with every member whole and every array plain it needs version 5
+        // (written as 8, 2 KiB checksum blocks), and the file as the libtrie before versions 7 and 8 wrote it
+        // loads the same.
+        assert_eq!(version_of(&a.to_bytes()), BLOCKED_VERSION);
         let mut whole = Automaton::from_bytes(v.clone(), &a.to_bytes()).unwrap();
         members_whole(&mut whole);
         let packed = whole.to_bytes();
@@ -471,15 +527,15 @@ mod tests {
         same_answers(&a, &Automaton::from_bytes_lazy(v.clone(), &v5).unwrap());
         let mut wide = Automaton::from_bytes(v.clone(), &packed).unwrap();
         same_answers(&a, &wide);
-        wide.offsets = Packed::plain(wide.offsets.iter().collect());
+        wide.offsets = Ascending::plain(wide.offsets.iter().collect());
         wide.tokens = Packed::plain(wide.tokens.iter().collect());
         wide.targets = Packed::plain(wide.targets.iter().collect());
         wide.depth = Packed::plain(wide.depth.iter().collect());
         wide.single_member = Packed::plain(wide.single_member.iter().collect());
-        wide.chain_base = Packed::plain(wide.chain_base.iter().collect());
-        wide.chain_member = Packed::plain(wide.chain_member.iter().collect());
+        wide.chain_base = Ascending::plain(wide.chain_base.iter().collect());
+        wide.chain_member = Ascending::plain(wide.chain_member.iter().collect());
         wide.chain_first_depth = Packed::plain(wide.chain_first_depth.iter().collect());
-        wide.member_offsets = Packed::plain(wide.member_offsets.iter().collect());
+        wide.member_offsets = MemberOffsets::plain(wide.member_offsets.iter().collect());
         assert!(wide.arrays_plain());
         assert!(wide.memory_usage() > a.memory_usage());
         let old = crate::format::as_version(&wide.to_bytes(), DERIVED_VERSION);
@@ -504,10 +560,16 @@ mod tests {
         let n_byte_rows: u32 = a.byte_rows.iter().map(|w| w.count_ones()).sum();
         assert!(n_byte_rows >= 10, "{n_byte_rows}");
         same_answers(&stored, &a);
-        // Front-coded (needs version 7) and with every member whole (needs 6), both written as 8 (2 KiB checksum
-        // blocks); and as versions 7 and 6 (64 KiB blocks, before version 8).
-        let front = a.to_bytes();
+        // Front-coded with arrays in blocks (needs version 9), front-coded with plain arrays (needs version 7)
+        // and with every member whole (needs 6), the last two written as 8 (2 KiB checksum blocks); and as
+        // versions 7 and 6 (64 KiB blocks, before version 8).
+        let blocked = a.to_bytes();
+        assert_eq!(version_of(&blocked), BLOCKED_VERSION);
+        let mut plain = Automaton::from_bytes(v.clone(), &blocked).unwrap();
+        unblocked(&mut plain);
+        let front = plain.to_bytes();
         assert_eq!(version_of(&front), crate::format::SMALL_BLOCKS_VERSION);
+        assert!(front.len() > blocked.len(), "blocks save bytes");
         let mut whole = Automaton::from_bytes(v.clone(), &front).unwrap();
         members_whole(&mut whole);
         let bytes = whole.to_bytes();
@@ -515,7 +577,7 @@ mod tests {
         assert!(bytes.len() > front.len(), "front coding saves bytes");
         let v6 = crate::format::as_version(&bytes, BYTE_ROWS_VERSION);
         let v7 = crate::format::as_version(&front, FRONT_VERSION);
-        for b in [&front, &bytes, &v6, &v7] {
+        for b in [&blocked, &front, &bytes, &v6, &v7] {
             same_answers(&stored, &Automaton::from_bytes(v.clone(), b).unwrap());
             same_answers(&stored, &Automaton::from_bytes_lazy(v.clone(), b).unwrap());
         }

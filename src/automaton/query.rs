@@ -29,8 +29,9 @@ impl Automaton {
             return Kind::Explicit(s);
         }
         let idx = (s - e) as u32;
-        let k = self.chain_base.ints().partition_point(|b| b <= idx) - 1;
-        let depth = self.chain_first_depth.get(k) + idx - self.chain_base.get(k);
+        // (`chain_base[0] == 0 <= idx`, checked at load.)
+        let (k, base) = self.chain_base.last_at_most(idx).unwrap_or((0, 0));
+        let depth = self.chain_first_depth.get(k) + idx - base;
         Kind::Chain(self.chain_member.get(k) as usize, depth as usize)
     }
 
@@ -42,7 +43,8 @@ impl Automaton {
 
     #[inline]
     pub(crate) fn range(&self, s: usize) -> std::ops::Range<usize> {
-        self.offsets.get(s) as usize..self.offsets.get(s + 1) as usize
+        let (from, to) = self.offsets.pair(s);
+        from as usize..to as usize
     }
 
     /// Calls `f(tokens, length)` for every text-token byte string that is a prefix of `rest` (with the ids that

@@ -190,6 +190,7 @@ impl<'a, T: Word> Ints<'a, T> {
         (0..a.len).map(move |i| a.get(i))
     }
 
+    #[allow(dead_code)] // (Of the readers' API; none uses it now.)
     pub(crate) fn last(&self) -> Option<T> {
         self.len.checked_sub(1).map(|i| self.get(i))
     }
@@ -367,6 +368,7 @@ impl<T: Word> Packed<T> {
         self.len == 0
     }
 
+    #[allow(dead_code)] // (Of the readers' API; none uses it now.)
     pub(crate) fn last(&self) -> Option<T> {
         self.ints().last()
     }

@@ -125,7 +125,7 @@ impl NewChains<'_> {
         let len = new.get(j).len();
         let shared = new.shared(j);
         if shared < len {
-            if let Ok(k) = if o == NONE { Err(0) } else { old.chain_member.ints().binary_search(o) } {
+            if let Ok(k) = if o == NONE { Err(0) } else { old.chain_member.binary_search(o) } {
                 self.moved.push((k as u32, self.member.len() as u32));
             }
             self.member.push(j as u32);
@@ -137,16 +137,16 @@ impl NewChains<'_> {
     /// Old members `oa..ob`, now `ja..`, none next to a change: their shared depths are the same, so their chains
     /// are the old ones with the member renumbered (copied as a run).
     fn bulk(&mut self, old: &Automaton, oa: usize, ob: usize, ja: usize) {
-        let (members, bases) = (old.chain_member.ints(), old.chain_base.ints());
+        let (members, bases) = (&old.chain_member, &old.chain_base);
         let ka = members.partition_point(|m| (m as usize) < oa);
-        let kb = ka + members.slice(ka..members.len()).partition_point(|m| (m as usize) < ob);
+        let kb = members.partition_point(|m| (m as usize) < ob).max(ka);
         let shift = (ja as u32).wrapping_sub(oa as u32);
         if ka < kb {
             self.runs.push((bases.get(ka), bases.get(kb), *self.base.last().unwrap()));
         }
-        self.member.extend(members.slice(ka..kb).iter().map(|m| m.wrapping_add(shift)));
+        self.member.extend(members.range(ka..kb).map(|m| m.wrapping_add(shift)));
         self.first_depth.extend(old.chain_first_depth.slice(ka..kb).iter());
         let base = self.base.last().unwrap().wrapping_sub(bases.get(ka));
-        self.base.extend(bases.slice(ka + 1..kb + 1).iter().map(|b| b.wrapping_add(base)));
+        self.base.extend(bases.range(ka + 1..kb + 1).map(|b| b.wrapping_add(base)));
     }
 }

@@ -155,7 +155,7 @@ pub(super) fn dirty_positions<'s>(
                 r
             } else if no == 1 {
                 let m = olo as usize;
-                let Ok(k) = this.chain_member.ints().binary_search(m as u32) else { return None };
+                let Ok(k) = this.chain_member.binary_search(m as u32) else { return None };
                 let f = this.chain_first_depth.get(k) as usize;
                 if e < f {
                     return None;

@@ -56,7 +56,7 @@ impl Job<'_, '_> {
                     *out = v.unwrap_or(0);
                 }
                 let shift = self.trans_at.wrapping_sub(ta as u32);
-                for (out, o) in self.offsets.iter_mut().zip(old.offsets.slice(a + 1..b + 1).iter()) {
+                for (out, o) in self.offsets.iter_mut().zip(old.offsets.range(a + 1..b + 1)) {
                     *out = o.wrapping_add(shift);
                 }
                 for (i, out) in self.accepting.iter_mut().enumerate() {

@@ -65,7 +65,7 @@ pub(super) fn members(this: &Automaton, adding: &[&[u8]], ins: &[usize], removed
             // removed: shifted as `o - from + to` (offsets ascend, so `o >= from`; no wrapping).
             let (from, to) = (this.member_offsets.get(i), new_bytes.len() as u64);
             new_bytes.extend_from_slice(&this.member_bytes[from as usize..this.member_offsets.get(end) as usize]);
-            new_offsets.extend(this.member_offsets.slice(i + 1..end + 1).iter().map(|o| o - from + to));
+            new_offsets.extend(this.member_offsets.range(i + 1..end + 1).map(|o| o - from + to));
             for (j, slot) in old_to_new[i..end].iter_mut().enumerate() {
                 *slot = (base + j) as u32;
             }
