@@ -433,33 +433,62 @@ impl Automaton {
         // The large layout (with derived rows) stores its per-state, per-chain and per-member integers at the
         // widths their values need; every other automaton keeps plain arrays (files byte for byte as before).
         let pack = !derived.is_empty() || !byte_rows.is_empty();
-        let p32 = |v: Vec<u32>| if pack { Packed::narrow(&v) } else { Packed::plain(v) };
+        let p32 = |v: Vec<u32>| if pack { Packed::narrow_vec(v) } else { Packed::plain(v) };
         // ... and its ascending arrays in blocks (format version 9, see `ascending`).
         let asc = |v: Vec<u32>, choices| if pack { Ascending::blocked(&v, choices) } else { Ascending::plain(v) };
         // The large layout also front-codes its members (format version 7, see `front`).
-        let (member_offsets, member_bytes, member_lcp) = if pack {
-            let (o, b, l) = front::front_code(&member_offsets, member_bytes);
-            (MemberOffsets::blocked(&o, ascending::MEMBER_BLOCKS), b, Packed::narrow(&l))
-        } else {
-            (MemberOffsets::plain(member_offsets), member_bytes, Packed::default())
+        let front = || {
+            if pack {
+                let (o, b, l) = front::front_code(&member_offsets, member_bytes);
+                (MemberOffsets::blocked(&o, ascending::MEMBER_BLOCKS), b, Packed::narrow(&l))
+            } else {
+                (MemberOffsets::plain(member_offsets), member_bytes, Packed::default())
+            }
         };
+        // Each array is laid out on its own (in parallel on the large layout: independent passes).
+        let (e_offsets, e_tokens, e_targets, e_depth, e_single) =
+            (e.offsets, e.tokens, e.targets, e.depth, e.single_member);
+        let (chain_base, chain_member, chain_first_depth) = (chains.base, chains.member, chains.first_depth);
+        let (((offsets, tokens), (targets, (depth, single_member))), ((members, chains), chain_first_depth)) = join(
+            pack,
+            || {
+                join(
+                    pack,
+                    || join(pack, || asc(e_offsets, ascending::OFFSETS_BLOCKS), || p32(e_tokens)),
+                    || join(pack, || p32(e_targets), || join(pack, || p32(e_depth), || p32(e_single))),
+                )
+            },
+            || {
+                join(
+                    pack,
+                    || {
+                        join(pack, front, || {
+                            (asc(chain_base, ascending::CHAIN_BLOCKS), asc(chain_member, ascending::CHAIN_BLOCKS))
+                        })
+                    },
+                    || p32(chain_first_depth),
+                )
+            },
+        );
+        let (member_offsets, member_bytes, member_lcp) = members;
+        let (chain_base, chain_member) = chains;
         Automaton {
             vocab,
-            offsets: asc(e.offsets, ascending::OFFSETS_BLOCKS),
-            tokens: p32(e.tokens),
-            targets: p32(e.targets),
+            offsets,
+            tokens,
+            targets,
             accepting: e.accepting.into(),
-            depth: p32(e.depth),
-            single_member: p32(e.single_member),
+            depth,
+            single_member,
             dense_states: dense_states.into(),
             dense_rows: dense_rows.into(),
             derived: derived.into(),
             unary_byte: unary_byte.into(),
             byte_rows: byte_rows.into(),
             byte_tokens,
-            chain_base: asc(chains.base, ascending::CHAIN_BLOCKS),
-            chain_member: asc(chains.member, ascending::CHAIN_BLOCKS),
-            chain_first_depth: p32(chains.first_depth),
+            chain_base,
+            chain_member,
+            chain_first_depth,
             member_offsets,
             member_bytes: member_bytes.into(),
             member_lcp,
@@ -470,6 +499,15 @@ impl Automaton {
             lazy: None,
             row_cache: row_cache::RowCache::new(row_cache::DEFAULT_BUDGET),
         }
+    }
+}
+
+/// `rayon::join(a, b)` when `parallel`, else `(a(), b())` in this thread.
+fn join<A: Send, B: Send>(parallel: bool, a: impl FnOnce() -> A + Send, b: impl FnOnce() -> B + Send) -> (A, B) {
+    if parallel {
+        rayon::join(a, b)
+    } else {
+        (a(), b())
     }
 }
 

@@ -315,6 +315,16 @@ impl<T: Word> Packed<T> {
         Packed::with_width(values, width_for(values))
     }
 
+    /// [`Packed::narrow`] of values the caller gives up: at the full width they are kept, not copied.
+    pub(crate) fn narrow_vec(values: Vec<T>) -> Packed<T> {
+        let width = width_for(&values);
+        if width == T::BYTES {
+            Packed::plain(values)
+        } else {
+            Packed::with_width(&values, width)
+        }
+    }
+
     /// `values` at `width` bytes each; panics unless every value fits ([`width_for`] at most `width`).
     pub(crate) fn with_width(values: &[T], width: usize) -> Packed<T> {
         assert!(valid_width::<T>(width) && width_for(values) <= width, "width {width}");
