@@ -16,7 +16,10 @@
 //! rows keep only their byte children (format version 6; the `byterows-*` seeds), and whose members are front-coded
 //! (each stored as the bytes after its prefix shared with the member before, format version 7, `src/automaton/
 //! front.rs`; the `front-*` seeds: a crafted shared length decodes other members; the `v8-*` seeds are sets
-//! written as format version 8, its checksum blocks 2 KiB): a derived row is computed from
+//! written as format version 8, its checksum blocks 2 KiB), and whose ascending arrays (row offsets, chain bases and
+//! members, member offsets) are block bases plus narrow deltas or lengths (format version 9, `src/automaton/
+//! ascending.rs`; the `blocked-*` seeds: a crafted base, delta or length reads other numbers, a lazy load checks
+//! each block on first use), with token ids and targets at packed widths: a derived row is computed from
 //! the other states' rows, so a crafted file must give an error, or a wrong row at worst, never a panic, an out-of-bounds
 //! read or a hang. A lazily loaded automaton may refuse a state (`MalformedFile`) where an
 //! eager load refuses the file.
